@@ -1,0 +1,326 @@
+"""Wire protocol v1: message dataclasses and their msgpack encoding.
+
+Pure: no sockets, no asyncio. Every WebSocket message is one binary frame holding one
+msgpack map with a string ``type``. ``decode_client`` turns client bytes into a
+message object or raises ``ProtocolError`` carrying a stable error code; the
+contract, with message sequences, is ``docs/protocol.md``.
+
+Unknown fields are ignored so that newer clients keep working with this server;
+anything that would break an existing client needs a new ``v``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, ClassVar
+
+import msgpack
+
+VERSION = 1
+
+
+class ErrorCode(StrEnum):
+    BAD_FRAME = "bad_frame"  # not one msgpack map in a binary frame
+    BAD_MESSAGE = "bad_message"  # a field has the wrong type or an invalid value
+    UNKNOWN_TYPE = "unknown_type"
+    MISSING_FIELD = "missing_field"
+    UNKNOWN_VOICE = "unknown_voice"
+    TEXT_TOO_LONG = "text_too_long"
+    DUPLICATE_ID = "duplicate_id"
+    UNKNOWN_ID = "unknown_id"
+    UNAUTHORIZED = "unauthorized"
+    BUSY = "busy"
+    ENGINE_UNAVAILABLE = "engine_unavailable"
+    UNSUPPORTED_LANGUAGE = "unsupported_language"
+    INTERNAL = "internal"
+
+
+class CloseCode:
+    GOING_AWAY = 1001  # server shutting down
+    POLICY = 1008  # unauthorized
+    TOO_BIG = 1009
+    OVERLOADED = 1013
+
+
+class ProtocolError(Exception):
+    """A client message we refuse; becomes an ``error`` message, never a crash."""
+
+    def __init__(self, code: ErrorCode, message: str, id: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.id = id
+
+
+FORMATS = ("pcm16", "f32", "mulaw")
+SAMPLE_RATES = (8000, 16000, 22050, 24000, 44100, 48000)
+FRAME_MS_RANGE = (10, 200)
+SPEED_RANGE = (0.5, 2.0)
+MAX_ID_CHARS = 128
+
+# msgpack's own structural limits: a client message is a small flat map, so anything
+# deeper or wider is refused by the C decoder before it allocates (see
+# shared/research/reliability.md §2 on preallocation bombs).
+_MAX_ARRAY_LEN = 16
+_MAX_MAP_LEN = 32
+
+
+# ---------------------------------------------------------------- client → server
+
+
+@dataclass(frozen=True)
+class Hello:
+    TYPE: ClassVar[str] = "hello"
+    v: int = VERSION
+    token: str | None = None
+    voice: str | None = None
+    lang: str | None = None
+    speed: float | None = None
+    sample_rate: int | None = None
+    format: str | None = None
+    frame_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class Speak:
+    TYPE: ClassVar[str] = "speak"
+    id: str
+    text: str
+    voice: str | None = None
+    lang: str | None = None
+    speed: float | None = None
+    interrupt: bool = False
+
+
+@dataclass(frozen=True)
+class Append:
+    TYPE: ClassVar[str] = "append"
+    id: str
+    text: str
+    # Only the append that creates the utterance may choose these (an extension of v1).
+    voice: str | None = None
+    lang: str | None = None
+    speed: float | None = None
+
+
+@dataclass(frozen=True)
+class Flush:
+    TYPE: ClassVar[str] = "flush"
+    id: str
+
+
+@dataclass(frozen=True)
+class Cancel:
+    TYPE: ClassVar[str] = "cancel"
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class Ping:
+    TYPE: ClassVar[str] = "ping"
+    t: Any = None
+
+
+ClientMessage = Hello | Speak | Append | Flush | Cancel | Ping
+
+# ---------------------------------------------------------------- server → client
+
+
+@dataclass(frozen=True)
+class Ready:
+    TYPE: ClassVar[str] = "ready"
+    session: str
+    sample_rate: int
+    format: str
+    frame_ms: int
+    voices: list[dict[str, Any]]
+    default_voice: str
+    loaded: list[str]
+    limits: dict[str, int]
+    v: int = VERSION
+
+
+@dataclass(frozen=True)
+class Start:
+    TYPE: ClassVar[str] = "start"
+    id: str
+    voice: str
+    sample_rate: int
+    format: str
+
+
+@dataclass(frozen=True)
+class Audio:
+    TYPE: ClassVar[str] = "audio"
+    id: str
+    seq: int
+    pts: int
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Mark:
+    TYPE: ClassVar[str] = "mark"
+    id: str
+    text: str
+    pts: int
+    kind: str = "sentence"
+    voice: str | None = None
+
+
+@dataclass(frozen=True)
+class End:
+    TYPE: ClassVar[str] = "end"
+    id: str
+    reason: str  # "done" | "cancelled" | "error"
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Error:
+    TYPE: ClassVar[str] = "error"
+    code: str
+    message: str
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class Pong:
+    TYPE: ClassVar[str] = "pong"
+    t: Any = None
+
+
+ServerMessage = Ready | Start | Audio | Mark | End | Error | Pong
+Message = ClientMessage | ServerMessage
+
+CLIENT_TYPES: dict[str, type] = {c.TYPE: c for c in (Hello, Speak, Append, Flush, Cancel, Ping)}
+SERVER_TYPES: dict[str, type] = {c.TYPE: c for c in (Ready, Start, Audio, Mark, End, Error, Pong)}
+
+# Accepted wire types per client field. bool is a subclass of int in Python, so the
+# checks below exclude it explicitly where a number is wanted.
+_INT = (int,)
+_NUM = (int, float)
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "v": _INT,
+    "token": (str,),
+    "voice": (str,),
+    "lang": (str,),
+    "speed": _NUM,
+    "sample_rate": _INT,
+    "format": (str,),
+    "frame_ms": _INT,
+    "id": (str,),
+    "text": (str,),
+    "interrupt": (bool,),
+}
+_SCALAR = (type(None), bool, int, float, str)
+
+# ---------------------------------------------------------------- encoding
+
+
+def encode(msg: Message) -> bytes:
+    """One message → the bytes of one binary frame. ``None`` fields are omitted."""
+    body: dict[str, Any] = {"type": msg.TYPE}
+    for f in dataclasses.fields(msg):
+        value = getattr(msg, f.name)
+        if value is not None:
+            body[f.name] = value
+    return msgpack.packb(body, use_bin_type=True)
+
+
+def _unpack(data: bytes, max_bytes: int) -> dict[str, Any]:
+    if len(data) > max_bytes:
+        # websockets already closes with 1009 above max_size; this guards other callers.
+        raise ProtocolError(ErrorCode.BAD_FRAME, f"message is larger than {max_bytes} bytes")
+    try:
+        obj = msgpack.unpackb(
+            data,
+            raw=False,
+            strict_map_key=True,
+            max_str_len=max_bytes,
+            max_bin_len=max_bytes,
+            max_array_len=_MAX_ARRAY_LEN,
+            max_map_len=_MAX_MAP_LEN,
+            max_ext_len=0,
+        )
+    # msgpack documents that malformed input may raise beyond UnpackException
+    # (ValueError, TypeError, StackError, ...), so everything here means "bad bytes".
+    except Exception as exc:
+        raise ProtocolError(ErrorCode.BAD_FRAME, f"not a msgpack message ({type(exc).__name__})") from None
+    if not isinstance(obj, dict):
+        raise ProtocolError(ErrorCode.BAD_FRAME, "a message must be a msgpack map")
+    kind = obj.get("type")
+    if not isinstance(kind, str):
+        raise ProtocolError(ErrorCode.MISSING_FIELD, "message has no string field 'type'")
+    return obj
+
+
+def _type_ok(value: Any, types: tuple[type, ...]) -> bool:
+    if isinstance(value, bool) and bool not in types:
+        return False
+    return isinstance(value, types)
+
+
+def decode_client(data: bytes, *, max_bytes: int = 65536) -> ClientMessage:
+    """Bytes of a binary frame → a client message, or ``ProtocolError``."""
+    obj = _unpack(data, max_bytes)
+    cls = CLIENT_TYPES.get(obj["type"])
+    if cls is None:
+        raise ProtocolError(ErrorCode.UNKNOWN_TYPE, f"unknown message type {obj['type'][:40]!r}")
+    raw_id = obj.get("id")
+    msg_id = raw_id if isinstance(raw_id, str) else None
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in obj or obj[f.name] is None:
+            required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            if required:
+                raise ProtocolError(ErrorCode.MISSING_FIELD, f"{cls.TYPE} needs field '{f.name}'", msg_id)
+            continue
+        value = obj[f.name]
+        if f.name == "t":  # ping's token is echoed back verbatim, so it must be a scalar
+            if not isinstance(value, _SCALAR):
+                raise ProtocolError(ErrorCode.BAD_MESSAGE, "ping 't' must be a number or string")
+        elif not _type_ok(value, _FIELD_TYPES[f.name]):
+            want = "/".join(t.__name__ for t in _FIELD_TYPES[f.name])
+            raise ProtocolError(
+                ErrorCode.BAD_MESSAGE, f"{cls.TYPE}.{f.name} must be {want}, not {type(value).__name__}", msg_id
+            )
+        kwargs[f.name] = float(value) if f.name == "speed" else value
+    msg = cls(**kwargs)
+    _check_values(msg, msg_id)
+    return msg
+
+
+def _check_values(msg: ClientMessage, msg_id: str | None) -> None:
+    def bad(text: str) -> ProtocolError:
+        return ProtocolError(ErrorCode.BAD_MESSAGE, text, msg_id)
+
+    if isinstance(msg, (Speak, Append, Flush, Cancel)) and msg.id is not None:
+        if not 0 < len(msg.id) <= MAX_ID_CHARS:
+            raise bad(f"id must be 1..{MAX_ID_CHARS} characters")
+    speed = getattr(msg, "speed", None)
+    if speed is not None and not SPEED_RANGE[0] <= speed <= SPEED_RANGE[1]:
+        raise bad(f"speed must be within {SPEED_RANGE[0]}..{SPEED_RANGE[1]}")
+    if isinstance(msg, Hello):
+        if msg.v != VERSION:
+            raise bad(f"this server speaks protocol v{VERSION}, not v{msg.v}")
+        if msg.format is not None and msg.format not in FORMATS:
+            raise bad(f"format must be one of {', '.join(FORMATS)}")
+        if msg.sample_rate is not None and msg.sample_rate not in SAMPLE_RATES:
+            raise bad(f"sample_rate must be one of {', '.join(map(str, SAMPLE_RATES))}")
+        if msg.frame_ms is not None and not FRAME_MS_RANGE[0] <= msg.frame_ms <= FRAME_MS_RANGE[1]:
+            raise bad(f"frame_ms must be within {FRAME_MS_RANGE[0]}..{FRAME_MS_RANGE[1]}")
+
+
+def decode_server(data: bytes) -> ServerMessage:
+    """Bytes from a server → a message object; for clients, tests and benchmarks.
+
+    Trusts the server: fields it does not know are dropped, so older clients keep
+    decoding messages that gained fields.
+    """
+    obj = msgpack.unpackb(data, raw=False)
+    cls = SERVER_TYPES[obj["type"]]
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in obj.items() if k in names})

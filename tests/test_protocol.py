@@ -1,0 +1,130 @@
+"""Protocol v1 encode/decode on raw bytes: pure, no I/O."""
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rtts import protocol
+from rtts.protocol import ErrorCode, ProtocolError
+
+
+def pack(obj) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def code_of(data: bytes, **kw) -> str:
+    with pytest.raises(ProtocolError) as info:
+        protocol.decode_client(data, **kw)
+    return info.value.code.value
+
+
+def test_speak_round_trip():
+    msg = protocol.decode_client(pack({"type": "speak", "id": "a", "text": "Hi.", "speed": 1, "extra": [1]}))
+    assert msg == protocol.Speak(id="a", text="Hi.", speed=1.0)
+    assert isinstance(msg.speed, float)
+
+
+def test_encode_omits_none_and_carries_type():
+    data = protocol.encode(protocol.Cancel())
+    assert msgpack.unpackb(data) == {"type": "cancel"}
+    audio = protocol.Audio("u", 3, 1440, b"\x00\x01")
+    assert msgpack.unpackb(protocol.encode(audio)) == {"type": "audio", "id": "u", "seq": 3, "pts": 1440, "data": b"\x00\x01"}
+
+
+def test_every_client_message_round_trips():
+    msgs = [
+        protocol.Hello(token="t", voice="v", lang="en", speed=1.5, sample_rate=16000, format="mulaw", frame_ms=40),
+        protocol.Speak(id="1", text="x", voice="v", lang="en", speed=0.5, interrupt=True),
+        protocol.Append(id="1", text="x"),
+        protocol.Flush(id="1"),
+        protocol.Cancel(id="1"),
+        protocol.Ping(t=12.5),
+    ]
+    for msg in msgs:
+        assert protocol.decode_client(protocol.encode(msg)) == msg
+
+
+def test_server_messages_decode():
+    end = protocol.End("u", "done", {"ttfa_ms": 12.0})
+    assert protocol.decode_server(protocol.encode(end)) == end
+    # A newer server may add fields; an older client drops them.
+    data = pack({"type": "pong", "t": 1, "future": True})
+    assert protocol.decode_server(data) == protocol.Pong(1)
+
+
+@pytest.mark.parametrize(
+    "data, code",
+    [
+        (b"\xc1", "bad_frame"),  # never-used msgpack byte
+        (b"", "bad_frame"),
+        (pack([1, 2]), "bad_frame"),
+        (pack({"type": "speak", "id": "a", "text": "x"}) + b"\x00", "bad_frame"),  # trailing bytes
+        (pack({1: "x", "type": "ping"}), "bad_frame"),  # strict_map_key
+        (pack({"id": "a"}), "missing_field"),
+        (pack({"type": 7}), "missing_field"),
+        (pack({"type": "shout"}), "unknown_type"),
+        (pack({"type": "speak", "id": "a"}), "missing_field"),
+        (pack({"type": "speak", "text": "x"}), "missing_field"),
+        (pack({"type": "speak", "id": 5, "text": "x"}), "bad_message"),
+        (pack({"type": "speak", "id": "a", "text": b"x"}), "bad_message"),
+        (pack({"type": "speak", "id": "a", "text": "x", "speed": "fast"}), "bad_message"),
+        (pack({"type": "speak", "id": "a", "text": "x", "speed": True}), "bad_message"),
+        (pack({"type": "speak", "id": "a", "text": "x", "speed": 9.0}), "bad_message"),
+        (pack({"type": "speak", "id": "a", "text": "x", "interrupt": 1}), "bad_message"),
+        (pack({"type": "speak", "id": "", "text": "x"}), "bad_message"),
+        (pack({"type": "hello", "v": 2}), "bad_message"),
+        (pack({"type": "hello", "format": "mp3"}), "bad_message"),
+        (pack({"type": "hello", "sample_rate": 12345}), "bad_message"),
+        (pack({"type": "hello", "frame_ms": 5}), "bad_message"),
+        (pack({"type": "ping", "t": [1, 2]}), "bad_message"),
+    ],
+)
+def test_bad_input_gets_a_stable_code(data, code):
+    assert code_of(data) == code
+
+
+def test_error_carries_the_id_when_it_can():
+    with pytest.raises(ProtocolError) as info:
+        protocol.decode_client(pack({"type": "speak", "id": "abc", "text": 3}))
+    assert info.value.id == "abc"
+
+
+def test_structure_limits_refuse_bombs_cheaply():
+    # A map wider than any real message, and a deep array nest: refused by msgpack itself.
+    wide = pack({"type": "ping", **{f"k{i}": i for i in range(100)}})
+    assert code_of(wide) == "bad_frame"
+    nest = b"\x91" * 2000 + b"\x00"
+    assert code_of(nest) == "bad_frame"
+    # An array32 header claiming 2**31 items inside a tiny message must not allocate.
+    assert code_of(b"\x81\xa4type\xdd\x7f\xff\xff\xff") == "bad_frame"
+
+
+def test_oversized_message_refused():
+    big = pack({"type": "speak", "id": "a", "text": "x" * 5000})
+    assert code_of(big, max_bytes=1000) == "bad_frame"
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=200))
+def test_random_bytes_never_escape_as_other_exceptions(data):
+    try:
+        protocol.decode_client(data)
+    except ProtocolError as exc:
+        assert exc.code in ErrorCode
+
+
+scalars = st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats() | st.text(max_size=20) | st.binary(max_size=20)
+values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4), max_leaves=10)
+fields = st.sampled_from(["type", "id", "text", "voice", "lang", "speed", "v", "t", "interrupt", "format", "frame_ms", "sample_rate", "token"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.dictionaries(fields, values | st.sampled_from(list(protocol.CLIENT_TYPES)), max_size=8))
+def test_random_maps_decode_or_raise_protocol_error(obj):
+    try:
+        msg = protocol.decode_client(pack(obj))
+    except ProtocolError as exc:
+        assert exc.code in ErrorCode
+    else:
+        assert type(msg).TYPE == obj["type"]
