@@ -1,0 +1,385 @@
+"""Pure tests for rtts.text.split: examples first, then properties."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rtts.text.split import CLAUSE, CUT, PAUSE_MS, SENTENCE, Unit, UnitBuffer, pause_ms, split_units
+
+
+def texts(units: list[Unit]) -> list[str]:
+    return [u.text for u in units]
+
+
+def stream(text: str, pieces: list[int] | None = None, **limits: int) -> list[Unit]:
+    """Feed ``text`` to a UnitBuffer in pieces of the given sizes (default: chars)."""
+    buffer = UnitBuffer(**limits)
+    units: list[Unit] = []
+    i = 0
+    for size in pieces or [1] * len(text):
+        units += buffer.feed(text[i : i + size])
+        i += size
+    units += buffer.feed(text[i:])
+    return units + buffer.flush()
+
+
+def assert_covers(text: str, units: list[Unit]) -> None:
+    """The units are consecutive pieces of ``text`` with whitespace collapsed."""
+    normal = " ".join(text.split())
+    pos = 0
+    for unit in units:
+        assert unit.text and unit.text == " ".join(unit.text.split())
+        if normal.startswith(" ", pos):
+            pos += 1
+        assert normal.startswith(unit.text, pos), (unit, normal[pos:])
+        pos += len(unit.text)
+    assert pos == len(normal)
+
+
+# --- sentences and clauses ----------------------------------------------------
+
+
+def test_sentences() -> None:
+    assert split_units("Hello world. How are you?") == [
+        Unit("Hello world.", SENTENCE),
+        Unit("How are you?", SENTENCE),
+    ]
+
+
+def test_empty_and_whitespace_only() -> None:
+    assert split_units("") == []
+    assert split_units(" \n\t\u3000 ") == []
+
+
+def test_whitespace_is_collapsed() -> None:
+    assert split_units("  Hello \t  big\u00a0world.  \n ") == [Unit("Hello big world.", SENTENCE)]
+
+
+def test_text_without_terminator_is_one_sentence() -> None:
+    assert split_units("Hi") == [Unit("Hi", SENTENCE)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Pi is 3.14 and e is 2.718 today.",
+        "Meet me at 10:30 or 11:45 tomorrow.",
+        "It costs 1,000 or 1,250,000 dollars.",
+        "Mr. Smith met Mrs. Jones and Dr. Who.",
+        "Go to St. Paul's vs. the No. 5 church.",
+        "Bring fruit, e.g. apples, i.e. food.",
+        "He moved to the U.S. last year.",
+        "We met at 9 a.m. and left at 5 p.m. today.",
+        "Apples, pears, etc. are all fruit.",
+        "J. R. R. Tolkien wrote it.",
+        "Wait... what happened here?",
+        "Visit https://example.com/a.b?c=1,2;d=3 now.",
+        "Mail jane.doe@example.co.uk today.",
+        "A well-known 1990–2000 era, -5 degrees.",
+    ],
+)
+def test_no_split_inside(text: str) -> None:
+    assert split_units(text, first_max_chars=60) == [Unit(text, SENTENCE)]
+
+
+def test_maybe_abbreviations_end_a_sentence_before_a_capital() -> None:
+    text = "Okay. I like apples, pears, etc. Then I left at 5 p.m. Later, No. 5 said no. I agree."
+    assert texts(split_units(text)) == [
+        "Okay.",
+        "I like apples, pears, etc.",
+        "Then I left at 5 p.m.",
+        "Later, No. 5 said no.",
+        "I agree.",
+    ]
+
+
+def test_pronoun_i_ends_a_sentence() -> None:
+    assert texts(split_units("Okay. So do I. Then what?")) == ["Okay.", "So do I.", "Then what?"]
+
+
+def test_ellipsis_before_a_capital_ends_a_sentence() -> None:
+    assert texts(split_units("Okay. Well... I suppose so.")) == ["Okay.", "Well...", "I suppose so."]
+
+
+def test_numbered_list_items_are_not_split_after_the_number() -> None:
+    assert texts(split_units("1. Preheat the oven.\n  2. Mix the flour.")) == [
+        "1. Preheat the oven.",
+        "2. Mix the flour.",
+    ]
+
+
+def test_closing_quotes_and_brackets_stay_with_the_sentence() -> None:
+    assert texts(split_units('He said "Stop." Then he left. (Really!) Yes. 「はい。」')) == [
+        'He said "Stop."',
+        "Then he left.",
+        "(Really!)",
+        "Yes.",
+        "「はい。」",
+    ]
+
+
+def test_newlines_end_sentences() -> None:
+    assert split_units("Title\n\nBody text here\r\nMore") == [
+        Unit("Title", SENTENCE),
+        Unit("Body text here", SENTENCE),
+        Unit("More", SENTENCE),
+    ]
+
+
+def test_newline_after_clause_mark_ends_the_sentence() -> None:
+    assert split_units("Dear John,\nThank you.") == [
+        Unit("Dear John,", SENTENCE),
+        Unit("Thank you.", SENTENCE),
+    ]
+
+
+def test_unspeakable_lines_join_the_next_sentence() -> None:
+    assert texts(split_units("Okay.\n* * *\nMore text.")) == ["Okay.", "* * * More text."]
+
+
+def test_cjk_sentences_need_no_space() -> None:
+    assert texts(split_units("今日は晴れです。明日は雨でしょう！本当？")) == [
+        "今日は晴れです。",
+        "明日は雨でしょう！",
+        "本当？",
+    ]
+
+
+def test_ascii_terminator_before_cjk_ends_a_sentence() -> None:
+    assert texts(split_units("你好!我是小明。")) == ["你好!", "我是小明。"]
+
+
+def test_later_units_keep_short_clauses_together() -> None:
+    text = "Okay. Yes, no, maybe, I think so; but — as you said — who knows: not me."
+    assert split_units(text) == [
+        Unit("Okay.", SENTENCE),
+        Unit("Yes, no, maybe, I think so; but — as you said — who knows: not me.", SENTENCE),
+    ]
+
+
+# --- the short first unit ---------------------------------------------------
+
+
+def test_short_first_sentence_is_whole() -> None:
+    assert split_units("Hi, there. Bye.") == [Unit("Hi, there.", SENTENCE), Unit("Bye.", SENTENCE)]
+
+
+def test_long_first_sentence_starts_with_its_first_clause() -> None:
+    text = "Oh, I think that the weather today is going to be really nice and warm."
+    assert split_units(text) == [
+        Unit("Oh,", CLAUSE),
+        Unit("I think that the weather today is going to be really nice and warm.", SENTENCE),
+    ]
+
+
+def test_long_first_clause_is_cut_at_a_word_boundary() -> None:
+    text = "The quick brown fox jumps over the lazy dog and keeps running far away, then stops."
+    units = split_units(text)
+    assert units[0] == Unit("The quick brown fox jumps over the lazy", CUT)
+    assert len(units[0].text) <= 40
+    assert texts(units[1:]) == ["dog and keeps running far away, then stops."]
+
+
+@pytest.mark.parametrize("dash", [" — ", "—", " - ", " – ", " -- "])
+def test_dash_is_a_clause_boundary(dash: str) -> None:
+    text = f"I went home early that night{dash}it was late and very cold outside."
+    assert texts(split_units(text))[0] == f"I went home early that night{dash.rstrip()}"
+    assert split_units(text)[0].end == CLAUSE
+
+
+def test_cjk_first_unit_is_cut_by_characters() -> None:
+    text = "今日は晴れです" * 12 + "。"
+    units = split_units(text, first_max_chars=20)
+    assert units[0].end == CUT and len(units[0].text) == 20
+    assert_covers(text, units)
+
+
+def test_cjk_cut_does_not_split_a_latin_word() -> None:
+    units = split_units("我喜欢用Python编程" * 3, first_max_chars=8)
+    assert units[0].text == "我喜欢用"
+
+
+def test_giant_token_is_cut_to_fit() -> None:
+    text = "x" * 100
+    units = split_units(text, first_max_chars=30, max_chars=60)
+    assert [len(u.text) for u in units] == [30, 70 - 35, 35]
+    assert_covers(text, units)
+
+
+# --- long sentences ---------------------------------------------------------
+
+
+def test_long_sentence_splits_at_clauses_into_balanced_units() -> None:
+    clauses = [f"this is clause number {i}" for i in range(12)]
+    text = "Okay. " + ", ".join(clauses) + "."
+    units = split_units(text, max_chars=250)
+    assert texts(units) == [
+        "Okay.",
+        ", ".join(clauses[:6]) + ",",
+        ", ".join(clauses[6:]) + ".",
+    ]
+    assert [u.end for u in units] == [SENTENCE, CLAUSE, SENTENCE]
+
+
+def test_long_sentence_without_clauses_is_cut_at_words() -> None:
+    text = "Okay. " + " ".join(f"word{i}" for i in range(80)) + "."
+    units = split_units(text, max_chars=150)
+    assert [u.end for u in units] == [SENTENCE, CUT, CUT, CUT, SENTENCE]  # 550 chars
+    assert all(len(u.text) <= 150 for u in units)
+    assert all(u.text.split()[0].startswith("word") for u in units[1:])
+    assert_covers(text, units)
+
+
+def test_clause_near_start_does_not_make_a_stub_unit() -> None:
+    text = "Okay. Oh, " + " ".join(f"word{i}" for i in range(50)) + "."
+    units = split_units(text, max_chars=200)
+    assert texts(units)[1].startswith("Oh, word0")
+
+
+# --- pauses -----------------------------------------------------------------
+
+
+def test_pause_ms_table() -> None:
+    assert pause_ms(Unit("a.", SENTENCE)) == PAUSE_MS[SENTENCE] == 250
+    assert pause_ms(Unit("a,", CLAUSE)) == PAUSE_MS[CLAUSE] == 120
+    assert pause_ms(Unit("a", CUT)) == PAUSE_MS[CUT] == 0
+    with pytest.raises(TypeError):
+        PAUSE_MS[SENTENCE] = 1  # type: ignore[index]
+
+
+def test_unit_is_frozen() -> None:
+    with pytest.raises(AttributeError):
+        Unit("a", SENTENCE).text = "b"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(("first", "most"), [(0, 10), (20, 10)])
+def test_bad_limits(first: int, most: int) -> None:
+    with pytest.raises(ValueError):
+        split_units("x", first_max_chars=first, max_chars=most)
+    with pytest.raises(ValueError):
+        UnitBuffer(first_max_chars=first, max_chars=most)
+
+
+# --- streaming --------------------------------------------------------------
+
+
+def test_terminator_at_end_of_buffer_waits() -> None:
+    buffer = UnitBuffer()
+    assert buffer.feed("Pi is 3.") == []
+    assert buffer.feed("14 or so") == []
+    assert buffer.pending == len("Pi is 3.14 or so")
+    assert buffer.feed(". Then") == [Unit("Pi is 3.14 or so.", SENTENCE)]
+    assert buffer.pending == len("Then")  # leading whitespace is dropped
+    assert buffer.flush() == [Unit("Then", SENTENCE)]
+    assert buffer.pending == 0
+
+
+def test_whitespace_proves_a_sentence_complete() -> None:
+    buffer = UnitBuffer()
+    assert buffer.feed("Hello.") == []
+    assert buffer.feed(" ") == [Unit("Hello.", SENTENCE)]
+
+
+def test_closing_quote_may_still_arrive() -> None:
+    buffer = UnitBuffer()
+    assert buffer.feed('He said "Stop.') == []
+    assert buffer.feed('"') == []
+    assert buffer.feed(" And") == [Unit('He said "Stop."', SENTENCE)]
+
+
+def test_abbreviation_waits_for_the_next_word() -> None:
+    buffer = UnitBuffer()
+    buffer.feed("Okay. ")
+    assert buffer.feed("Apples, pears, etc. ") == []
+    assert buffer.feed("and more. ") == [Unit("Apples, pears, etc. and more.", SENTENCE)]
+
+
+def test_clause_is_enough_for_the_first_unit() -> None:
+    buffer = UnitBuffer()
+    assert buffer.feed("Hi, there") == [Unit("Hi,", CLAUSE)]
+    assert buffer.feed(", you") == []  # later units wait for the whole sentence
+    assert buffer.feed(". ") == [Unit("there, you.", SENTENCE)]
+
+
+def test_first_unit_is_cut_once_long_enough() -> None:
+    buffer = UnitBuffer(first_max_chars=20)
+    assert buffer.feed("one two three four") == []  # "four," would be a clause
+    assert buffer.feed(" f") == []  # 20 chars: might still end a 20-char sentence
+    assert buffer.feed("i") == [Unit("one two three four", CUT)]
+
+
+def test_flush_resets_for_the_next_utterance() -> None:
+    buffer = UnitBuffer(first_max_chars=10)
+    assert buffer.feed("First one. ") == [Unit("First one.", SENTENCE)]
+    assert buffer.flush() == []
+    assert buffer.feed("Alpha beta gamma delta.") == [Unit("Alpha beta", CUT)]
+    assert buffer.flush() == [Unit("gamma delta.", SENTENCE)]
+
+
+def test_long_stream_matches_one_shot_split() -> None:
+    rng = random.Random(7)
+    words = ["alpha", "beta", "3.14", "Mr.", "e.g.", "10:30", "1,000", "今日は", "—", "-", "x" * 30]
+    marks = ["", "", "", ",", ";", ".", "!", "?", "...", ".\n", '."', "。", "、"]
+    text = "Okay. " + " ".join(rng.choice(words) + rng.choice(marks) for _ in range(2000))
+    sizes = [rng.randint(1, 12) for _ in range(len(text))]
+    assert stream(text, sizes) == split_units(text)
+
+
+# --- properties -------------------------------------------------------------
+
+TOKENS = [
+    "Hello", "world", "I", "a", "Mr.", "Dr.", "e.g.", "etc.", "a.m.", "U.S.", "No.", "J.", "1.",
+    "3.14", "10:30", "1,000", "5", "https://ex.com/a?b=1,2", "a.b@c.org", "x" * 30,
+    "...", "…", "—", "-", "--", ",", ".", "!", "?", ";", ":", '"', "'", ")", "(",
+    "「", "」", "。", "、", "，", "今日は", "晴れです", "Python",
+    " ", " ", " ", "  ", "\n", "\n\n", "\t", "\u3000", "\u00a0", "\r\n",
+]  # fmt: skip
+
+token_text = st.lists(st.sampled_from(TOKENS), max_size=60).map("".join)
+any_text = st.one_of(token_text, st.text(max_size=120))
+limits = st.tuples(st.integers(1, 50), st.integers(0, 120)).map(lambda t: (t[0], t[0] + t[1]))
+
+
+@given(any_text, limits)
+def test_split_loses_and_reorders_nothing(text: str, lim: tuple[int, int]) -> None:
+    units = split_units(text, first_max_chars=lim[0], max_chars=lim[1])
+    assert_covers(text, units)
+
+
+@given(any_text, limits)
+def test_units_respect_limits(text: str, lim: tuple[int, int]) -> None:
+    first, most = lim
+    units = split_units(text, first_max_chars=first, max_chars=most)
+    if units:
+        assert len(units[0].text) <= first
+        assert all(len(u.text) <= most for u in units)
+        assert units[-1].end == SENTENCE
+        assert {u.end for u in units} <= {SENTENCE, CLAUSE, CUT}
+
+
+@settings(max_examples=60)
+@given(any_text, limits)
+def test_char_by_char_stream_keeps_the_text(text: str, lim: tuple[int, int]) -> None:
+    units = stream(text, first_max_chars=lim[0], max_chars=lim[1])
+    whole = split_units(text, first_max_chars=lim[0], max_chars=lim[1])
+    assert "".join(texts(units)) == "".join(texts(whole))
+    assert_covers(text, units)
+    if units:
+        assert len(units[0].text) <= lim[0]
+        assert all(len(u.text) <= lim[1] for u in units)
+
+
+@settings(max_examples=60)
+@given(token_text, st.lists(st.integers(1, 8)), st.integers(0, 60))
+def test_stream_matches_split_after_the_first_unit(text: str, sizes: list[int], extra: int) -> None:
+    # With a short first sentence the only streaming difference (clause-only first
+    # unit) cannot arise, so any way of cutting the input gives identical units.
+    text = "Okay. " + text
+    most = 10 + extra
+    assert stream(text, sizes, max_chars=most, first_max_chars=10) == split_units(
+        text, max_chars=most, first_max_chars=10
+    )
