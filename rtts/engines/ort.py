@@ -1,0 +1,85 @@
+"""ONNX Runtime sessions tuned for a small CPU-only machine, shared by every engine."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rtts.engines.base import EngineError
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
+
+__all__ = ["create_session", "release_memory", "session_options"]
+
+logger = logging.getLogger(__name__)
+
+
+def session_options(threads: int) -> ort.SessionOptions:
+    """Options for one model on a box with few cores and one inference thread."""
+    # Imported here so that listing voices does not pay for loading onnxruntime.
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = max(1, threads)
+    # One request runs at a time, so parallel graph branches would only fight for the same cores.
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # Spinning worker threads burn a whole core between requests (and between the
+    # short ops of these models) that the event loop and the other model need.
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    # Every request has a different input length, so a memory pattern planned for one
+    # run does not fit the next; the arena, though, is worth keeping. Measured on the
+    # 2-core box (ORT 1.32, 2 threads, sentences of 1-30 words in a row, other jobs
+    # running, so RTFs are noisy; peak RSS is stable):
+    #                          Kokoro int8            Piper joe-medium
+    #   pattern on,  arena on  RTF 1.07-1.25, 570 MB  RTF 0.12-0.16, 373-483 MB
+    #   pattern off, arena on  RTF 1.01-1.17, 402 MB  RTF 0.09-0.15, 330-332 MB  <- chosen
+    #   pattern on,  arena off RTF 1.25-1.41, 1.8-2.0 GB peak  0.12-0.15, 440-450 MB
+    #   pattern off, arena off RTF 1.26-1.60, 1.7-1.8 GB peak  0.10-0.15, 420-430 MB
+    # Without the arena, RSS between requests is lower (Piper 180-250 MB) but the
+    # peaks, which decide whether the box swaps, are far higher.
+    opts.enable_mem_pattern = False
+    opts.enable_cpu_mem_arena = True
+    opts.log_severity_level = 3  # ORT's warnings about unused initializers are noise for users
+    return opts
+
+
+def create_session(path: Path, threads: int) -> ort.InferenceSession:
+    """Open ``path`` on the CPU provider; raise EngineError when it is not a usable model."""
+    import onnxruntime as ort
+
+    start = time.perf_counter()
+    try:
+        session = ort.InferenceSession(
+            str(path), sess_options=session_options(threads), providers=["CPUExecutionProvider"]
+        )
+    except Exception as exc:  # ORT raises its own Fail/InvalidProtobuf/NoSuchFile types
+        raise EngineError(f"cannot load ONNX model {path}: {exc}") from exc
+    logger.info("loaded %s in %.2f s (%d threads)", path.name, time.perf_counter() - start, threads)
+    return session
+
+
+def release_memory() -> None:
+    """Ask glibc to hand freed heap pages back to the OS after a session is dropped.
+
+    Without this an unloaded model's buffers stay in the process's RSS, because
+    glibc keeps freed memory in its arenas for reuse: after unloading Piper the
+    process measured 158 MB without the trim and 67 MB with it.
+    """
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return
+    try:
+        libc = ctypes.CDLL(name)
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to do
+        return
+    trim.argtypes = [ctypes.c_size_t]
+    trim(0)

@@ -1,0 +1,37 @@
+"""Cutting the near-silence models leave at the start and end of their output."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["trim_silence"]
+
+_FRAME_S = 0.010
+# A frame counts as sound when its RMS is within 40 dB of the loudest frame: relative,
+# so quiet voices are trimmed like loud ones, and low enough to keep soft consonants.
+_RELATIVE_DB = -40.0
+# Below this RMS the whole output is treated as silence (about -80 dBFS).
+_FLOOR_RMS = 1e-4
+
+
+def trim_silence(audio: np.ndarray, sample_rate: int, pad_s: float = 0.025) -> np.ndarray:
+    """Return ``audio`` without its leading and trailing near-silence, keeping ``pad_s`` of it.
+
+    The caller adds its own pauses between units, so only a short pad is kept to avoid
+    clipping the onset of the first phoneme. All-silent audio becomes empty.
+    """
+    frame = max(1, int(sample_rate * _FRAME_S))
+    n_frames = len(audio) // frame
+    if n_frames == 0:
+        return audio if np.max(np.abs(audio), initial=0.0) > _FLOOR_RMS else audio[:0]
+    frames = audio[: n_frames * frame].reshape(n_frames, frame).astype(np.float64)
+    rms = np.sqrt(np.mean(frames * frames, axis=1))
+    peak = float(rms.max())
+    if peak < _FLOOR_RMS:
+        return audio[:0]
+    loud = np.flatnonzero(rms >= peak * 10 ** (_RELATIVE_DB / 20))
+    pad = int(sample_rate * pad_s)
+    start = max(0, int(loud[0]) * frame - pad)
+    # The tail after the last whole frame is kept when the last frame is loud.
+    end = len(audio) if loud[-1] == n_frames - 1 else min(len(audio), (int(loud[-1]) + 1) * frame + pad)
+    return audio[start:end]

