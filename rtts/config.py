@@ -1,0 +1,145 @@
+"""One frozen Config, built once from command-line flags with ``RTTS_*`` fallbacks.
+
+Precedence: flag > environment variable > default. Values are validated here, once,
+with messages that name the flag and the variable, so the rest of the code can
+trust them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from . import protocol
+
+
+def _default_cache_dir() -> Path:
+    # systemd's CacheDirectory= exports CACHE_DIRECTORY; honour it so the unit needs no flag.
+    if os.environ.get("CACHE_DIRECTORY"):
+        return Path(os.environ["CACHE_DIRECTORY"].split(":")[0])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "rtts"
+
+
+def _default_models_dir() -> Path:
+    if os.environ.get("STATE_DIRECTORY"):
+        return Path(os.environ["STATE_DIRECTORY"].split(":")[0]) / "models"
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "rtts" / "models"
+
+
+@dataclass(frozen=True)
+class Config:
+    host: str = "127.0.0.1"
+    port: int = 8765
+    models_dir: Path | None = None
+    cache_dir: Path | None = None
+    idle_unload: float = 300.0
+    threads: int = 0  # 0: one per core
+    log_level: str = "info"
+    loop: str = "auto"
+    token: str | None = None
+    default_voice: str | None = None
+    max_text_chars: int = 5000
+    max_message_bytes: int = 65536
+    max_utterances: int = 32  # live utterances per connection
+    sample_rate: int = 24000
+    format: str = "pcm16"
+    frame_ms: int = 20
+
+    def __post_init__(self) -> None:
+        # Fill derived defaults here so every way of building a Config agrees.
+        if self.models_dir is None:
+            object.__setattr__(self, "models_dir", _default_models_dir())
+        if self.cache_dir is None:
+            object.__setattr__(self, "cache_dir", _default_cache_dir())
+        if self.threads <= 0:
+            object.__setattr__(self, "threads", len(os.sched_getaffinity(0)) or 1)
+        problems = []
+        if not 0 < self.port < 65536 and self.port != 0:
+            problems.append(f"port {self.port} is not a TCP port")
+        if self.idle_unload < 0:
+            problems.append("idle-unload must be >= 0 seconds")
+        if self.loop not in ("auto", "asyncio", "uvloop"):
+            problems.append("loop must be auto, asyncio or uvloop")
+        if self.log_level.lower() not in ("debug", "info", "warning", "error"):
+            problems.append("log-level must be debug, info, warning or error")
+        if self.sample_rate not in protocol.SAMPLE_RATES:
+            problems.append(f"sample-rate must be one of {protocol.SAMPLE_RATES}")
+        if self.format not in protocol.FORMATS:
+            problems.append(f"format must be one of {protocol.FORMATS}")
+        if not protocol.FRAME_MS_RANGE[0] <= self.frame_ms <= protocol.FRAME_MS_RANGE[1]:
+            problems.append("frame-ms must be within 10..200")
+        if self.max_text_chars < 1 or self.max_message_bytes < 256 or self.max_utterances < 1:
+            problems.append("limits must be positive (max-message-bytes at least 256)")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    @property
+    def limits(self) -> dict[str, int]:
+        return {
+            "max_text_chars": self.max_text_chars,
+            "max_message_bytes": self.max_message_bytes,
+            "max_utterances": self.max_utterances,
+        }
+
+
+# flag name → (parse, help). Each flag also reads RTTS_<NAME> from the environment.
+_SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
+    "host": (str, "address to listen on"),
+    "port": (int, "TCP port (0 picks a free one)"),
+    "models_dir": (Path, "folder scanned for extra Piper voices and Kokoro style files"),
+    "cache_dir": (Path, "where the Kokoro model is assembled once"),
+    "idle_unload": (float, "seconds with no client before models are unloaded (0: never)"),
+    "threads": (int, "ONNX Runtime intra-op threads (default: one per core)"),
+    "log_level": (str, "debug, info, warning or error"),
+    "loop": (str, "event loop: auto, asyncio or uvloop"),
+    "token": (str, "require this token in hello (prefer RTTS_TOKEN: flags show in ps)"),
+    "default_voice": (str, "voice used when a client names none"),
+    "max_text_chars": (int, "longest text one utterance may hold"),
+    "max_message_bytes": (int, "largest message accepted; larger closes with 1009"),
+    "max_utterances": (int, "live utterances per connection"),
+    "sample_rate": (int, "default output sample rate"),
+    "format": (str, "default output format: pcm16, f32 or mulaw"),
+    "frame_ms": (int, "default audio frame length in ms"),
+}
+
+
+def add_flags(parser: argparse.ArgumentParser, names: list[str] | None = None) -> None:
+    defaults = {f.name: f.default for f in fields(Config)}
+    for name in names or list(_SERVE_FLAGS):
+        parse, text = _SERVE_FLAGS[name]
+        env = "RTTS_" + name.upper()
+        shown = defaults[name] if defaults[name] not in (None, 0) else "auto"
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            dest=name,
+            type=parse,
+            default=None,
+            help=f"{text} [env {env}; default {shown}]",
+        )
+
+
+def from_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> Config:
+    """Flags, then RTTS_* variables, then defaults. Raises ValueError with readable text."""
+    values: dict[str, Any] = {}
+    for name, (parse, _) in _SERVE_FLAGS.items():
+        flag = getattr(args, name, None)
+        if flag is not None:
+            values[name] = flag
+            continue
+        env = "RTTS_" + name.upper()
+        raw = environ.get(env)
+        if raw is None or raw == "":
+            continue
+        try:
+            values[name] = parse(raw)
+        except ValueError:
+            raise ValueError(f"{env}={raw!r} is not a valid {parse.__name__}") from None
+    if "token" not in values and environ.get("RTTS_TOKEN_FILE"):
+        values["token"] = Path(environ["RTTS_TOKEN_FILE"]).read_text().strip()
+    return Config(**values)

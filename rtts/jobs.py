@@ -1,0 +1,55 @@
+"""A unit of inference work and the events it reports back.
+
+A ``Job`` is one text unit (a clause or a sentence) of one utterance. The session
+creates it, the inference thread runs it, and its events travel back to the event
+loop through ``sink``. Pure data: shared by the session (no threads) and the worker.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .engines.base import VoiceInfo
+
+_ids = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class JobAudio:
+    samples: np.ndarray  # float32 mono at the engine's native rate
+
+
+@dataclass(frozen=True)
+class JobDone:
+    compute_s: float  # seconds the inference thread spent on this job
+
+
+@dataclass(frozen=True)
+class JobFailed:
+    code: str  # protocol error code
+    message: str
+
+
+JobEvent = JobAudio | JobDone | JobFailed
+
+
+@dataclass(eq=False)
+class Job:
+    utterance: str
+    text: str
+    voice: VoiceInfo
+    lang: str
+    speed: float
+    # Monotonic time at which the client is expected to run out of audio: the worker
+    # runs the job with the earliest deadline first, so a stream about to starve goes
+    # ahead of one with audio in hand.
+    deadline: float
+    sink: Callable[[Job, JobEvent], None] | None = None
+    # Written by the event loop, read by the inference thread between chunks; a plain
+    # bool is enough because it only ever goes False → True.
+    cancelled: bool = False
+    seq: int = field(default_factory=lambda: next(_ids))

@@ -1,0 +1,197 @@
+"""The running service without its network face: voices, the inference thread,
+idle unload, metrics, and an in-process way to speak a whole text.
+
+``server.py`` puts WebSocket and HTTP in front of it; ``rtts say`` uses it directly,
+so the command line and the server run the very same pipeline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+
+import numpy as np
+import prometheus_client as prom
+
+from . import protocol
+from .config import Config
+from .inference import InferenceWorker
+from .session import Close, Drop, Effect, Send, Session, Submit
+from .voices import VoiceRegistry
+
+log = logging.getLogger(__name__)
+
+_TTFA_BUCKETS = (0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
+_RTF_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 4.0)
+
+
+class Metrics:
+    """Prometheus metrics on a registry of their own, so several services can coexist."""
+
+    def __init__(self, service: Service) -> None:
+        self.registry = prom.CollectorRegistry()
+        r = self.registry
+        self.connections = prom.Gauge("rtts_connections_open", "open WebSocket connections", registry=r)
+        self.connections_total = prom.Counter("rtts_connections", "WebSocket connections accepted", registry=r)
+        self.utterances = prom.Counter("rtts_utterances", "utterances ended, by reason", ["reason"], registry=r)
+        self.errors = prom.Counter("rtts_errors", "error messages sent, by code", ["code"], registry=r)
+        self.ttfa = prom.Histogram(
+            "rtts_ttfa_seconds", "time from request to first audio frame", buckets=_TTFA_BUCKETS, registry=r
+        )
+        self.rtf = prom.Histogram("rtts_rtf", "compute time / audio time per utterance", buckets=_RTF_BUCKETS, registry=r)
+        prom.Gauge("rtts_queue_depth", "jobs waiting for the inference thread", registry=r).set_function(
+            lambda: service.worker.queue_depth
+        )
+        prom.Gauge("rtts_models_loaded", "models loaded in memory", registry=r).set_function(
+            lambda: sum(1 for e in service.registry.engines.values() if e.loaded)
+        )
+        prom.Gauge("rtts_voices", "voices available", registry=r).set_function(lambda: len(service.registry.voices))
+
+    def observe(self, message: protocol.ServerMessage) -> None:
+        if isinstance(message, protocol.End):
+            self.utterances.labels(message.reason).inc()
+            if message.reason == "done" and message.stats.get("ttfa_ms", -1) >= 0:
+                self.ttfa.observe(message.stats["ttfa_ms"] / 1000)
+                self.rtf.observe(message.stats["rtf"])
+        elif isinstance(message, protocol.Error):
+            self.errors.labels(message.code).inc()
+
+    def render(self) -> bytes:
+        return prom.generate_latest(self.registry)
+
+
+class Service:
+    def __init__(self, config: Config, registry: VoiceRegistry | None = None) -> None:
+        self.config = config
+        assert config.cache_dir is not None
+        self.registry = registry or VoiceRegistry.discover(
+            config.models_dir, config.cache_dir, config.threads, default_voice=config.default_voice
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.worker = InferenceWorker(self.registry, self._post)
+        self.metrics = Metrics(self)
+        self.active = 0  # connections and HTTP syntheses in progress
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._ids = itertools.count(1)
+        self.started = time.monotonic()
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.worker.start()
+        log.info(
+            "%d voices (default %s); models load on demand, unload after %.0f s idle",
+            len(self.registry.voices),
+            self.registry.default_voice,
+            self.config.idle_unload,
+        )
+
+    def stop(self) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        self.worker.stop()
+
+    def _post(self, callback) -> None:  # type: ignore[no-untyped-def]
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(callback)
+
+    # ------------------------------------------------------------ activity and idle unload
+
+    def acquire(self) -> None:
+        """A client arrived: keep models, and start loading the default voice now."""
+        self.active += 1
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+        default = self.registry.voices[self.registry.default_voice]
+        if not self.registry.engines[default.model].loaded:
+            self.worker.preload(default.model)
+
+    def release(self) -> None:
+        self.active -= 1
+        if self.active == 0 and self.config.idle_unload > 0 and self._loop is not None:
+            self._idle_timer = self._loop.call_later(self.config.idle_unload, self._idle)
+
+    def _idle(self) -> None:
+        self._idle_timer = None
+        if self.active == 0:
+            self.worker.unload_all()
+
+    def loaded_voices(self) -> list[str]:
+        return [v.id for v in self.registry.voices.values() if self.registry.engines[v.model].loaded]
+
+    # ------------------------------------------------------------ sessions
+
+    def new_session(self) -> Session:
+        return Session(f"s{next(self._ids)}", self.config, _CatalogView(self))
+
+    def apply(self, session: Session, effects: list[Effect], send, close) -> None:  # type: ignore[no-untyped-def]
+        """Carry out a session's effects; ``send``/``close`` are the driver's callbacks."""
+        for effect in effects:
+            if isinstance(effect, Send):
+                self.metrics.observe(effect.message)
+                send(effect.message)
+            elif isinstance(effect, Submit):
+                effect.job.sink = lambda job, event: self.apply(session, session.job_event(job, event), send, close)
+                self.worker.submit(effect.job)
+            elif isinstance(effect, Drop):
+                self.worker.drop(effect.job)
+            elif isinstance(effect, Close):
+                close(effect.code, effect.reason)
+
+    async def speak(
+        self,
+        text: str,
+        voice: str | None = None,
+        lang: str | None = None,
+        speed: float | None = None,
+        sample_rate: int | None = None,
+    ) -> tuple[np.ndarray, int, protocol.End]:
+        """Speak a whole text through a session; returns float32 audio, its rate and ``end``.
+
+        Raises ``protocol.ProtocolError`` for what a client would get as ``error``.
+        """
+        session = self.new_session()
+        done: asyncio.Future[protocol.End] = asyncio.get_running_loop().create_future()
+        frames: list[bytes] = []
+
+        def send(message: protocol.ServerMessage) -> None:
+            if isinstance(message, protocol.Audio):
+                frames.append(message.data)
+            elif isinstance(message, protocol.End) and not done.done():
+                done.set_result(message)
+            elif isinstance(message, protocol.Error) and not done.done():
+                done.set_exception(protocol.ProtocolError(protocol.ErrorCode(message.code), message.message))
+
+        def close(code: int, reason: str) -> None:
+            pass  # no connection to close
+
+        self.acquire()
+        try:
+            self.apply(session, session.open(), send, close)
+            hello = protocol.Hello(sample_rate=sample_rate, format="f32", frame_ms=200, token=self.config.token)
+            self.apply(session, session.receive(protocol.encode(hello)), send, close)
+            speak = protocol.Speak(id="say", text=text, voice=voice, lang=lang, speed=speed)
+            self.apply(session, session.receive(protocol.encode(speak)), send, close)
+            end = await done
+        finally:
+            self.apply(session, session.close(), send, close)
+            self.release()
+        samples = np.frombuffer(b"".join(frames), dtype="<f4")
+        return samples, session.out.sample_rate, end
+
+
+class _CatalogView:
+    """The voices a session sees, with the live loaded state."""
+
+    def __init__(self, service: Service) -> None:
+        self._service = service
+        self.voices = service.registry.voices
+        self.default_voice = service.registry.default_voice
+
+    def loaded_voices(self) -> list[str]:
+        return self._service.loaded_voices()

@@ -1,0 +1,404 @@
+"""Per-connection protocol logic, without sockets or threads (sans-I/O).
+
+``Session.receive`` takes the bytes of one client frame, ``Session.job_event`` takes
+what the inference thread reported; both return a list of effects for the driver
+(``server.py``) to carry out: messages to send, jobs to submit or cancel, a close.
+Everything about ordering, ids, limits, framing and stats lives here, so it is
+tested without a network (tests/test_session.py).
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol as TypingProtocol
+
+import numpy as np
+
+from . import audio, protocol
+from .config import Config
+from .engines.base import VoiceInfo
+from .jobs import Job, JobAudio, JobDone, JobEvent, JobFailed
+from .protocol import ErrorCode, ProtocolError
+from .text.split import Unit, UnitBuffer, pause_ms, split_units
+
+log = logging.getLogger(__name__)
+
+
+class Catalog(TypingProtocol):
+    """What a session needs to know about voices (``voices.VoiceRegistry`` is one)."""
+
+    voices: dict[str, VoiceInfo]
+    default_voice: str
+
+    def loaded_voices(self) -> list[str]: ...
+
+
+# ---------------------------------------------------------------- effects
+
+
+@dataclass(frozen=True)
+class Send:
+    message: protocol.ServerMessage
+
+
+@dataclass(frozen=True)
+class Submit:
+    job: Job
+
+
+@dataclass(frozen=True)
+class Drop:
+    job: Job
+
+
+@dataclass(frozen=True)
+class Close:
+    code: int
+    reason: str
+
+
+Effect = Send | Submit | Drop | Close
+
+
+# ---------------------------------------------------------------- state
+
+
+@dataclass(frozen=True)
+class Output:
+    """The audio format of one utterance, fixed when it is created."""
+
+    sample_rate: int
+    format: str
+    frame_ms: int
+
+
+@dataclass(eq=False)
+class Utterance:
+    id: str
+    voice: VoiceInfo
+    lang: str
+    speed: float
+    out: Output
+    created: float
+    units: deque[Unit] = field(default_factory=deque)
+    buffer: UnitBuffer | None = None  # text still arriving by append; None once complete
+    chars: int = 0
+    job: Job | None = None
+    job_unit: Unit | None = None
+    prev_unit: Unit | None = None
+    unit_started: bool = False
+    started: bool = False  # `start` sent
+    seq: int = 0
+    native_samples: int = 0  # audio produced so far, at the voice's native rate
+    first_audio: float | None = None
+    first_job: float | None = None
+    compute_s: float = 0.0
+    resampler: audio.Resampler | None = None
+    framer: audio.Framer | None = None
+    frame_len: int = 0
+
+
+class Session:
+    def __init__(
+        self,
+        session_id: str,
+        config: Config,
+        catalog: Catalog,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.id = session_id
+        self._config = config
+        self._catalog = catalog
+        self._clock = clock
+        self.authorized = config.token is None
+        self.voice = catalog.default_voice
+        self.lang: str | None = None
+        self.speed = 1.0
+        self.out = Output(config.sample_rate, config.format, config.frame_ms)
+        self.utterances: OrderedDict[str, Utterance] = OrderedDict()
+        # When the client will have played everything sent so far (monotonic seconds).
+        self._play_until = 0.0
+        self.closed = False
+
+    # ------------------------------------------------------------ inputs
+
+    def open(self) -> list[Effect]:
+        """Effects on connect: ``ready`` at once unless a token must come first."""
+        return [Send(self._ready())] if self.authorized else []
+
+    def receive(self, data: bytes | str) -> list[Effect]:
+        if isinstance(data, str):
+            return [self._error(ErrorCode.BAD_FRAME, "text frames are not accepted; send msgpack in a binary frame")]
+        try:
+            msg = protocol.decode_client(data, max_bytes=self._config.max_message_bytes)
+            if not self.authorized and not isinstance(msg, protocol.Hello):
+                raise ProtocolError(ErrorCode.UNAUTHORIZED, "send hello with a valid token first")
+            return self._handle(msg)
+        except ProtocolError as exc:
+            effects: list[Effect] = [self._error(exc.code, exc.message, exc.id)]
+            if exc.code == ErrorCode.UNAUTHORIZED:
+                effects.append(Close(protocol.CloseCode.POLICY, "unauthorized"))
+            return effects
+
+    def job_event(self, job: Job, event: JobEvent) -> list[Effect]:
+        utt = self.utterances.get(job.utterance)
+        if utt is None or utt.job is not job or job.cancelled:
+            return []  # the utterance was cancelled while this job ran
+        if isinstance(event, JobAudio):
+            return self._audio(utt, event.samples)
+        utt.job = None
+        if isinstance(event, JobFailed):
+            del self.utterances[utt.id]
+            effects: list[Effect] = [self._error(ErrorCode(event.code), event.message, utt.id)]
+            effects.append(Send(protocol.End(utt.id, "error", self._stats(utt))))
+            return effects + self._pump()
+        assert isinstance(event, JobDone)
+        utt.compute_s += event.compute_s
+        utt.prev_unit = utt.job_unit
+        return self._pump()
+
+    def close(self) -> list[Effect]:
+        """The connection went away: give back every job."""
+        self.closed = True
+        effects: list[Effect] = [Drop(u.job) for u in self.utterances.values() if u.job]
+        self.utterances.clear()
+        return effects
+
+    # ------------------------------------------------------------ messages
+
+    def _handle(self, msg: protocol.ClientMessage) -> list[Effect]:
+        if isinstance(msg, protocol.Hello):
+            return self._hello(msg)
+        if isinstance(msg, protocol.Speak):
+            effects = self._cancel_all() if msg.interrupt else []
+            utt = self._new_utterance(msg.id, msg.text, msg.voice, msg.lang, msg.speed)
+            utt.units.extend(split_units(msg.text))
+            if not utt.units:
+                raise ProtocolError(ErrorCode.BAD_MESSAGE, "text has nothing to speak", msg.id)
+            self.utterances[utt.id] = utt
+            return effects + self._pump()
+        if isinstance(msg, protocol.Append):
+            utt = self.utterances.get(msg.id)
+            if utt is None:
+                utt = self._new_utterance(msg.id, msg.text, msg.voice, msg.lang, msg.speed)
+                utt.buffer = UnitBuffer()
+                self.utterances[utt.id] = utt
+            elif utt.buffer is None:
+                raise ProtocolError(ErrorCode.BAD_MESSAGE, f"utterance {msg.id!r} takes no more text", msg.id)
+            else:
+                utt.chars += len(msg.text)
+                self._check_length(utt.chars, msg.id)
+            utt.units.extend(utt.buffer.feed(msg.text))
+            return self._pump()
+        if isinstance(msg, protocol.Flush):
+            utt = self._live(msg.id)
+            if utt.buffer is not None:
+                utt.units.extend(utt.buffer.flush())
+                utt.buffer = None
+            return self._pump()
+        if isinstance(msg, protocol.Cancel):
+            if msg.id is None:
+                return self._cancel_all() + self._pump()
+            return self._cancel(self._live(msg.id)) + self._pump()
+        assert isinstance(msg, protocol.Ping)
+        return [Send(protocol.Pong(msg.t))]
+
+    def _hello(self, msg: protocol.Hello) -> list[Effect]:
+        if not self.authorized:
+            token = self._config.token or ""
+            if msg.token is None or not hmac.compare_digest(msg.token.encode(), token.encode()):
+                raise ProtocolError(ErrorCode.UNAUTHORIZED, "missing or wrong token")
+            self.authorized = True
+        if msg.voice is not None:
+            self.voice = self._voice(msg.voice, None).id
+        rate = msg.sample_rate or self.out.sample_rate
+        frame_ms = msg.frame_ms or self.out.frame_ms
+        self._frame_samples(rate, frame_ms)
+        self.out = Output(rate, msg.format or self.out.format, frame_ms)
+        self.lang = msg.lang if msg.lang is not None else self.lang
+        self.speed = msg.speed if msg.speed is not None else self.speed
+        return [Send(self._ready())]
+
+    def _ready(self) -> protocol.Ready:
+        return protocol.Ready(
+            session=self.id,
+            sample_rate=self.out.sample_rate,
+            format=self.out.format,
+            frame_ms=self.out.frame_ms,
+            voices=[v.as_dict() for v in self._catalog.voices.values()],
+            default_voice=self.voice,
+            loaded=self._catalog.loaded_voices(),
+            limits=self._config.limits,
+        )
+
+    # ------------------------------------------------------------ utterances
+
+    def _new_utterance(
+        self, utt_id: str, text: str, voice: str | None, lang: str | None, speed: float | None
+    ) -> Utterance:
+        if utt_id in self.utterances:
+            raise ProtocolError(ErrorCode.DUPLICATE_ID, f"utterance {utt_id!r} is still live", utt_id)
+        self._check_length(len(text), utt_id)
+        if len(self.utterances) >= self._config.max_utterances:
+            raise ProtocolError(
+                ErrorCode.BUSY, f"at most {self._config.max_utterances} utterances may be live", utt_id
+            )
+        info = self._voice(voice or self.voice, utt_id)
+        lang = lang or self.lang or info.langs[0]
+        if lang not in info.langs:
+            raise ProtocolError(
+                ErrorCode.UNSUPPORTED_LANGUAGE,
+                f"voice {info.id} speaks {', '.join(info.langs)}, not {lang!r}",
+                utt_id,
+            )
+        return Utterance(
+            id=utt_id,
+            voice=info,
+            lang=lang,
+            speed=speed or self.speed,
+            out=self.out,
+            created=self._clock(),
+            chars=len(text),
+        )
+
+    def _pump(self) -> list[Effect]:
+        """Start the next unit of the head utterance, finishing utterances on the way."""
+        effects: list[Effect] = []
+        while self.utterances:
+            utt = next(iter(self.utterances.values()))
+            if utt.job is not None:
+                break
+            if utt.units:
+                effects.extend(self._submit(utt))
+                break
+            if utt.buffer is not None:
+                break  # waiting for more text (append) or a flush
+            effects.extend(self._finish(utt))
+        return effects
+
+    def _submit(self, utt: Utterance) -> list[Effect]:
+        effects: list[Effect] = []
+        now = self._clock()
+        if not utt.started:
+            utt.started = True
+            utt.first_job = now
+            utt.resampler = audio.Resampler(utt.voice.native_rate, utt.out.sample_rate)
+            utt.frame_len = audio.frame_samples(utt.out.sample_rate, utt.out.frame_ms)
+            utt.framer = audio.Framer(utt.frame_len)
+            effects.append(Send(protocol.Start(utt.id, utt.voice.id, utt.out.sample_rate, utt.out.format)))
+        unit = utt.units.popleft()
+        deadline = self._play_until if self._play_until else now
+        utt.job = Job(utt.id, unit.text, utt.voice, utt.lang, utt.speed, deadline)
+        utt.job_unit = unit
+        utt.unit_started = False
+        effects.append(Submit(utt.job))
+        return effects
+
+    def _audio(self, utt: Utterance, samples: np.ndarray) -> list[Effect]:
+        assert utt.job_unit is not None
+        effects: list[Effect] = []
+        samples, bad = audio.sanitize(samples)
+        if bad:
+            log.warning("session %s: %d non-finite samples from %s", self.id, bad, utt.voice.id)
+        if not utt.unit_started:
+            utt.unit_started = True
+            if utt.prev_unit is not None:
+                # The pause goes before a unit rather than after, so none trails the last one.
+                effects.extend(self._push(utt, audio.silence(pause_ms(utt.prev_unit), utt.voice.native_rate)))
+            pts = utt.native_samples * utt.out.sample_rate // utt.voice.native_rate
+            effects.append(Send(protocol.Mark(utt.id, utt.job_unit.text, pts, voice=utt.voice.id)))
+        effects.extend(self._push(utt, samples))
+        return effects
+
+    def _push(self, utt: Utterance, samples: np.ndarray) -> list[Effect]:
+        assert utt.resampler is not None and utt.framer is not None
+        utt.native_samples += len(samples)
+        return self._frames(utt, utt.framer.push(utt.resampler.process(samples)))
+
+    def _frames(self, utt: Utterance, frames: list[np.ndarray]) -> list[Effect]:
+        effects: list[Effect] = []
+        now = self._clock()
+        for frame in frames:
+            if utt.first_audio is None:
+                utt.first_audio = now
+            pts = utt.seq * utt.frame_len  # only the last frame is shorter, so this is exact
+            effects.append(Send(protocol.Audio(utt.id, utt.seq, pts, audio.encode(frame, utt.out.format))))
+            utt.seq += 1
+            self._play_until = max(self._play_until, now) + len(frame) / utt.out.sample_rate
+        return effects
+
+    def _finish(self, utt: Utterance) -> list[Effect]:
+        """All text spoken: send the tail (the one short frame) and ``end``."""
+        del self.utterances[utt.id]
+        effects: list[Effect] = []
+        if utt.resampler is not None and utt.framer is not None:
+            frames = utt.framer.push(utt.resampler.flush())
+            tail = utt.framer.flush()
+            effects.extend(self._frames(utt, frames + ([tail] if tail is not None else [])))
+        else:
+            effects.append(Send(protocol.Start(utt.id, utt.voice.id, utt.out.sample_rate, utt.out.format)))
+        effects.append(Send(protocol.End(utt.id, "done", self._stats(utt))))
+        return effects
+
+    def _cancel(self, utt: Utterance) -> list[Effect]:
+        del self.utterances[utt.id]
+        effects: list[Effect] = []
+        if utt.job is not None:
+            utt.job.cancelled = True
+            effects.append(Drop(utt.job))
+        effects.append(Send(protocol.End(utt.id, "cancelled", self._stats(utt))))
+        return effects
+
+    def _cancel_all(self) -> list[Effect]:
+        effects: list[Effect] = []
+        for utt in list(self.utterances.values()):
+            effects.extend(self._cancel(utt))
+        return effects
+
+    def _stats(self, utt: Utterance) -> dict[str, float]:
+        audio_s = utt.native_samples / utt.voice.native_rate
+
+        def ms(t: float | None) -> float:
+            return round((t - utt.created) * 1000, 1) if t is not None else -1.0
+
+        return {
+            "queue_ms": ms(utt.first_job),
+            "ttfa_ms": ms(utt.first_audio),
+            "audio_ms": round(audio_s * 1000, 1),
+            "rtf": round(utt.compute_s / audio_s, 3) if audio_s else 0.0,
+        }
+
+    # ------------------------------------------------------------ helpers
+
+    def _live(self, utt_id: str) -> Utterance:
+        utt = self.utterances.get(utt_id)
+        if utt is None:
+            raise ProtocolError(ErrorCode.UNKNOWN_ID, f"no live utterance {utt_id!r}", utt_id)
+        return utt
+
+    def _voice(self, voice_id: str, utt_id: str | None) -> VoiceInfo:
+        info = self._catalog.voices.get(voice_id)
+        if info is None:
+            raise ProtocolError(ErrorCode.UNKNOWN_VOICE, f"no voice {voice_id[:80]!r}; see ready.voices", utt_id)
+        return info
+
+    def _check_length(self, chars: int, utt_id: str) -> None:
+        if chars > self._config.max_text_chars:
+            raise ProtocolError(
+                ErrorCode.TEXT_TOO_LONG, f"text is over {self._config.max_text_chars} characters", utt_id
+            )
+
+    @staticmethod
+    def _frame_samples(rate: int, frame_ms: int) -> int:
+        try:
+            return audio.frame_samples(rate, frame_ms)
+        except ValueError as exc:
+            raise ProtocolError(ErrorCode.BAD_MESSAGE, str(exc)) from None
+
+    def _error(self, code: ErrorCode, message: str, utt_id: str | None = None) -> Send:
+        return Send(protocol.Error(code.value, message, utt_id))

@@ -1,0 +1,154 @@
+"""Shared fixtures: a real rtts server in a background thread, and a small client."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from websockets.sync.client import ClientConnection, connect
+
+from rtts import protocol
+from rtts.config import Config
+from rtts.server import RttsServer
+from rtts.service import Service
+
+# The Kokoro model is assembled from its PyPI parts once per test run into this folder.
+_CACHE = Path(__file__).resolve().parent.parent / ".pytest-cache-models"
+
+
+class ServerThread:
+    """An rtts server on 127.0.0.1, port 0, running its own event loop in a thread."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.loop = asyncio.new_event_loop()
+        self.server: RttsServer | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="test-server", daemon=True)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.server = RttsServer(Service(self.config))
+            self.loop.run_until_complete(self.server.start())
+        except BaseException as exc:  # surface start-up failures in the test
+            self._error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        self.loop.run_forever()
+
+    def __enter__(self) -> ServerThread:
+        self._thread.start()
+        self._ready.wait(60)
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.call(self.server.close())  # type: ignore[union-attr]
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self.loop.close()
+
+    def call(self, coro, timeout: float = 30):  # type: ignore[no-untyped-def]
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    @property
+    def service(self) -> Service:
+        assert self.server is not None
+        return self.server.service
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return f"ws://127.0.0.1:{self.server.port}/ws"
+
+    @property
+    def http(self) -> str:
+        assert self.server is not None
+        return f"http://127.0.0.1:{self.server.port}"
+
+
+class Client:
+    """A real websockets client speaking protocol v1."""
+
+    def __init__(self, url: str, **kw) -> None:  # type: ignore[no-untyped-def]
+        # An unbounded receive queue: a test that stops reading must not stall the close handshake.
+        kw.setdefault("max_queue", None)
+        self._cm = connect(url, compression=None, open_timeout=30, **kw)
+        self.ws: ClientConnection = self._cm.__enter__()
+
+    def send(self, **msg) -> None:  # type: ignore[no-untyped-def]
+        import msgpack
+
+        self.ws.send(msgpack.packb(msg))
+
+    def recv(self, timeout: float = 60) -> protocol.ServerMessage:
+        data = self.ws.recv(timeout)
+        assert isinstance(data, bytes), "server sent a text frame"
+        return protocol.decode_server(data)
+
+    def until(self, kind: type, timeout: float = 120) -> list[protocol.ServerMessage]:
+        """Messages up to and including the first of ``kind``."""
+        out = []
+        deadline = time.monotonic() + timeout
+        while True:
+            msg = self.recv(max(0.1, deadline - time.monotonic()))
+            out.append(msg)
+            if isinstance(msg, kind):
+                return out
+
+    def utterance(self, utt_id: str, timeout: float = 120) -> list[protocol.ServerMessage]:
+        out = []
+        deadline = time.monotonic() + timeout
+        while True:
+            msg = self.recv(max(0.1, deadline - time.monotonic()))
+            if getattr(msg, "id", None) == utt_id:
+                out.append(msg)
+                if isinstance(msg, protocol.End):
+                    return out
+
+    def close(self) -> None:
+        self._cm.__exit__(None, None, None)
+
+    def vanish(self) -> None:
+        """Drop the TCP connection without a close handshake, like a client that crashed."""
+        import socket
+
+        self.ws.socket.shutdown(socket.SHUT_RDWR)
+        self.ws.socket.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def make_config(tmp: Path, **overrides) -> Config:  # type: ignore[no-untyped-def]
+    models = tmp / "models"
+    models.mkdir(exist_ok=True)
+    values = dict(host="127.0.0.1", port=0, models_dir=models, cache_dir=_CACHE, idle_unload=0.0)
+    values.update(overrides)
+    return Config(**values)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
+    """One shared server with the built-in voices; tests must leave it idle."""
+    with ServerThread(make_config(tmp_path_factory.mktemp("srv"))) as srv:
+        yield srv
+
+
+@pytest.fixture
+def client(server: ServerThread) -> Iterator[Client]:
+    with Client(server.url) as c:
+        ready = c.recv()
+        assert isinstance(ready, protocol.Ready)
+        yield c

@@ -1,0 +1,296 @@
+"""Per-connection logic without sockets or models.
+
+The inference thread is played by hand: the test answers each submitted job with
+audio it makes up. The same behaviours run end to end with real voices in
+tests/test_server.py.
+"""
+
+from __future__ import annotations
+
+import msgpack
+import numpy as np
+import pytest
+
+from rtts import audio, protocol
+from rtts.config import Config
+from rtts.engines.base import VoiceInfo
+from rtts.jobs import JobAudio, JobDone, JobFailed
+from rtts.session import Close, Drop, Send, Session, Submit
+
+VOICES = {
+    "piper/a": VoiceInfo("piper/a", "A", ("en",), "piper", 22050, "piper/a"),
+    "kokoro/b": VoiceInfo("kokoro/b", "B", ("en",), "kokoro", 24000, "kokoro", "b"),
+}
+
+
+class Catalog:
+    voices = VOICES
+    default_voice = "piper/a"
+
+    def loaded_voices(self) -> list[str]:
+        return ["piper/a"]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def make(**overrides) -> tuple[Session, Clock]:
+    clock = Clock()
+    cfg = Config(cache_dir="/tmp/rtts-test", models_dir="/tmp/rtts-test", **overrides)
+    return Session("s1", cfg, Catalog(), clock), clock
+
+
+def send(session: Session, **msg) -> list:
+    return session.receive(msgpack.packb(msg))
+
+
+def sent(effects, kind=None):
+    out = [e.message for e in effects if isinstance(e, Send)]
+    return [m for m in out if kind is None or isinstance(m, kind)]
+
+
+def submits(effects):
+    return [e.job for e in effects if isinstance(e, Submit)]
+
+
+def errors(effects):
+    return [m.code for m in sent(effects, protocol.Error)]
+
+
+def tone(seconds: float, rate: int) -> np.ndarray:
+    t = np.arange(int(seconds * rate)) / rate
+    return (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+
+
+def run_job(session: Session, job, seconds=0.5, pieces=1):
+    effects = []
+    for _ in range(pieces):
+        effects += session.job_event(job, JobAudio(tone(seconds / pieces, job.voice.native_rate)))
+    effects += session.job_event(job, JobDone(seconds * 0.1))
+    return effects
+
+
+def speak_all(session: Session, first_effects) -> list:
+    """Answer every job until nothing more is submitted; returns all effects."""
+    effects = list(first_effects)
+    queue = submits(first_effects)
+    while queue:
+        job = queue.pop(0)
+        more = run_job(session, job)
+        effects += more
+        queue += submits(more)
+    return effects
+
+
+def test_ready_on_open_lists_voices_and_limits():
+    session, _ = make()
+    (ready,) = sent(session.open())
+    assert isinstance(ready, protocol.Ready)
+    assert ready.v == 1 and ready.sample_rate == 24000 and ready.format == "pcm16" and ready.frame_ms == 20
+    assert [v["id"] for v in ready.voices] == list(VOICES)
+    assert ready.default_voice == "piper/a" and ready.loaded == ["piper/a"]
+    assert ready.limits["max_text_chars"] == 5000
+
+
+def test_speak_streams_exact_frames_marks_and_end():
+    session, clock = make()
+    effects = send(session, type="speak", id="u1", text="Hello there, friend. This is a second sentence. And a third one!")
+    clock.t += 0.05
+    effects = speak_all(session, effects)
+    starts = sent(effects, protocol.Start)
+    assert starts == [protocol.Start("u1", "piper/a", 24000, "pcm16")]
+    frames = sent(effects, protocol.Audio)
+    assert [f.seq for f in frames] == list(range(len(frames)))
+    assert all(len(f.data) == 480 * 2 for f in frames[:-1])  # 20 ms at 24 kHz, int16
+    assert 0 < len(frames[-1].data) <= 480 * 2
+    assert [f.pts for f in frames] == [i * 480 for i in range(len(frames))]
+    marks = sent(effects, protocol.Mark)
+    assert len(marks) >= 3 and marks[0].pts == 0 and marks[0].kind == "sentence"
+    assert [m.pts for m in marks] == sorted(m.pts for m in marks)
+    assert " ".join(m.text for m in marks).split() == "Hello there, friend. This is a second sentence. And a third one!".split()
+    (end,) = sent(effects, protocol.End)
+    assert end.reason == "done" and effects.index(Send(end)) == len(effects) - 1
+    assert end.stats["ttfa_ms"] == pytest.approx(50.0)
+    total = sum(len(f.data) for f in frames) // 2
+    assert end.stats["audio_ms"] == pytest.approx(total / 24, rel=0.02)
+    assert end.stats["rtf"] == pytest.approx(3 * 0.05 / (total / 24000), rel=0.05)  # pauses count as audio
+
+
+def test_first_unit_is_short():
+    session, _ = make()
+    text = "When the train arrives at the central station, please wait behind the yellow line until it stops."
+    (job,) = submits(send(session, type="speak", id="u", text=text))
+    assert len(job.text) < len(text) and text.startswith(job.text.rstrip(",")[:10])
+
+
+@pytest.mark.parametrize("fmt, width", [("pcm16", 2), ("f32", 4), ("mulaw", 1)])
+@pytest.mark.parametrize("rate, ms", [(8000, 10), (16000, 20), (22050, 40), (44100, 10), (48000, 200)])
+def test_formats_rates_and_frame_sizes(fmt, width, rate, ms):
+    session, _ = make()
+    (ready,) = sent(send(session, type="hello", v=1, sample_rate=rate, format=fmt, frame_ms=ms))
+    assert (ready.sample_rate, ready.format, ready.frame_ms) == (rate, fmt, ms)
+    effects = speak_all(session, send(session, type="speak", id="x", text="One. Two."))
+    frames = sent(effects, protocol.Audio)
+    n = rate * ms // 1000
+    assert all(len(f.data) == n * width for f in frames[:-1])
+    decoded = np.concatenate([audio.decode(f.data, fmt) for f in frames])
+    # Two half-second units at the voice's rate, resampled, plus one pause between.
+    assert len(decoded) / rate == pytest.approx(1.0 + audio_pause_s(), abs=0.03)
+
+
+def audio_pause_s() -> float:
+    from rtts.text.split import Unit, pause_ms
+
+    return pause_ms(Unit("One.", "sentence")) / 1000
+
+
+def test_frame_size_that_is_not_whole_samples_is_refused():
+    session, _ = make()
+    assert errors(send(session, type="hello", sample_rate=22050, frame_ms=10)) == ["bad_message"]
+
+
+def test_utterances_of_a_connection_play_in_order():
+    session, _ = make()
+    a = submits(send(session, type="speak", id="a", text="First."))
+    b = submits(send(session, type="speak", id="b", text="Second."))
+    assert len(a) == 1 and b == []  # b waits for a
+    effects = run_job(session, a[0])
+    assert [m.id for m in sent(effects, protocol.End)] == ["a"]
+    (job_b,) = submits(effects)
+    assert job_b.utterance == "b"
+
+
+def test_cancel_mid_utterance_stops_audio_and_drops_the_job():
+    session, _ = make()
+    (job,) = submits(send(session, type="speak", id="a", text="One sentence here. Another sentence there."))
+    session.job_event(job, JobAudio(tone(0.1, 22050)))
+    effects = send(session, type="cancel", id="a")
+    assert [e.job for e in effects if isinstance(e, Drop)] == [job] and job.cancelled
+    (end,) = sent(effects, protocol.End)
+    assert end.reason == "cancelled"
+    # Whatever the inference thread still reports for it is ignored.
+    assert session.job_event(job, JobAudio(tone(0.1, 22050))) == []
+    assert session.job_event(job, JobDone(0.01)) == []
+    assert errors(send(session, type="cancel", id="a")) == ["unknown_id"]
+
+
+def test_interrupt_cancels_everything_queued_first():
+    session, _ = make()
+    (job_a,) = submits(send(session, type="speak", id="a", text="Long story."))
+    send(session, type="speak", id="b", text="Queued.")
+    effects = send(session, type="speak", id="c", text="Alert!", interrupt=True)
+    assert [(m.id, m.reason) for m in sent(effects, protocol.End)] == [("a", "cancelled"), ("b", "cancelled")]
+    assert [j.utterance for j in submits(effects)] == ["c"] and job_a.cancelled
+
+
+def test_cancel_without_id_cancels_all():
+    session, _ = make()
+    send(session, type="speak", id="a", text="A.")
+    send(session, type="speak", id="b", text="B.")
+    assert sorted(m.id for m in sent(send(session, type="cancel"), protocol.End)) == ["a", "b"]
+    assert not session.utterances
+
+
+def test_append_speaks_complete_clauses_before_flush():
+    session, _ = make()
+    assert submits(send(session, type="append", id="s", text="Hello wor")) == []
+    (job,) = submits(send(session, type="append", id="s", text="ld, how are you today? I am"))
+    assert job.text.startswith("Hello world")
+    effects = run_job(session, job)
+    effects += send(session, type="append", id="s", text=" fine")
+    queued = submits(effects)
+    while queued:
+        effects = run_job(session, queued.pop(0))
+        queued += submits(effects)
+    assert not sent(effects, protocol.End)  # not flushed yet
+    effects = send(session, type="flush", id="s")
+    spoken = []
+    queued = submits(effects)
+    while queued:
+        j = queued.pop(0)
+        spoken.append(j.text)
+        effects = run_job(session, j)
+        queued += submits(effects)
+    assert " ".join(spoken).split()[-2:] == ["am", "fine"]
+    assert sent(effects, protocol.End)[0].reason == "done"
+
+
+def test_flush_of_unknown_id_and_append_after_speak():
+    session, _ = make()
+    assert errors(send(session, type="flush", id="nope")) == ["unknown_id"]
+    send(session, type="speak", id="a", text="Hi.")
+    assert errors(send(session, type="append", id="a", text="more")) == ["bad_message"]
+
+
+def test_limits_and_bad_requests_keep_the_session_usable():
+    session, _ = make(max_text_chars=20, max_utterances=2)
+    assert errors(send(session, type="speak", id="a", text="x" * 21)) == ["text_too_long"]
+    assert errors(send(session, type="speak", id="a", text="Hi.", voice="nope/nope")) == ["unknown_voice"]
+    assert errors(send(session, type="speak", id="a", text="Hi.", lang="xx")) == ["unsupported_language"]
+    assert errors(send(session, type="speak", id="a", text="   ")) == ["bad_message"]
+    assert errors(session.receive("text frame")) == ["bad_frame"]
+    assert errors(session.receive(b"\xc1")) == ["bad_frame"]
+    assert errors(send(session, type="yell")) == ["unknown_type"]
+    assert submits(send(session, type="speak", id="a", text="Hi."))
+    assert errors(send(session, type="speak", id="a", text="Again.")) == ["duplicate_id"]
+    send(session, type="speak", id="b", text="B.")
+    assert errors(send(session, type="speak", id="c", text="C.")) == ["busy"]
+    assert errors(send(session, type="append", id="a2", text="x" * 15)) == ["busy"]
+    assert sent(send(session, type="ping", t=7)) == [protocol.Pong(7)]
+
+
+def test_append_total_length_is_limited():
+    session, _ = make(max_text_chars=20)
+    send(session, type="append", id="a", text="x" * 15)
+    assert errors(send(session, type="append", id="a", text="y" * 6)) == ["text_too_long"]
+
+
+def test_token_required_before_anything_else():
+    session, _ = make(token="s3cret")
+    assert session.open() == []
+    effects = send(session, type="speak", id="a", text="Hi.")
+    assert errors(effects) == ["unauthorized"] and any(isinstance(e, Close) and e.code == 1008 for e in effects)
+    session, _ = make(token="s3cret")
+    assert errors(send(session, type="hello", token="wrong")) == ["unauthorized"]
+    session, _ = make(token="s3cret")
+    assert isinstance(sent(send(session, type="hello", token="s3cret"))[0], protocol.Ready)
+    assert submits(send(session, type="speak", id="a", text="Hi."))
+
+
+def test_engine_failure_ends_the_utterance_and_the_next_one_runs():
+    session, _ = make()
+    (job,) = submits(send(session, type="speak", id="a", text="A."))
+    send(session, type="speak", id="b", text="B.")
+    effects = session.job_event(job, JobFailed("engine_unavailable", "model broken"))
+    assert errors(effects) == ["engine_unavailable"]
+    assert sent(effects, protocol.End)[0].reason == "error"
+    assert [j.utterance for j in submits(effects)] == ["b"]
+
+
+def test_close_drops_in_flight_jobs():
+    session, _ = make()
+    (job,) = submits(send(session, type="speak", id="a", text="A."))
+    assert [e.job for e in session.close() if isinstance(e, Drop)] == [job]
+
+
+def test_deadline_favours_a_stream_about_to_starve():
+    session, clock = make()
+    (job,) = submits(send(session, type="speak", id="a", text="First sentence here. Second sentence there."))
+    assert job.deadline == clock.t  # nothing buffered: urgent
+    effects = run_job(session, job, seconds=2.0)
+    (nxt,) = submits(effects)
+    # The client now holds ~2 s of audio, so the next unit can wait that long.
+    assert nxt.deadline == pytest.approx(clock.t + 2.0, abs=0.05)
+
+
+def test_hello_changes_defaults_for_later_utterances():
+    session, _ = make()
+    send(session, type="hello", voice="kokoro/b", speed=1.5)
+    (job,) = submits(send(session, type="speak", id="a", text="Hi."))
+    assert job.voice.id == "kokoro/b" and job.speed == 1.5
+    assert errors(send(session, type="hello", voice="missing")) == ["unknown_voice"]
