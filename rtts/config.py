@@ -50,6 +50,8 @@ class Config:
     sample_rate: int = 24000
     format: str = "pcm16"
     frame_ms: int = 20
+    # Default voice per language, for text the chosen voice cannot speak: ((lang, voice id), ...).
+    lang_voices: tuple[tuple[str, str], ...] = (("zh", "kokoro/jm_kumo"), ("ja", "kokoro/jf_alpha"))
 
     def __post_init__(self) -> None:
         # Fill derived defaults here so every way of building a Config agrees.
@@ -88,6 +90,17 @@ class Config:
         }
 
 
+def parse_lang_voices(raw: str) -> tuple[tuple[str, str], ...]:
+    """``"zh=kokoro/jm_kumo,ja=kokoro/jf_alpha"`` → ((lang, voice), ...); ValueError when malformed."""
+    pairs = []
+    for item in filter(None, (p.strip() for p in raw.split(","))):
+        lang, sep, voice = item.partition("=")
+        if not sep or not lang.strip() or not voice.strip():
+            raise ValueError(f"lang-voices entry {item!r} is not lang=voice")
+        pairs.append((lang.strip().lower(), voice.strip()))
+    return tuple(pairs)
+
+
 # flag name → (parse, help). Each flag also reads RTTS_<NAME> from the environment.
 _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "host": (str, "address to listen on"),
@@ -106,7 +119,12 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "sample_rate": (int, "default output sample rate"),
     "format": (str, "default output format: pcm16, f32 or mulaw"),
     "frame_ms": (int, "default audio frame length in ms"),
+    "lang_voices": (
+        parse_lang_voices,
+        "default voice per language for text the chosen voice cannot speak, e.g. zh=kokoro/jm_kumo,ja=kokoro/jf_alpha",
+    ),
 }
+
 
 
 def add_flags(parser: argparse.ArgumentParser, names: list[str] | None = None) -> None:
