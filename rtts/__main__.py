@@ -115,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if cfg.log_level.lower() != "debug":
+        # websockets logs every plain HTTP request at INFO; /healthz probes would flood the journal.
+        logging.getLogger("websockets.server").setLevel(logging.WARNING)
     if args.command == "voices":
         return _voices(cfg)
     run = _runner(cfg.loop)

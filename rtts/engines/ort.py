@@ -62,7 +62,7 @@ def create_session(path: Path, threads: int) -> ort.InferenceSession:
         )
     except Exception as exc:  # ORT raises its own Fail/InvalidProtobuf/NoSuchFile types
         raise EngineError(f"cannot load ONNX model {path}: {exc}") from exc
-    logger.info("loaded %s in %.2f s (%d threads)", path.name, time.perf_counter() - start, threads)
+    logger.debug("loaded %s in %.2f s (%d threads)", path.name, time.perf_counter() - start, threads)
     return session
 
 
