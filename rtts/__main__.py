@@ -39,7 +39,12 @@ async def _serve(cfg: config.Config) -> int:
 
     notifier = Notifier()
     server = RttsServer(Service(cfg))  # indexes the voices (reads no model)
-    await server.start(sock=listen_socket())
+    try:
+        await server.start(sock=listen_socket())
+    except OSError as exc:
+        log.error("cannot listen on %s port %d: %s", cfg.host, cfg.port, exc.strerror or exc)
+        server.service.stop()
+        return 1
     loop = asyncio.get_running_loop()
     if cfg.preload:
         voice = server.service.registry.default_voice

@@ -20,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 from urllib.parse import parse_qs, unquote
 
+import prometheus_client as prom
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
@@ -75,6 +76,11 @@ class RttsServer:
         self._admitted: dict[ServerConnection, tuple[str, bool]] = {}  # → (client address, token given)
         self._live: dict[ServerConnection, _Live] = {}
         self._stop_grace = asyncio.Event()
+        self.send_peak = 0  # the most bytes any connection's outbox has held
+        prom.Gauge(
+            "rtts_send_buffer_peak_bytes", "the most bytes queued for one client so far",
+            registry=service.metrics.registry,
+        ).set_function(lambda: max([self.send_peak, *(live.outbox.peak for live in self._live.values())]))
         self._routes: dict[str, Callable[[dict[str, list[str]]], Response | Awaitable[Response]]] = {
             "/healthz": lambda q: _text(HTTPStatus.OK, "ok\n"),
             "/readyz": self._readyz,
@@ -337,6 +343,7 @@ class RttsServer:
             pass
         finally:
             del self._live[ws]
+            self.send_peak = max(self.send_peak, outbox.peak)
             apply(session.close())
             held.clear()
             if not outbox.done:
