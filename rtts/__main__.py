@@ -42,7 +42,7 @@ async def _serve(cfg: config.Config) -> int:
     try:
         await server.start(sock=listen_socket())
     except OSError as exc:
-        log.error("cannot listen on %s port %d: %s", cfg.host, cfg.port, exc.strerror or exc)
+        log.error("cannot listen on %s port %d: %s", cfg.host, cfg.port, exc)
         server.service.stop()
         return 1
     loop = asyncio.get_running_loop()
