@@ -55,6 +55,7 @@ class InferenceWorker:
         # Progress marks for the watchdog and /metrics; written by the thread only.
         self.last_progress = time.monotonic()
         self.current: Job | None = None
+        self.idle = False  # waiting for work
         self.loading: set[str] = set()
         self.jobs_done = 0
         self.jobs_skipped = 0
@@ -99,8 +100,10 @@ class InferenceWorker:
         self._control(action)
 
     def progress_age(self, now: float | None = None) -> float:
-        """Seconds since the thread last showed it is alive (idle waits count; a model
-        load in progress counts as alive for up to LOAD_GRACE_S)."""
+        """Seconds since the thread last showed it is alive: 0 while it waits for work; a
+        model load in progress counts as alive for up to LOAD_GRACE_S."""
+        if self.idle:
+            return 0.0
         now = time.monotonic() if now is None else now
         age = now - self.last_progress
         return max(0.0, age - LOAD_GRACE_S) if self.loading else age
@@ -125,8 +128,9 @@ class InferenceWorker:
     def _next(self) -> _Entry | None:
         with self._cond:
             while not self._heap and not self._stopping:
-                # Waking every few seconds keeps last_progress fresh while idle.
+                self.idle = True
                 self._cond.wait(timeout=5.0)
+                self.idle = False
                 self.last_progress = time.monotonic()
             if self._stopping:
                 return None
