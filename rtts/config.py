@@ -50,6 +50,10 @@ class Config:
     sample_rate: int = 24000
     format: str = "pcm16"
     frame_ms: int = 20
+    # What to do with a new utterance that cannot start in time (see docs/protocol.md).
+    admission: str = "queue"
+    admission_max_wait: float = 2.0  # seconds
+    phrase_cache_mb: float = 16.0
 
     def __post_init__(self) -> None:
         # Fill derived defaults here so every way of building a Config agrees.
@@ -74,6 +78,10 @@ class Config:
             problems.append(f"format must be one of {protocol.FORMATS}")
         if not protocol.FRAME_MS_RANGE[0] <= self.frame_ms <= protocol.FRAME_MS_RANGE[1]:
             problems.append("frame-ms must be within 10..200")
+        if self.admission not in ("queue", "refuse", "close"):
+            problems.append("admission must be queue, refuse or close")
+        if self.admission_max_wait < 0 or self.phrase_cache_mb < 0:
+            problems.append("admission-max-wait and phrase-cache-mb must be >= 0")
         if self.max_text_chars < 1 or self.max_message_bytes < 256 or self.max_utterances < 1:
             problems.append("limits must be positive (max-message-bytes at least 256)")
         if problems:
@@ -106,6 +114,9 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "sample_rate": (int, "default output sample rate"),
     "format": (str, "default output format: pcm16, f32 or mulaw"),
     "frame_ms": (int, "default audio frame length in ms"),
+    "admission": (str, "a new utterance that cannot start in time: queue it, refuse it (error busy) or close (1013)"),
+    "admission_max_wait": (float, "seconds of expected wait above which a new utterance counts as late"),
+    "phrase_cache_mb": (float, "memory for replaying repeated short texts (0: off)"),
 }
 
 
