@@ -18,6 +18,7 @@ import prometheus_client as prom
 
 from . import protocol
 from .config import Config
+from .g2p import kokoro_langs
 from .inference import InferenceWorker
 from .jobs import Job
 from .phrase_cache import PhraseCache
@@ -164,6 +165,9 @@ class Service:
         done: asyncio.Future[bool] = loop.create_future()
         model = self.registry.voices[self.registry.default_voice].model
         self.worker.preload(model, lambda ok: done.done() or done.set_result(ok))
+        if any(v.engine == "kokoro" for v in self.registry.voices.values()):
+            # The Mandarin and Japanese front ends take seconds to load; pay that before ready too.
+            await asyncio.to_thread(kokoro_langs.warm_up().join)
         return await done
 
     async def rescan(self) -> tuple[list[str], list[str]]:
@@ -284,6 +288,9 @@ class _CatalogView:
         done: asyncio.Future[bool] = loop.create_future()
         model = self.registry.voices[self.registry.default_voice].model
         self.worker.preload(model, lambda ok: done.done() or done.set_result(ok))
+        if any(v.engine == "kokoro" for v in self.registry.voices.values()):
+            # The Mandarin and Japanese front ends take seconds to load; pay that before ready too.
+            await asyncio.to_thread(kokoro_langs.warm_up().join)
         return await done
 
     async def rescan(self) -> tuple[list[str], list[str]]:

@@ -5,15 +5,15 @@ import pytest
 from rtts.text.normalize_en import normalize_en
 
 GOLDEN = [
-    ('The museum closes at 5:30 pm on Sundays.', 'The museum closes at five thirty p m on Sundays.'),
+    ('The museum closes at 5:30 pm on Sundays.', 'The museum closes at five thirty pee em on Sundays.'),
     ('It costs $7.99 per month, or $79 per year.', 'It costs seven dollars and ninety-nine cents per month, or seventy-nine dollars per year.'),
     ('Please proceed to counter 3.', 'Please proceed to counter three.'),
     ('The meeting has moved to Thursday, June 12th.', 'The meeting has moved to Thursday, June twelfth.'),
     ('Dr. Smith lives at 221 Baker St.', 'Doctor Smith lives at two hundred twenty-one Baker Street.'),
-    ('Open 9am-5pm, Mon. to Fri.', 'Open nine a m to five p m, Monday to Friday.'),
+    ('Open 9am-5pm, Mon. to Fri.', 'Open nine ay em to five pee em, Monday to Friday.'),
     ('Flight UA857 departs from gate B12 at 10:05.', 'Flight you ay eight five seven departs from gate bee twelve at ten oh five.'),
-    ('Call (415) 555-0100.', 'Call four one five, five five five, zero one zero zero.'),
-    ('Call 800-555-0199 now.', 'Call eight zero zero, five five five, zero one nine nine now.'),
+    ('Call (415) 555-0100.', 'Call four one five, five five five, oh one oh oh.'),
+    ('Call 800-555-0199 now.', 'Call eight hundred, five five five, oh one nine nine now.'),
     ('Temperatures of 20°C to 25°C.', 'Temperatures of twenty degrees Celsius to twenty-five degrees Celsius.'),
     ('Speed limit 100 km/h.', 'Speed limit one hundred kilometers per hour.'),
     ('Prices rose 3.5% in 2025.', 'Prices rose three point five percent in twenty twenty-five.'),
@@ -31,7 +31,7 @@ GOLDEN = [
     ('No. 5 please', 'Number five please'),
     ('Doors open at 10:00.', "Doors open at ten o'clock."),
     ('Two USB ports.', 'Two you ess bee ports.'),
-    ('See you at 9 a.m. tomorrow.', 'See you at nine a m tomorrow.'),
+    ('See you at 9 a.m. tomorrow.', 'See you at nine ay em tomorrow.'),
     ('OK, thanks.', 'okay, thanks.'),
     ('A big day.', 'A big day.'),
     ('I am here.', 'I am here.'),
@@ -51,7 +51,7 @@ GOLDEN = [
     ('It costs 30 USD.', 'It costs thirty dollars.'),
     ('Save 20%-30% today.', 'Save twenty percent to thirty percent today.'),
     ('Sept. 9', 'September ninth'),
-    ('The plane landed at 6:45 PM.', 'The plane landed at six forty-five p m.'),
+    ('The plane landed at 6:45 PM.', 'The plane landed at six forty-five pee em.'),
     ('Train 2 leaves at 14:05.', 'Train two leaves at fourteen oh five.'),
     ('Mr. and Mrs. Jones', 'Mister and Missus Jones'),
     ('apples, pears, etc.', 'apples, pears, et cetera.'),
@@ -60,7 +60,7 @@ GOLDEN = [
     ('He ran 26.2 miles.', 'He ran twenty-six point two miles.'),
     ('Battery at 100%.', 'Battery at one hundred percent.'),
     ('Back in 10 min.', 'Back in ten minutes.'),
-    ('Lunch 12pm - 1pm.', 'Lunch twelve p m to one p m.'),
+    ('Lunch 12pm - 1pm.', 'Lunch twelve pee em to one pee em.'),
     ('St. Louis', 'Saint Louis'),
 ]
 

@@ -304,12 +304,6 @@ class KokoroEngine:
         if not {"tokens", "style", "speed"} <= names:
             raise EngineError(f"not a Kokoro v1.0 model: inputs are {sorted(names)}")
         self._styles.update(builtin)
-        # The Mandarin and Japanese front ends load dictionaries (seconds); do it with the model.
-        for lang, word in (("zh", "你好"), ("ja", "こんにちは")):
-            try:
-                self.phonemize(word, "", lang)
-            except Exception as exc:  # a missing optional front end must not stop English
-                logger.warning("Kokoro %s front end unavailable: %s", lang, exc)
         self._session = session
 
     def unload(self) -> None:

