@@ -75,6 +75,9 @@ STOPPING_REASONS = ("timeout", "closed", "protocol")  # after these the connecti
 class Sentence:
     langs: tuple[str, ...]  # first one is the language it is spoken and scored in
     text: str
+    # How a correct transcript of the reading is written, when the text's written form
+    # cannot be: "9am-5pm" is transcribed "9 a.m. to 5 p.m.", "25°C" "25 degrees Celsius".
+    ref: str | None = None
 
     @property
     def lang(self) -> str:
@@ -87,7 +90,7 @@ class Sentence:
 
 
 def _parse_sentences(data: Any, origin: str) -> list[Sentence]:
-    """Accept ``[{lang, text}]`` or ``{lang: [text | [text, [langs]]]}`` (sentences-public.json)."""
+    """Accept ``[{lang, text, ref?}]`` or ``{lang: [text | [text, [langs]] | {text, ref?, langs?}]}``."""
     out: list[Sentence] = []
     if isinstance(data, dict):
         for key, entries in data.items():
@@ -96,6 +99,9 @@ def _parse_sentences(data: Any, origin: str) -> list[Sentence]:
                     out.append(Sentence((key,), entry))
                 elif isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], list):
                     out.append(Sentence(tuple(entry[1]), entry[0]))
+                elif isinstance(entry, dict) and isinstance(entry.get("text"), str):
+                    langs = tuple(entry.get("langs") or (key,))
+                    out.append(Sentence(langs, entry["text"], entry.get("ref")))
                 else:
                     raise TypeError(f"{origin}: cannot read entry {entry!r} under {key!r}")
     elif isinstance(data, list):
@@ -103,7 +109,7 @@ def _parse_sentences(data: Any, origin: str) -> list[Sentence]:
             lang = entry.get("lang") if isinstance(entry, dict) else None
             if not isinstance(lang, (str, list)) or not isinstance(entry.get("text"), str):
                 raise TypeError(f"{origin}: entries must be {{lang, text}}, got {entry!r}")
-            out.append(Sentence((lang,) if isinstance(lang, str) else tuple(lang), entry["text"]))
+            out.append(Sentence((lang,) if isinstance(lang, str) else tuple(lang), entry["text"], entry.get("ref")))
     else:
         raise TypeError(f"{origin}: expected a JSON list or object")
     return out
@@ -227,6 +233,7 @@ class Utterance:
     lang: str
     text: str
     ok: bool = False
+    ref: str | None = None  # the scoring reference when it differs from text
     reason: str = ""  # end.reason, or "error:<code>", "no audio", or one of STOPPING_REASONS
     error: str = ""
     sample_rate: int = 0
@@ -465,7 +472,7 @@ async def synthesize_all(
             k = counters.get((v["id"], s.group), 0)
             counters[(v["id"], s.group)] = k + 1
             utt, audio = await speak_one(
-                ws, Utterance(f"intel-{n}", v["id"], s.group, s.lang, s.text), args.speed, args.timeout
+                ws, Utterance(f"intel-{n}", v["id"], s.group, s.lang, s.text, ref=s.ref), args.speed, args.timeout
             )
             if len(audio):
                 wav = out / safe_name(v["id"]) / f"{s.group}_{k:02d}.wav"
@@ -514,7 +521,7 @@ def parse_scorer_output(
 def run_scorer(args: argparse.Namespace, utts: list[Utterance], out: Path) -> dict[str, float]:
     """Runs asr_score.py once over every WAV; fills each utterance's error_rate and hypothesis."""
     scored = [u for u in utts if u.ok and u.wav]
-    items = [{"lang": u.lang, "text": u.text, "wav": u.wav} for u in scored]
+    items = [{"lang": u.lang, "text": u.ref or u.text, "wav": u.wav} for u in scored]
     items_path = out / "items.json"
     items_path.write_text(json.dumps(items, ensure_ascii=False, indent=1), encoding="utf-8")
     env = dict(os.environ, WHISPER_DIR=str(args.whisper_dir))

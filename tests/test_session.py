@@ -414,7 +414,7 @@ def test_break_markup_split_across_appends_and_spelled_spans():
     effects += send(session, type="append", id="a", text='ak time="1s"/>done.')
     effects += send(session, type="flush", id="a")
     effects, jobs = speak_all_jobs(session, effects)
-    assert [j.text for j in jobs] == ["Code ay bee 1 now", "done."]
+    assert [j.text for j in jobs] == ["Code eigh B 1 now", "done."]
     assert sent(effects, protocol.End)[-1].reason == "done"
 
 

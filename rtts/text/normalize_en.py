@@ -20,14 +20,9 @@ MONTHS: Final = (
 _MONTH_ABBR: Final = {m[:3].lower(): m for m in MONTHS} | {"sept": "September"}
 _MONTH_RE: Final = "|".join(MONTHS + [m[:3] for m in MONTHS] + ["Sept"])
 
-LETTERS: Final = dict(
-    zip(
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZ",
-        "ay bee see dee ee eff gee aitch eye jay kay el em en oh pee cue ar ess tee you vee "
-        "double-you ex why zee".split(),
-        strict=True,
-    )
-)
+# Letters said by name. espeak-ng reads a lone capital as its name, except "A" (the
+# article, ɐ) and spellings like "ay" (aɪ) or "eff" (spelled out again); "eigh" is eɪ.
+LETTERS: Final = {ch: ch for ch in "BCDEFGHIJKLMNOPQRSTUVWXYZ"} | {"A": "eigh"}
 
 _CURRENCY: Final = {
     "$": ("dollar", "dollars", "cent", "cents"),
@@ -91,7 +86,7 @@ _ABBREVIATIONS: Final = {
     "Jan.": "January", "Feb.": "February", "Mar.": "March", "Apr.": "April", "Aug.": "August",
     "Sep.": "September", "Sept.": "September", "Oct.": "October", "Nov.": "November", "Dec.": "December",
     "Mon.": "Monday", "Tue.": "Tuesday", "Wed.": "Wednesday", "Thu.": "Thursday", "Fri.": "Friday",
-    "Sat.": "Saturday", "Sun.": "Sunday", "a.m.": "ay em", "p.m.": "pee em", "A.M.": "ay em", "P.M.": "pee em",
+    "Sat.": "Saturday", "Sun.": "Sunday", "a.m.": "eigh M", "p.m.": "P M", "A.M.": "eigh M", "P.M.": "P M",
 }  # fmt: skip
 # All-capital words read as words, not spelled.
 _READ_AS_WORD: Final = frozenset(
@@ -165,7 +160,7 @@ def _time(m: re.Match[str]) -> str:
 
 def _ampm(s: str) -> str:
     # Letter names: espeak reads a bare "a" as the article, and listeners heard "at M".
-    return "ay em" if s.lower().startswith("a") else "pee em"
+    return "eigh M" if s.lower().startswith("a") else "P M"
 
 
 def _hour_ampm(m: re.Match[str]) -> str:
@@ -223,10 +218,10 @@ def _range(m: re.Match[str]) -> str:
 
 
 def _phone_group(group: str) -> str:
-    """Digits as said in phone numbers: zero is "oh", and 800 "eight hundred"."""
+    """Digits one by one (listeners lost "oh" for zero), but 800 is "eight hundred"."""
     if len(group) == 3 and group.endswith("00") and group[0] != "0":
         return f"{_ONES_WORDS[int(group[0])]} hundred"
-    return " ".join("oh" if d == "0" else _ONES_WORDS[int(d)] for d in group)
+    return digits(group)
 
 
 def _phone(m: re.Match[str]) -> str:
