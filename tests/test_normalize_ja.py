@@ -5,6 +5,8 @@ import pytest
 from rtts.text.normalize_ja import normalize_ja
 
 GOLDEN = [
+    ('次は Shibuya です。', '次は シブヤ です。'),
+    ('Roppongi駅', 'ロッポンギ駅'),
     ('博物館は日曜日の午後5時半に閉館します。', '博物館は日曜日の午後5時半に閉館します。'),
     ('15:30発の電車', '15時30分発の電車'),
     ('9:05に到着', '9時5分に到着'),

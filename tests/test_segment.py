@@ -7,7 +7,7 @@ from rtts.text.segment import segment
 GOLDEN = [
     ('Hello，欢迎来到杭州！今日は東京です。', None, [('en', 'Hello，'), ('zh', '欢迎来到杭州！'), ('ja', '今日は東京です。')]),
     ('请打开 Bluetooth 设置。', None, [('zh', '请打开 '), ('en', 'Bluetooth '), ('zh', '设置。')]),
-    ('次は Shibuya です。', None, [('ja', '次は '), ('en', 'Shibuya '), ('ja', 'です。')]),
+    ('次は Shibuya です。', None, [('ja', '次は Shibuya です。')]),  # a romanized name in a Japanese sentence
     ('Gate 5号登机', None, [('en', 'Gate '), ('zh', '5号登机')]),
     ('价格是 $5 a month', None, [('zh', '价格是 '), ('en', '$5 a month')]),
     ('Platform 3 到了', None, [('en', 'Platform 3 '), ('zh', '到了')]),
@@ -26,7 +26,9 @@ GOLDEN = [
     ('Hello world', None, [('en', 'Hello world')]),
     ('日本語とEnglishとカタカナ', None, [('ja', '日本語と'), ('en', 'English'), ('ja', 'とカタカナ')]),
     ('请在 9:30 前到达', None, [('zh', '请在 9:30 前到达')]),
-    ('Tokyo タワー、Sky Tree、東京スカイツリー', None, [('en', 'Tokyo '), ('ja', 'タワー、'), ('en', 'Sky Tree、'), ('ja', '東京スカイツリー')]),
+    ('Tokyo タワー、Sky Tree、東京スカイツリー', None, [('ja', 'Tokyo タワー、'), ('en', 'Sky Tree、'), ('ja', '東京スカイツリー')]),
+    ('Welcome to Tokyo!', None, [('en', 'Welcome to Tokyo!')]),
+    ('今日は東京です。Welcome to Tokyo!', None, [('ja', '今日は東京です。'), ('en', 'Welcome to Tokyo!')]),
     ('2026年3月15日', 'ja', [('ja', '2026年3月15日')]),
     ('2026年3月15日', None, [('zh', '2026年3月15日')]),
     ('会議は Zoom で', None, [('ja', '会議は '), ('en', 'Zoom '), ('ja', 'で')]),

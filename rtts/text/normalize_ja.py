@@ -3,7 +3,8 @@
 pyopenjtalk already reads numbers with counters well (3番 サンバン, 1本 イッポン,
 20日 ハツカ), so this only rewrites what it misreads or reads as symbols: clock
 times (15:30), ISO and slashed dates, currency signs, percent signs, ranges, and
-phone numbers (read digit by digit with の between groups). The golden table in
+phone numbers (read digit by digit with の between groups), and romanized names
+(Shibuya → シブヤ) that the segmenter gave to Japanese. The golden table in
 tests/test_normalize_ja.py is the spec.
 """
 
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from typing import Final
 
 from .normalize_zh import FULLWIDTH
+from .romaji import katakana_words
 
 _DIGIT_KANA: Final = ("ゼロ", "イチ", "ニー", "サン", "ヨン", "ゴー", "ロク", "ナナ", "ハチ", "キュー")
 _CURRENCY: Final = {"¥": "円", "$": "ドル", "€": "ユーロ", "£": "ポンド", "₩": "ウォン"}
@@ -96,7 +98,7 @@ _RULES: Final[list[_Rule]] = [
 
 def normalize_ja(text: str) -> str:
     """Rewrite times, dates, money, percentages, ranges and phone numbers for OpenJTalk."""
-    text = text.translate(FULLWIDTH).replace("〜", "~")
+    text = katakana_words(text.translate(FULLWIDTH).replace("〜", "~"))
     for pattern, repl in _RULES:
         text = pattern.sub(repl, text)
     return text

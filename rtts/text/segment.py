@@ -5,7 +5,8 @@ characters are Japanese in a sentence that has kana (or when the request says ``
 else Mandarin. Digits, punctuation and spaces belong to no script: they stay with
 the run before them, except that a run touching the next CJK run across a space
 ("Gate 5号") goes with that one, so "3号" is read in Chinese and "Platform 3" in
-English. Joining the segments' text gives back the input.
+English. In a Japanese sentence a romanized Japanese name ("次は Shibuya です") is
+Japanese too. Joining the segments' text gives back the input.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Final
+
+from .romaji import is_romaji
 
 LANGS: Final = ("en", "zh", "ja", "ko")
 
@@ -62,13 +65,16 @@ def segment(text: str, hint: str | None = None, default: str = "en") -> list[Seg
     for sentence in _SENTENCE.findall(text):
         han = "ja" if hint == "ja" or (hint != "zh" and is_japanese(sentence)) else "zh"
         by_script = {"latin": "en", "kana": "ja", "han": han, "hangul": "ko"}
+        start = len(runs)
         for ch in sentence:
             script = script_of(ch)
             lang = by_script[script] if script else None
-            if runs and runs[-1][0] == lang:
+            if len(runs) > start and runs[-1][0] == lang:
                 runs[-1] = (lang, runs[-1][1] + ch)
             else:
                 runs.append((lang, ch))
+        if han == "ja":  # "次は Shibuya です": a romanized Japanese name is read in Japanese
+            runs[start:] = [("ja", t) if lang == "en" and is_romaji(t) else (lang, t) for lang, t in runs[start:]]
     out: list[Segment] = []
     pending = ""  # neutral text waiting for a lang (only at the start)
     for i, (lang, chunk) in enumerate(runs):
