@@ -13,6 +13,7 @@ import json
 import logging
 import mimetypes
 import socket
+import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 from http import HTTPStatus
@@ -364,7 +365,7 @@ class RttsServer:
         except Stalled as exc:
             log.warning("%s from %s dropped: %s; its work is cancelled", session.id, address, exc)
             self.service.metrics.stalled.inc()
-            ws.transport.abort()
+            _reset(ws)
         except ConnectionClosed:
             pass
 
@@ -386,6 +387,16 @@ class _Live:
 
 def _refuse(status: HTTPStatus, text: str) -> Response:
     return _response(status, text.encode() + b"\n", "text/plain; charset=utf-8", {"Retry-After": "1"})
+
+
+def _reset(ws: ServerConnection) -> None:
+    """Drop a connection with a TCP reset. A plain close would leave the kernel trying to
+    deliver the unsent buffer to a client that reads nothing, for minutes."""
+    sock = ws.transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError, AttributeError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    ws.transport.abort()
 
 
 def _limit_kernel_buffer(connection: ServerConnection, size: int) -> None:
