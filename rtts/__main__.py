@@ -170,8 +170,9 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    # websockets' debug log dumps every header and frame: audio, and a client's token.
-    logging.getLogger("websockets").setLevel(max(logging.INFO, logging.getLogger().level))
+    # websockets' debug log dumps every header and frame (audio, and a client's token), and
+    # its INFO log has a line per plain HTTP request: /healthz probes would flood the journal.
+    logging.getLogger("websockets").setLevel(max(logging.WARNING, logging.getLogger().level))
     if cfg.token:
         from .admission import encode_token
 

@@ -65,6 +65,10 @@ class Config:
     drain_grace: float = 0.0
     shutdown_timeout: float = 10.0
     preload: bool = False  # load the default voice before reporting ready
+    # What to do with a new utterance that cannot start in time (see docs/protocol.md).
+    admission: str = "queue"
+    admission_max_wait: float = 2.0  # seconds
+    phrase_cache_mb: float = 16.0
 
     def __post_init__(self) -> None:
         # Fill derived defaults here so every way of building a Config agrees.
@@ -89,6 +93,10 @@ class Config:
             problems.append(f"format must be one of {protocol.FORMATS}")
         if not protocol.FRAME_MS_RANGE[0] <= self.frame_ms <= protocol.FRAME_MS_RANGE[1]:
             problems.append("frame-ms must be within 10..200")
+        if self.admission not in ("queue", "refuse", "close"):
+            problems.append("admission must be queue, refuse or close")
+        if self.admission_max_wait < 0 or self.phrase_cache_mb < 0:
+            problems.append("admission-max-wait and phrase-cache-mb must be >= 0")
         if self.max_text_chars < 1 or self.max_message_bytes < 256 or self.max_utterances < 1:
             problems.append("limits must be positive (max-message-bytes at least 256)")
         if self.max_connections < 1 or self.max_connections_per_ip < 1:
@@ -154,6 +162,9 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "drain_grace": (float, "seconds to keep answering (503) after SIGTERM before closing connections"),
     "shutdown_timeout": (float, "seconds after SIGTERM by which the process has exited"),
     "preload": (_yes, "load the default voice before reporting ready"),
+    "admission": (str, "a new utterance that cannot start in time: queue it, refuse it (error busy) or close (1013)"),
+    "admission_max_wait": (float, "seconds of expected wait above which a new utterance counts as late"),
+    "phrase_cache_mb": (float, "memory for replaying repeated short texts (0: off)"),
 }
 
 

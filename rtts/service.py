@@ -18,6 +18,8 @@ import prometheus_client as prom
 from . import protocol
 from .config import Config
 from .inference import InferenceWorker
+from .jobs import Job
+from .phrase_cache import PhraseCache
 from .session import Close, Drop, Effect, Send, Session, Submit
 from .engines.base import VoiceInfo
 from .voices import VoiceRegistry
@@ -64,6 +66,19 @@ class Metrics:
             lambda: sum(1 for e in service.registry.engines.values() if e.loaded)
         )
         prom.Gauge("rtts_voices", "voices available", registry=r).set_function(lambda: len(service.registry.voices))
+        cache = service.worker.cache
+        # Counters kept by the cache itself, exported as they are read.
+        _LiveCounter("rtts_phrase_cache_hits", "text units replayed from the phrase cache", lambda: cache.hits, r)
+        _LiveCounter("rtts_phrase_cache_misses", "cacheable text units that had to be synthesized", lambda: cache.misses, r)
+        prom.Gauge("rtts_phrase_cache_bytes", "audio held by the phrase cache", registry=r).set_function(
+            lambda: cache.size_bytes
+        )
+        _LiveCounter(
+            "rtts_requeues",
+            "times a running job went back on the queue for one due sooner",
+            lambda: service.worker.requeues,
+            r,
+        )
 
     def observe(self, message: protocol.ServerMessage) -> None:
         if isinstance(message, protocol.End):
@@ -86,7 +101,8 @@ class Service:
             config.models_dir, config.cache_dir, config.threads, default_voice=config.default_voice
         )
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.worker = InferenceWorker(self.registry, self._post)
+        cache = PhraseCache(int(config.phrase_cache_mb * 1024 * 1024))
+        self.worker = InferenceWorker(self.registry, self._post, cache=cache)
         self.metrics = Metrics(self)
         self.active = 0  # connections and HTTP syntheses in progress
         self._idle_timer: asyncio.TimerHandle | None = None
@@ -265,3 +281,21 @@ class _CatalogView:
 
     def loaded_voices(self) -> list[str]:
         return self._service.loaded_voices()
+
+    def estimate(self, job: Job) -> tuple[float, float]:
+        return self._service.worker.estimate(job)
+
+
+class _LiveCounter:
+    """A Prometheus counter whose value is read from elsewhere at scrape time."""
+
+    def __init__(self, name: str, documentation: str, read, registry: prom.CollectorRegistry) -> None:  # type: ignore[no-untyped-def]
+        self._name = name
+        self._doc = documentation
+        self._read = read
+        registry.register(self)
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        from prometheus_client.core import CounterMetricFamily
+
+        yield CounterMetricFamily(self._name, self._doc, value=self._read())

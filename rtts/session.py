@@ -36,6 +36,11 @@ class Catalog(TypingProtocol):
 
     def loaded_voices(self) -> list[str]: ...
 
+    def estimate(self, job: Job) -> tuple[float, float]:
+        """(expected seconds before ``job`` starts, load of the inference thread with it);
+        ``InferenceWorker.estimate``. A catalog without a worker answers (0.0, 0.0)."""
+        ...
+
 
 # ---------------------------------------------------------------- effects
 
@@ -275,7 +280,9 @@ class Session:
                 break
             if utt.units:
                 effects.extend(self._submit(utt))
-                break
+                if utt.id in self.utterances:
+                    break
+                continue  # refused by admission control: the next utterance may go
             if utt.buffer is not None:
                 break  # waiting for more text (append) or a flush
             effects.extend(self._finish(utt))
@@ -284,19 +291,42 @@ class Session:
     def _submit(self, utt: Utterance) -> list[Effect]:
         effects: list[Effect] = []
         now = self._clock()
+        unit = utt.units[0]
+        deadline = self._play_until if self._play_until else now
+        job = Job(utt.id, unit.text, utt.voice, utt.lang, utt.speed, deadline)
         if not utt.started:
+            wait, load = self._estimate(job)
+            late = wait > self._config.admission_max_wait or load > 1.0
+            if late and self._config.admission != "queue":
+                return self._refuse(utt, wait, load)
             utt.started = True
             utt.first_job = now
             utt.resampler = audio.Resampler(utt.voice.native_rate, utt.out.sample_rate)
             utt.frame_len = audio.frame_samples(utt.out.sample_rate, utt.out.frame_ms)
             utt.framer = audio.Framer(utt.frame_len)
-            effects.append(Send(protocol.Start(utt.id, utt.voice.id, utt.out.sample_rate, utt.out.format)))
-        unit = utt.units.popleft()
-        deadline = self._play_until if self._play_until else now
-        utt.job = Job(utt.id, unit.text, utt.voice, utt.lang, utt.speed, deadline)
+            start = protocol.Start(
+                utt.id, utt.voice.id, utt.out.sample_rate, utt.out.format, expected_wait_ms=round(wait * 1000)
+            )
+            effects.append(Send(start))
+        utt.units.popleft()
+        utt.job = job
         utt.job_unit = unit
         utt.unit_started = False
         effects.append(Submit(utt.job))
+        return effects
+
+    def _estimate(self, job: Job) -> tuple[float, float]:
+        estimate = getattr(self._catalog, "estimate", None)
+        return estimate(job) if estimate is not None else (0.0, 0.0)
+
+    def _refuse(self, utt: Utterance, wait: float, load: float) -> list[Effect]:
+        """Admission control said no: the utterance is dropped before it started."""
+        del self.utterances[utt.id]
+        why = f"expected wait {wait:.1f} s" if wait > self._config.admission_max_wait else f"load {load:.2f}"
+        message = f"the server is busy ({why}); try again later"
+        effects: list[Effect] = [self._error(ErrorCode.BUSY, message, utt.id)]
+        if self._config.admission == "close":
+            effects.append(Close(protocol.CloseCode.OVERLOADED, "overloaded"))
         return effects
 
     def _audio(self, utt: Utterance, samples: np.ndarray) -> list[Effect]:
