@@ -51,7 +51,7 @@ class Config:
     sample_rate: int = 24000
     format: str = "pcm16"
     frame_ms: int = 20
-    # Who may connect (rtts/admission.py).
+    # Who may connect (rtts/access.py).
     allow_origin: tuple[str, ...] = ()  # empty: the page's own origin and localhost; "*": any
     max_connections: int = 64
     max_connections_per_ip: int = 16

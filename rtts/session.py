@@ -18,7 +18,7 @@ from typing import Protocol as TypingProtocol
 
 import numpy as np
 
-from . import admission, audio, protocol
+from . import access, audio, protocol
 from .config import Config
 from .engines.base import VoiceInfo
 from .jobs import Job, JobAudio, JobDone, JobEvent, JobFailed
@@ -216,7 +216,7 @@ class Session:
 
     def _hello(self, msg: protocol.Hello) -> list[Effect]:
         if not self.authorized:
-            if not admission.token_ok(msg.token, self._config.token or ""):
+            if not access.token_ok(msg.token, self._config.token or ""):
                 raise ProtocolError(ErrorCode.UNAUTHORIZED, "missing or wrong token")
             self.authorized = True
         if msg.voice is not None:
