@@ -214,3 +214,26 @@ def test_the_token_never_reaches_the_log(tmp_path):
     encoded = access.encode_token(TOKEN)[len("rtts.auth.") :]
     for needle in (TOKEN, encoded, TOKEN.encode().hex(), "kiosk-7"):
         assert needle not in log
+
+
+def test_access_settings_from_flags_and_environment(tmp_path):
+    import argparse
+
+    from rtts import config
+
+    (tmp_path / "token").write_text("tok-1\n")
+    parser = argparse.ArgumentParser()
+    config.add_flags(parser)
+    cfg = config.from_args(
+        parser.parse_args(["--token-file", str(tmp_path / "token"), "--allow-origin", "https://a.example, https://b.example"]),
+        {},
+    )
+    assert cfg.token == "tok-1" and cfg.allow_origin == ("https://a.example", "https://b.example")
+    env = {"RTTS_TOKEN_FILE": str(tmp_path / "token"), "RTTS_PRELOAD": "yes", "RTTS_TRUSTED_PROXIES": "10.0.0.1 10.0.0.2"}
+    cfg = config.from_args(parser.parse_args([]), env)
+    assert cfg.token == "tok-1" and cfg.preload is True and cfg.trusted_proxies == ("10.0.0.1", "10.0.0.2")
+    (tmp_path / "empty").write_text("\n")
+    with pytest.raises(ValueError, match="empty"):
+        config.from_args(parser.parse_args(["--token-file", str(tmp_path / "empty")]), {})
+    with pytest.raises(ValueError, match="shutdown-timeout"):
+        config.Config(drain_grace=5, shutdown_timeout=5)

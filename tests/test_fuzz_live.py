@@ -244,6 +244,19 @@ def test_oversized_and_fragmented_frames(live: ServerThread):
         sock.close()
 
 
+def test_a_header_announcing_10_mib_is_refused_before_any_payload(live: ServerThread):
+    sock = open_raw(live.server.port, rcvbuf=None)  # type: ignore[union-attr]
+    try:
+        assert read_frame(sock)[0] == 0x2  # ready
+        t0 = time.monotonic()
+        sock.sendall(bytes([0x82, 0x80 | 127]) + (10 * 2**20).to_bytes(8, "big") + b"\x00\x00\x00\x00")
+        opcode, payload = read_frame(sock)
+        assert opcode == 0x8 and int.from_bytes(payload[:2], "big") == 1009
+        assert time.monotonic() - t0 < 1.0
+    finally:
+        sock.close()
+
+
 def test_the_server_is_unharmed(live: ServerThread):
     """Last in this module: after all of the above a normal client is served, the thread
     queue is empty, no connection leaked and nothing was logged at warning or above."""
