@@ -42,6 +42,9 @@ from .voices import VoiceRegistry
 
 log = logging.getLogger(__name__)
 
+# A model load shows no progress until it ends; the watchdog allows it this long.
+LOAD_GRACE_S = 300.0
+
 Post = Callable[[Callable[[], None]], None]  # runs a callback on the event loop
 
 
@@ -93,6 +96,7 @@ class InferenceWorker:
         # Progress marks for the watchdog and /metrics; written by the thread only.
         self.last_progress = time.monotonic()
         self.current: Job | None = None
+        self.idle = False  # waiting for work
         self.loading: set[str] = set()
         self.jobs_done = 0
         self.jobs_skipped = 0
@@ -181,9 +185,27 @@ class InferenceWorker:
         """Cancel a job; if queued it is skipped, if running it stops at the next chunk."""
         job.cancelled = True
 
-    def preload(self, model: str) -> None:
-        """Load a model ahead of need (a client connected), before any queued job."""
-        self._control(lambda: self._preload(model))
+    def preload(self, model: str, on_done: Callable[[bool], None] | None = None) -> None:
+        """Load a model ahead of need (a client connected), before any queued job.
+
+        ``on_done(loaded)`` is then posted to the event loop.
+        """
+
+        def action() -> None:
+            ok = self._preload(model)
+            if on_done is not None:
+                self._post(lambda: on_done(ok))
+
+        self._control(action)
+
+    def progress_age(self, now: float | None = None) -> float:
+        """Seconds since the thread last showed it is alive: 0 while it waits for work; a
+        model load in progress counts as alive for up to LOAD_GRACE_S."""
+        if self.idle:
+            return 0.0
+        now = time.monotonic() if now is None else now
+        age = now - self.last_progress
+        return max(0.0, age - LOAD_GRACE_S) if self.loading else age
 
     def unload_all(self) -> None:
         self._control(self._unload_all)
@@ -205,8 +227,9 @@ class InferenceWorker:
     def _next(self) -> _Entry | None:
         with self._cond:
             while not self._heap and not self._stopping:
-                # Waking every few seconds keeps last_progress fresh while idle.
+                self.idle = True
                 self._cond.wait(timeout=5.0)
+                self.idle = False
                 self.last_progress = time.monotonic()
             if self._stopping:
                 return None
@@ -228,6 +251,7 @@ class InferenceWorker:
         engine = self._registry.engines[model]
         if engine.loaded:
             return
+        self.last_progress = time.monotonic()
         self.loading.add(model)
         self._changed()
         t0 = time.perf_counter()
@@ -246,11 +270,12 @@ class InferenceWorker:
             self.loading.discard(model)
             self._changed()
 
-    def _preload(self, model: str) -> None:
+    def _preload(self, model: str) -> bool:
         try:
             self._load(model)
         except EngineError:
-            pass  # already logged; the job that needs it will report engine_unavailable
+            return False  # already logged; the job that needs it will report engine_unavailable
+        return True
 
     def _unload_all(self) -> None:
         dropped = [key for key, engine in self._registry.engines.items() if engine.loaded]

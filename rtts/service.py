@@ -21,12 +21,20 @@ from .inference import InferenceWorker
 from .jobs import Job
 from .phrase_cache import PhraseCache
 from .session import Close, Drop, Effect, Send, Session, Submit
+from .engines.base import VoiceInfo
 from .voices import VoiceRegistry
 
 log = logging.getLogger(__name__)
 
 _TTFA_BUCKETS = (0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 _RTF_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 4.0)
+
+
+def _task_count() -> int:
+    try:
+        return len(asyncio.all_tasks())
+    except RuntimeError:  # rendered outside the event loop
+        return -1
 
 
 class Metrics:
@@ -39,6 +47,14 @@ class Metrics:
         self.connections_total = prom.Counter("rtts_connections", "WebSocket connections accepted", registry=r)
         self.utterances = prom.Counter("rtts_utterances", "utterances ended, by reason", ["reason"], registry=r)
         self.errors = prom.Counter("rtts_errors", "error messages sent, by code", ["code"], registry=r)
+        self.refused = prom.Counter(
+            "rtts_connections_refused", "WebSocket requests refused before the upgrade, by HTTP status",
+            ["status"], registry=r,
+        )
+        self.stalled = prom.Counter("rtts_clients_stalled", "clients dropped for accepting no data", registry=r)
+        prom.Gauge("rtts_event_loop_tasks", "asyncio tasks alive", registry=r).set_function(_task_count)
+        prom.Gauge("rtts_inference_progress_age_seconds", "seconds since the inference thread showed progress",
+                   registry=r).set_function(lambda: service.worker.progress_age())
         self.ttfa = prom.Histogram(
             "rtts_ttfa_seconds", "time from request to first audio frame", buckets=_TTFA_BUCKETS, registry=r
         )
@@ -105,10 +121,10 @@ class Service:
             self.config.idle_unload,
         )
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10.0) -> None:
         if self._idle_timer is not None:
             self._idle_timer.cancel()
-        self.worker.stop()
+        self.worker.stop(timeout)
 
     def _post(self, callback) -> None:  # type: ignore[no-untyped-def]
         loop = self._loop
@@ -137,23 +153,48 @@ class Service:
         if self.active == 0:
             self.worker.unload_all()
 
+    async def preload_default(self) -> bool:
+        """Load the default voice's model now; True when it loaded."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[bool] = loop.create_future()
+        model = self.registry.voices[self.registry.default_voice].model
+        self.worker.preload(model, lambda ok: done.done() or done.set_result(ok))
+        return await done
+
+    async def rescan(self) -> tuple[list[str], list[str]]:
+        """Look at the models directory again (SIGHUP); returns (added, removed) voice ids."""
+        before = set(self.registry.voices)
+        await asyncio.to_thread(self.registry.rescan)
+        after = set(self.registry.voices)
+        added, removed = sorted(after - before), sorted(before - after)
+        log.info(
+            "rescan: %d voices; added %s; removed %s",
+            len(after),
+            ", ".join(added) or "none",
+            ", ".join(removed) or "none",
+        )
+        return added, removed
+
     def loaded_voices(self) -> list[str]:
         return [v.id for v in self.registry.voices.values() if self.registry.engines[v.model].loaded]
 
     # ------------------------------------------------------------ sessions
 
-    def new_session(self) -> Session:
-        return Session(f"s{next(self._ids)}", self.config, _CatalogView(self))
+    def new_session(self, authorized: bool = False) -> Session:
+        return Session(f"s{next(self._ids)}", self.config, _CatalogView(self), authorized=authorized)
 
-    def apply(self, session: Session, effects: list[Effect], send, close) -> None:  # type: ignore[no-untyped-def]
-        """Carry out a session's effects; ``send``/``close`` are the driver's callbacks."""
+    def apply(self, session: Session, effects: list[Effect], send, close, submit=None) -> None:  # type: ignore[no-untyped-def]
+        """Carry out a session's effects; ``send``/``close`` (and ``submit``, which may hold a
+        job back while the client is slow) are the driver's callbacks."""
         for effect in effects:
             if isinstance(effect, Send):
                 self.metrics.observe(effect.message)
                 send(effect.message)
             elif isinstance(effect, Submit):
-                effect.job.sink = lambda job, event: self.apply(session, session.job_event(job, event), send, close)
-                self.worker.submit(effect.job)
+                effect.job.sink = lambda job, event: self.apply(
+                    session, session.job_event(job, event), send, close, submit
+                )
+                (submit or self.worker.submit)(effect.job)
             elif isinstance(effect, Drop):
                 self.worker.drop(effect.job)
             elif isinstance(effect, Close):
@@ -206,8 +247,37 @@ class _CatalogView:
 
     def __init__(self, service: Service) -> None:
         self._service = service
-        self.voices = service.registry.voices
-        self.default_voice = service.registry.default_voice
+
+    # Properties, not copies: a SIGHUP rescan swaps the registry's dicts under live sessions.
+    @property
+    def voices(self) -> dict[str, VoiceInfo]:
+        return self._service.registry.voices
+
+    @property
+    def default_voice(self) -> str:
+        return self._service.registry.default_voice
+
+    async def preload_default(self) -> bool:
+        """Load the default voice's model now; True when it loaded."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[bool] = loop.create_future()
+        model = self.registry.voices[self.registry.default_voice].model
+        self.worker.preload(model, lambda ok: done.done() or done.set_result(ok))
+        return await done
+
+    async def rescan(self) -> tuple[list[str], list[str]]:
+        """Look at the models directory again (SIGHUP); returns (added, removed) voice ids."""
+        before = set(self.registry.voices)
+        await asyncio.to_thread(self.registry.rescan)
+        after = set(self.registry.voices)
+        added, removed = sorted(after - before), sorted(before - after)
+        log.info(
+            "rescan: %d voices; added %s; removed %s",
+            len(after),
+            ", ".join(added) or "none",
+            ", ".join(removed) or "none",
+        )
+        return added, removed
 
     def loaded_voices(self) -> list[str]:
         return self._service.loaded_voices()

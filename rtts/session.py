@@ -9,7 +9,6 @@ tested without a network (tests/test_session.py).
 
 from __future__ import annotations
 
-import hmac
 import logging
 import time
 from collections import OrderedDict, deque
@@ -19,7 +18,7 @@ from typing import Protocol as TypingProtocol
 
 import numpy as np
 
-from . import audio, protocol
+from . import admission, audio, protocol
 from .config import Config
 from .engines.base import VoiceInfo
 from .jobs import Job, JobAudio, JobDone, JobEvent, JobFailed
@@ -115,12 +114,14 @@ class Session:
         config: Config,
         catalog: Catalog,
         clock: Callable[[], float] = time.monotonic,
+        authorized: bool = False,
     ) -> None:
         self.id = session_id
         self._config = config
         self._catalog = catalog
         self._clock = clock
-        self.authorized = config.token is None
+        # ``authorized``: the token already came in the handshake (Sec-WebSocket-Protocol).
+        self.authorized = config.token is None or authorized
         self.voice = catalog.default_voice
         self.lang: str | None = None
         self.speed = 1.0
@@ -216,8 +217,7 @@ class Session:
 
     def _hello(self, msg: protocol.Hello) -> list[Effect]:
         if not self.authorized:
-            token = self._config.token or ""
-            if msg.token is None or not hmac.compare_digest(msg.token.encode(), token.encode()):
+            if not admission.token_ok(msg.token, self._config.token or ""):
                 raise ProtocolError(ErrorCode.UNAUTHORIZED, "missing or wrong token")
             self.authorized = True
         if msg.voice is not None:

@@ -204,8 +204,9 @@ def test_disconnect_mid_utterance_frees_the_thread(server: ServerThread):
 def test_clients_share_the_thread(server: ServerThread):
     with Client(server.url) as a, Client(server.url) as b:
         a.recv(), b.recv()
-        a.send(type="speak", id="a", text=PARAGRAPH, voice=PIPER)
-        b.send(type="speak", id="b", text=PARAGRAPH, voice=PIPER)
+        # Texts no other test speaks, so the phrase cache cannot answer for the engine.
+        a.send(type="speak", id="a", text="Alpha one. " + PARAGRAPH, voice=PIPER)
+        b.send(type="speak", id="b", text="Bravo two. " + PARAGRAPH, voice=PIPER)
         ma, mb = a.utterance("a"), b.utterance("b")
         check_stream(ma, "a", 24000, 20, 2)
         check_stream(mb, "b", 24000, 20, 2)

@@ -65,7 +65,7 @@ def create_session(model: Path | bytes, threads: int, name: str = "") -> ort.Inf
         )
     except Exception as exc:  # ORT raises its own Fail/InvalidProtobuf/NoSuchFile types
         raise EngineError(f"cannot load ONNX model {name}: {exc}") from exc
-    logger.info("loaded %s in %.2f s (%d threads)", name, time.perf_counter() - start, threads)
+    logger.debug("loaded %s in %.2f s (%d threads)", name, time.perf_counter() - start, threads)
     return session
 
 
