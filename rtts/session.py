@@ -183,7 +183,8 @@ class Session:
         if isinstance(msg, protocol.Speak):
             effects = self._cancel_all() if msg.interrupt else []
             utt = self._new_utterance(msg.id, msg.text, msg.voice, msg.lang, msg.speed)
-            utt.units.extend(split_units(msg.text))
+            first = self._config.first_unit_chars(utt.voice.engine)
+            utt.units.extend(split_units(msg.text, first_max_chars=first))
             if not utt.units:
                 raise ProtocolError(ErrorCode.BAD_MESSAGE, "text has nothing to speak", msg.id)
             self.utterances[utt.id] = utt
@@ -192,7 +193,7 @@ class Session:
             utt = self.utterances.get(msg.id)
             if utt is None:
                 utt = self._new_utterance(msg.id, msg.text, msg.voice, msg.lang, msg.speed)
-                utt.buffer = UnitBuffer()
+                utt.buffer = UnitBuffer(first_max_chars=self._config.first_unit_chars(utt.voice.engine))
                 self.utterances[utt.id] = utt
             elif utt.buffer is None:
                 raise ProtocolError(ErrorCode.BAD_MESSAGE, f"utterance {msg.id!r} takes no more text", msg.id)
