@@ -33,19 +33,74 @@ def _runner(loop_name: str) -> Callable[[Coroutine[Any, Any, int]], int]:
 
 
 async def _serve(cfg: config.Config) -> int:
+    from .sdnotify import Notifier, listen_socket
     from .server import RttsServer
     from .service import Service
 
-    server = RttsServer(Service(cfg))
-    await server.start()
-    stop = asyncio.Event()
+    notifier = Notifier()
+    server = RttsServer(Service(cfg))  # indexes the voices (reads no model)
+    try:
+        await server.start(sock=listen_socket())
+    except OSError as exc:
+        log.error("cannot listen on %s port %d: %s", cfg.host, cfg.port, exc)
+        server.service.stop()
+        return 1
     loop = asyncio.get_running_loop()
+    if cfg.preload:
+        voice = server.service.registry.default_voice
+        notifier.extend_timeout(120, f"loading {voice}")
+        if not await server.service.preload_default():
+            log.error("could not preload %s; serving the other voices", voice)
+    stop = asyncio.Event()
+    rescans: set[asyncio.Task[Any]] = set()
+
+    def on_stop(sig: signal.Signals) -> None:
+        if stop.is_set():
+            log.info("%s again: closing connections now", sig.name)
+            server.cut_grace()
+        stop.set()
+
+    def on_hup() -> None:
+        task = loop.create_task(server.service.rescan())
+        rescans.add(task)
+        task.add_done_callback(rescans.discard)
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_stop, sig)
+    loop.add_signal_handler(signal.SIGHUP, on_hup)
+    notifier.ready(f"serving {len(server.service.registry.voices)} voices on {', '.join(server.urls)}")
+    watchdog = loop.create_task(notifier.watchdog(lambda: _healthy(server, notifier)))
     await stop.wait()
-    log.info("shutting down")
-    await server.close()
+    log.info("shutting down (drain %.1f s, at most %.1f s)", cfg.drain_grace, cfg.shutdown_timeout)
+    notifier.stopping()
+    watchdog.cancel()
+    try:
+        await asyncio.wait_for(server.shutdown(), cfg.shutdown_timeout)
+    except TimeoutError:
+        log.warning("shutdown took longer than %.1f s; exiting anyway", cfg.shutdown_timeout)
+    log.info("stopped")
     return 0
+
+
+def _healthy(server: Any, notifier: Any) -> bool:
+    """The inference thread has shown progress within one watchdog interval."""
+    return server.service.worker.progress_age() < notifier.watchdog_s
+
+
+class _Redact(logging.Filter):
+    """Defence in depth: no log line carries the token, whatever logged it."""
+
+    def __init__(self, secrets: list[str]) -> None:
+        super().__init__()
+        self._secrets = [s for s in secrets if s]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if any(s in text for s in self._secrets):
+            for secret in self._secrets:
+                text = text.replace(secret, "[token]")
+            record.msg, record.args = text, None
+        return True
 
 
 async def _say(cfg: config.Config, args: argparse.Namespace) -> int:
@@ -115,6 +170,15 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    # websockets' debug log dumps every header and frame (audio, and a client's token), and
+    # its INFO log has a line per plain HTTP request: /healthz probes would flood the journal.
+    logging.getLogger("websockets").setLevel(max(logging.WARNING, logging.getLogger().level))
+    if cfg.token:
+        from .admission import encode_token
+
+        redact = _Redact([cfg.token, encode_token(cfg.token)])
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(redact)
     if args.command == "voices":
         return _voices(cfg)
     run = _runner(cfg.loop)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -50,6 +51,24 @@ class Config:
     sample_rate: int = 24000
     format: str = "pcm16"
     frame_ms: int = 20
+    # Who may connect (rtts/admission.py).
+    allow_origin: tuple[str, ...] = ()  # empty: the page's own origin and localhost; "*": any
+    max_connections: int = 64
+    max_connections_per_ip: int = 16
+    trusted_proxies: tuple[str, ...] = ()  # peers whose X-Forwarded-For names the client
+    # Slow clients (rtts/outbox.py): bytes queued per connection before synthesis for it
+    # pauses, and how long a client may accept nothing before it is dropped.
+    send_buffer: int = 262144
+    send_stall: float = 30.0
+    # Lifecycle: SIGTERM keeps answering for drain_grace seconds (new WebSockets get
+    # 503, /readyz 503), then closes everything; the process is gone within shutdown_timeout.
+    drain_grace: float = 0.0
+    shutdown_timeout: float = 10.0
+    preload: bool = False  # load the default voice before reporting ready
+    # What to do with a new utterance that cannot start in time (see docs/protocol.md).
+    admission: str = "queue"
+    admission_max_wait: float = 2.0  # seconds
+    phrase_cache_mb: float = 16.0
 
     def __post_init__(self) -> None:
         # Fill derived defaults here so every way of building a Config agrees.
@@ -74,8 +93,18 @@ class Config:
             problems.append(f"format must be one of {protocol.FORMATS}")
         if not protocol.FRAME_MS_RANGE[0] <= self.frame_ms <= protocol.FRAME_MS_RANGE[1]:
             problems.append("frame-ms must be within 10..200")
+        if self.admission not in ("queue", "refuse", "close"):
+            problems.append("admission must be queue, refuse or close")
+        if self.admission_max_wait < 0 or self.phrase_cache_mb < 0:
+            problems.append("admission-max-wait and phrase-cache-mb must be >= 0")
         if self.max_text_chars < 1 or self.max_message_bytes < 256 or self.max_utterances < 1:
             problems.append("limits must be positive (max-message-bytes at least 256)")
+        if self.max_connections < 1 or self.max_connections_per_ip < 1:
+            problems.append("max-connections and max-connections-per-ip must be at least 1")
+        if self.send_buffer < 4096 or self.send_stall <= 0:
+            problems.append("send-buffer must be at least 4096 bytes and send-stall positive")
+        if self.drain_grace < 0 or self.shutdown_timeout <= self.drain_grace:
+            problems.append("shutdown-timeout must be longer than drain-grace (>= 0)")
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -85,7 +114,24 @@ class Config:
             "max_text_chars": self.max_text_chars,
             "max_message_bytes": self.max_message_bytes,
             "max_utterances": self.max_utterances,
+            "max_connections": self.max_connections,
+            "max_connections_per_ip": self.max_connections_per_ip,
+            "send_buffer_bytes": self.send_buffer,
+            "send_stall_ms": round(self.send_stall * 1000),
         }
+
+
+def _words(raw: str) -> tuple[str, ...]:
+    """A comma- or space-separated list, as flags and environment variables give it."""
+    return tuple(w for w in re.split(r"[,\s]+", raw) if w)
+
+
+def _yes(raw: str) -> bool:
+    if raw.lower() in ("1", "yes", "true", "on"):
+        return True
+    if raw.lower() in ("0", "no", "false", "off"):
+        return False
+    raise ValueError(raw)
 
 
 # flag name → (parse, help). Each flag also reads RTTS_<NAME> from the environment.
@@ -98,7 +144,8 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "threads": (int, "ONNX Runtime intra-op threads (default: one per core)"),
     "log_level": (str, "debug, info, warning or error"),
     "loop": (str, "event loop: auto, asyncio or uvloop"),
-    "token": (str, "require this token in hello (prefer RTTS_TOKEN: flags show in ps)"),
+    "token": (str, "require this token, in hello or Sec-WebSocket-Protocol (prefer a file: flags show in ps)"),
+    "token_file": (Path, "read the token from this file (systemd: LoadCredential=, then %%d/token)"),
     "default_voice": (str, "voice used when a client names none"),
     "max_text_chars": (int, "longest text one utterance may hold"),
     "max_message_bytes": (int, "largest message accepted; larger closes with 1009"),
@@ -106,6 +153,18 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "sample_rate": (int, "default output sample rate"),
     "format": (str, "default output format: pcm16, f32 or mulaw"),
     "frame_ms": (int, "default audio frame length in ms"),
+    "allow_origin": (_words, "browser origins allowed to connect, comma-separated, or * (default: own and localhost)"),
+    "max_connections": (int, "WebSocket connections in total; more get HTTP 503"),
+    "max_connections_per_ip": (int, "WebSocket connections per client address; more get HTTP 429"),
+    "trusted_proxies": (_words, "proxy addresses whose X-Forwarded-For is believed, comma-separated"),
+    "send_buffer": (int, "bytes queued for one client before its synthesis pauses"),
+    "send_stall": (float, "seconds a client may accept no data before it is dropped"),
+    "drain_grace": (float, "seconds to keep answering (503) after SIGTERM before closing connections"),
+    "shutdown_timeout": (float, "seconds after SIGTERM by which the process has exited"),
+    "preload": (_yes, "load the default voice before reporting ready"),
+    "admission": (str, "a new utterance that cannot start in time: queue it, refuse it (error busy) or close (1013)"),
+    "admission_max_wait": (float, "seconds of expected wait above which a new utterance counts as late"),
+    "phrase_cache_mb": (float, "memory for replaying repeated short texts (0: off)"),
 }
 
 
@@ -114,14 +173,16 @@ def add_flags(parser: argparse.ArgumentParser, names: list[str] | None = None) -
     for name in names or list(_SERVE_FLAGS):
         parse, text = _SERVE_FLAGS[name]
         env = "RTTS_" + name.upper()
-        shown = defaults[name] if defaults[name] not in (None, 0) else "auto"
-        parser.add_argument(
-            "--" + name.replace("_", "-"),
-            dest=name,
-            type=parse,
-            default=None,
-            help=f"{text} [env {env}; default {shown}]",
-        )
+        default = defaults.get(name)
+        shown = "none" if default == () else default if default not in (None, 0) else "auto"
+        if name == "drain_grace":
+            shown = default
+        flag = "--" + name.replace("_", "-")
+        if parse is _yes:
+            parser.add_argument(flag, dest=name, action="store_const", const=True, default=None,
+                                help=f"{text} [env {env}=1]")
+            continue
+        parser.add_argument(flag, dest=name, type=parse, default=None, help=f"{text} [env {env}; default {shown}]")
 
 
 def from_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> Config:
@@ -140,6 +201,9 @@ def from_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ)
             values[name] = parse(raw)
         except ValueError:
             raise ValueError(f"{env}={raw!r} is not a valid {parse.__name__}") from None
-    if "token" not in values and environ.get("RTTS_TOKEN_FILE"):
-        values["token"] = Path(environ["RTTS_TOKEN_FILE"]).read_text().strip()
+    token_file = values.pop("token_file", None)
+    if "token" not in values and token_file is not None:
+        values["token"] = Path(token_file).read_text().strip()
+        if not values["token"]:
+            raise ValueError(f"token file {token_file} is empty")
     return Config(**values)

@@ -6,6 +6,17 @@ deadline), so connections interleave fairly and a stream about to starve goes
 ahead of streams with audio in hand. A cancelled job is skipped before it starts
 and abandoned between the chunks an engine yields.
 
+A job is not run to its end in one go either: after each chunk its deadline moves
+on by the audio it just delivered, and if another job is now due sooner the running
+one goes back on the heap, its engine iterator suspended, and resumes later. With
+Piper decoding in windows, one long sentence cannot hold the thread while another
+stream runs dry.
+
+Repeated short units come from a ``PhraseCache`` without touching the thread. The
+worker also keeps a running estimate of each model's cost, from which
+``estimate`` tells a new utterance how long it would wait and whether the thread
+has room for one more real-time stream (admission control, in ``session.py``).
+
 Events go back to the event loop with ``loop.call_soon_threadsafe``; nothing here
 touches asyncio otherwise, and nothing on the event loop runs a model.
 """
@@ -17,18 +28,33 @@ import heapq
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from .engines.base import EngineError
+import numpy as np
+
+from .engines.base import EngineError, VoiceInfo
 from .engines.ort import release_memory
 from .jobs import Job, JobAudio, JobDone, JobEvent, JobFailed
+from .phrase_cache import PhraseCache
 from .protocol import ErrorCode
 from .voices import VoiceRegistry
 
 log = logging.getLogger(__name__)
 
+# A model load shows no progress until it ends; the watchdog allows it this long.
+LOAD_GRACE_S = 300.0
+
 Post = Callable[[Callable[[], None]], None]  # runs a callback on the event loop
+
+
+# Compute seconds per second of audio, until a model has been measured here. From
+# docs/benchmarks.md: Piper joe-medium RTF ~0.1, Kokoro int8 ~0.6 on 2 cores.
+_PRIOR_RTF = {"piper": 0.12, "kokoro": 0.65}
+_PRIOR_LOAD_S = {"piper": 1.5, "kokoro": 2.0}
+# Seconds of speech per character of English text, for costing a unit before it runs.
+_SPEECH_S_PER_CHAR = 0.065
+_EWMA = 0.2  # weight of each new measurement in the running cost estimates
 
 
 @dataclass(order=True)
@@ -37,13 +63,31 @@ class _Entry:
     seq: int
     job: Job | None = field(compare=False, default=None)
     control: Callable[[], None] | None = field(compare=False, default=None)
+    # A job put back on the heap between chunks: its suspended iterator and the compute
+    # time it has used so far.
+    chunks: Iterator[np.ndarray] | None = field(compare=False, default=None)
+    compute_s: float = field(compare=False, default=0.0)
+    kept: list[np.ndarray] | None = field(compare=False, default=None)  # chunks for the phrase cache
+    samples: int = field(compare=False, default=0)
 
 
 class InferenceWorker:
-    def __init__(self, registry: VoiceRegistry, post: Post, on_models_changed: Callable[[], None] | None = None):
+    def __init__(
+        self,
+        registry: VoiceRegistry,
+        post: Post,
+        on_models_changed: Callable[[], None] | None = None,
+        cache: PhraseCache | None = None,
+    ):
         self._registry = registry
         self._post = post
         self._on_models_changed = on_models_changed
+        self.cache = cache if cache is not None else PhraseCache(0)
+        # Running estimates, by engine kind ("piper", "kokoro"): compute/audio and load seconds.
+        self.rtf = dict(_PRIOR_RTF)
+        self.load_s = dict(_PRIOR_LOAD_S)
+        self._current_entry: _Entry | None = None
+        self._current_since = 0.0
         self._heap: list[_Entry] = []
         self._cond = threading.Condition()
         self._stopping = False
@@ -52,12 +96,14 @@ class InferenceWorker:
         # Progress marks for the watchdog and /metrics; written by the thread only.
         self.last_progress = time.monotonic()
         self.current: Job | None = None
+        self.idle = False  # waiting for work
         self.loading: set[str] = set()
         self.jobs_done = 0
         self.jobs_skipped = 0
         self.busy_s = 0.0
         self.loads = 0
         self.unloads = 0
+        self.requeues = 0
 
     # ------------------------------------------------------------ event-loop side
 
@@ -74,17 +120,92 @@ class InferenceWorker:
         self._thread.join(timeout)
 
     def submit(self, job: Job) -> None:
+        if self.cache.cacheable(job.text):
+            cached = self.cache.get(self._cache_key(job))
+            if cached is not None:
+                self._replay(job, cached)
+                return
         with self._cond:
             heapq.heappush(self._heap, _Entry(job.deadline, job.seq, job))
             self._cond.notify()
+
+    def _replay(self, job: Job, chunks: tuple[np.ndarray, ...]) -> None:
+        """Answer a job from the phrase cache, on the event loop, without queueing."""
+        for chunk in chunks:
+            self._emit(job, JobAudio(chunk))
+        self._emit(job, JobDone(0.0))
+
+    def estimate(self, job: Job) -> tuple[float, float]:
+        """(seconds until ``job`` would start if submitted now, load of the thread with it).
+
+        The wait is the model load if the model is not in memory, the estimated compute
+        of the queued jobs due before it, and what the running job will still take
+        before it can yield. The load is the sum of the RTFs of every utterance with
+        work queued or running, this one included: above 1 the thread cannot keep all
+        of them playing in real time.
+        """
+        now = time.monotonic()
+        voice, deadline = job.voice, job.deadline
+        if self.cache.cacheable(job.text) and self.cache.peek(self._cache_key(job)):
+            return 0.0, 0.0
+        wait = 0.0
+        engine = self._registry.engines.get(voice.model)
+        if engine is not None and not engine.loaded:
+            wait += self.load_s.get(voice.engine, 2.0)
+        with self._cond:
+            entries = [e for e in self._heap if e.job is not None and not e.job.cancelled]
+            current = self._current_entry
+        busy: dict[str, VoiceInfo] = {}
+        for entry in entries:
+            assert entry.job is not None
+            busy[entry.job.utterance] = entry.job.voice
+            if entry.deadline <= deadline:
+                wait += max(0.0, self._cost(entry.job) - entry.compute_s)
+        if current is not None and current.job is not None and not current.job.cancelled:
+            job = current.job
+            busy[job.utterance] = job.voice
+            remaining = max(0.0, self._cost(job) - current.compute_s - (now - self._current_since))
+            # A Piper job yields after its current window; a Kokoro unit runs to its end.
+            wait += min(remaining, 0.1) if job.voice.engine == "piper" else remaining
+        load = self._rtf(voice) + sum(self._rtf(v) for v in busy.values())
+        return wait, load
+
+    def _rtf(self, voice: VoiceInfo) -> float:
+        return self.rtf.get(voice.engine, 1.0)
+
+    def _cost(self, job: Job) -> float:
+        """Estimated compute seconds for a job, before it has run."""
+        return self._rtf(job.voice) * len(job.text) * _SPEECH_S_PER_CHAR / job.speed
+
+    @staticmethod
+    def _cache_key(job: Job) -> tuple[str, str, float, str]:
+        return PhraseCache.key(job.voice.id, job.lang, job.speed, job.text)
 
     def drop(self, job: Job) -> None:
         """Cancel a job; if queued it is skipped, if running it stops at the next chunk."""
         job.cancelled = True
 
-    def preload(self, model: str) -> None:
-        """Load a model ahead of need (a client connected), before any queued job."""
-        self._control(lambda: self._preload(model))
+    def preload(self, model: str, on_done: Callable[[bool], None] | None = None) -> None:
+        """Load a model ahead of need (a client connected), before any queued job.
+
+        ``on_done(loaded)`` is then posted to the event loop.
+        """
+
+        def action() -> None:
+            ok = self._preload(model)
+            if on_done is not None:
+                self._post(lambda: on_done(ok))
+
+        self._control(action)
+
+    def progress_age(self, now: float | None = None) -> float:
+        """Seconds since the thread last showed it is alive: 0 while it waits for work; a
+        model load in progress counts as alive for up to LOAD_GRACE_S."""
+        if self.idle:
+            return 0.0
+        now = time.monotonic() if now is None else now
+        age = now - self.last_progress
+        return max(0.0, age - LOAD_GRACE_S) if self.loading else age
 
     def unload_all(self) -> None:
         self._control(self._unload_all)
@@ -106,8 +227,9 @@ class InferenceWorker:
     def _next(self) -> _Entry | None:
         with self._cond:
             while not self._heap and not self._stopping:
-                # Waking every few seconds keeps last_progress fresh while idle.
+                self.idle = True
                 self._cond.wait(timeout=5.0)
+                self.idle = False
                 self.last_progress = time.monotonic()
             if self._stopping:
                 return None
@@ -120,7 +242,7 @@ class InferenceWorker:
                 if entry.control is not None:
                     entry.control()
                 elif entry.job is not None:
-                    self._run_job(entry.job)
+                    self._run_job(entry)
             except Exception:  # the thread must survive anything a model does
                 log.exception("inference thread: unexpected failure")
             self.last_progress = time.monotonic()
@@ -129,13 +251,18 @@ class InferenceWorker:
         engine = self._registry.engines[model]
         if engine.loaded:
             return
+        self.last_progress = time.monotonic()
         self.loading.add(model)
         self._changed()
         t0 = time.perf_counter()
         try:
             engine.load()
             self.loads += 1
-            log.info("loaded %s in %.2f s", model, time.perf_counter() - t0)
+            took = time.perf_counter() - t0
+            kind = next((v.engine for v in self._registry.voices.values() if v.model == model), "")
+            if kind:
+                self.load_s[kind] = took
+            log.info("loaded %s in %.2f s", model, took)
         except EngineError as exc:
             log.error("cannot load %s: %s", model, exc)
             raise
@@ -143,11 +270,12 @@ class InferenceWorker:
             self.loading.discard(model)
             self._changed()
 
-    def _preload(self, model: str) -> None:
+    def _preload(self, model: str) -> bool:
         try:
             self._load(model)
         except EngineError:
-            pass  # already logged; the job that needs it will report engine_unavailable
+            return False  # already logged; the job that needs it will report engine_unavailable
+        return True
 
     def _unload_all(self) -> None:
         dropped = [key for key, engine in self._registry.engines.items() if engine.loaded]
@@ -160,42 +288,95 @@ class InferenceWorker:
             log.info("idle: unloaded %s", ", ".join(dropped))
             self._changed()
 
-    def _run_job(self, job: Job) -> None:
+    def _run_job(self, entry: _Entry) -> None:
+        job = entry.job
+        assert job is not None
         if job.cancelled:
-            self.jobs_skipped += 1
+            self._abandon(entry)
             return
         self.current = job
+        self._current_entry = entry
+        self._current_since = time.monotonic()
         t0 = time.perf_counter()
         try:
-            try:
-                self._load(job.voice.model)
-            except EngineError as exc:
-                self._emit(job, JobFailed(ErrorCode.ENGINE_UNAVAILABLE.value, f"voice {job.voice.id} is unavailable: {exc}"))
-                return
-            t0 = time.perf_counter()  # the load is not part of this job's RTF
-            engine = self._registry.engine_for(job.voice)
-            chunks = engine.synthesize(job.text, job.voice, job.lang, job.speed)
-            try:
-                for chunk in chunks:
-                    if job.cancelled:
-                        break
-                    self._emit(job, JobAudio(chunk))
-                    self.last_progress = time.monotonic()
-            finally:
-                close = getattr(chunks, "close", None)
-                if close is not None:
-                    close()
+            if entry.chunks is None:
+                try:
+                    self._load(job.voice.model)
+                except EngineError as exc:
+                    message = f"voice {job.voice.id} is unavailable: {exc}"
+                    self._emit(job, JobFailed(ErrorCode.ENGINE_UNAVAILABLE.value, message))
+                    return
+                t0 = time.perf_counter()  # the load is not part of this job's RTF
+                engine = self._registry.engine_for(job.voice)
+                entry.chunks = iter(engine.synthesize(job.text, job.voice, job.lang, job.speed))
+                if self.cache.cacheable(job.text):
+                    entry.kept = []
+            for chunk in entry.chunks:
+                if job.cancelled:
+                    break
+                self._emit(job, JobAudio(chunk))
+                entry.samples += len(chunk)
+                if entry.kept is not None:
+                    entry.kept.append(chunk)
+                self.last_progress = now = time.monotonic()
+                # The client now holds this much more audio: the job is due that much later.
+                job.deadline = max(job.deadline, now) + len(chunk) / job.voice.native_rate
+                if self._yield_to_sooner(entry, time.perf_counter() - t0):
+                    return
             if job.cancelled:
-                self.jobs_skipped += 1
-            else:
-                self.jobs_done += 1
-                self._emit(job, JobDone(time.perf_counter() - t0))
+                self._abandon(entry)
+                return
+            entry.compute_s += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            self.jobs_done += 1
+            self._learn(job, entry)
+            if entry.kept:
+                self.cache.put(self._cache_key(job), entry.kept)
+            self._emit(job, JobDone(entry.compute_s))
         except Exception as exc:
             log.exception("synthesis failed for %s", job.voice.id)
             self._emit(job, JobFailed(ErrorCode.INTERNAL.value, f"synthesis failed ({type(exc).__name__})"))
+            self._close(entry)
         finally:
             self.busy_s += time.perf_counter() - t0
             self.current = None
+            self._current_entry = None
+
+    def _yield_to_sooner(self, entry: _Entry, used_s: float) -> bool:
+        """Put ``entry`` back on the heap if another job is due before it; True if so."""
+        job = entry.job
+        assert job is not None
+        with self._cond:
+            # A cancelled job on top costs nothing: it is skipped as soon as it is popped.
+            top = self._heap[0] if self._heap else None
+            if top is None or top.deadline >= job.deadline:
+                return False
+            entry.compute_s += used_s
+            entry.deadline = job.deadline
+            heapq.heappush(self._heap, entry)
+            self.requeues += 1
+            self._cond.notify()
+        return True
+
+    def _learn(self, job: Job, entry: _Entry) -> None:
+        """Fold a finished job's measured RTF into the estimate for its engine."""
+        audio_s = entry.samples / job.voice.native_rate
+        if audio_s < 0.2:
+            return  # too short to say anything about the rate
+        measured = entry.compute_s / audio_s
+        kind = job.voice.engine
+        self.rtf[kind] = (1 - _EWMA) * self.rtf.get(kind, measured) + _EWMA * measured
+
+    def _abandon(self, entry: _Entry) -> None:
+        self.jobs_skipped += 1
+        self._close(entry)
+
+    @staticmethod
+    def _close(entry: _Entry) -> None:
+        close = getattr(entry.chunks, "close", None)
+        if close is not None:
+            close()
+        entry.chunks = None
 
     def _emit(self, job: Job, event: JobEvent) -> None:
         sink = job.sink

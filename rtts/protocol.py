@@ -149,6 +149,9 @@ class Start:
     voice: str
     sample_rate: int
     format: str
+    # Estimated milliseconds until the first audio of this utterance is computed (an
+    # extension of v1; absent from older servers).
+    expected_wait_ms: int | None = None
 
 
 @dataclass(frozen=True)

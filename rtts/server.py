@@ -12,20 +12,27 @@ import contextlib
 import json
 import logging
 import mimetypes
+import socket
 from collections.abc import Awaitable, Callable
+from typing import Any
 from http import HTTPStatus
 from importlib import resources
 from pathlib import Path
 from urllib.parse import parse_qs, unquote
 
+import prometheus_client as prom
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from . import audio, protocol
+from . import admission, audio, protocol
+from .admission import ConnectionCaps
 from .config import Config
+from .jobs import Job
+from .outbox import Outbox, Stalled
 from .service import Service
+from .session import Effect, Session
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +72,15 @@ class RttsServer:
         self._server: Server | None = None
         self._static = static_dir()
         self.draining = False
+        self.caps = ConnectionCaps(self.config.max_connections, self.config.max_connections_per_ip)
+        self._admitted: dict[ServerConnection, tuple[str, bool]] = {}  # → (client address, token given)
+        self._live: dict[ServerConnection, _Live] = {}
+        self._stop_grace = asyncio.Event()
+        self.send_peak = 0  # the most bytes any connection's outbox has held
+        prom.Gauge(
+            "rtts_send_buffer_peak_bytes", "the most bytes queued for one client so far",
+            registry=service.metrics.registry,
+        ).set_function(lambda: max([self.send_peak, *(live.outbox.peak for live in self._live.values())]))
         self._routes: dict[str, Callable[[dict[str, list[str]]], Response | Awaitable[Response]]] = {
             "/healthz": lambda q: _text(HTTPStatus.OK, "ok\n"),
             "/readyz": self._readyz,
@@ -75,16 +91,24 @@ class RttsServer:
             "/tts": self._tts,
         }
 
-    async def start(self) -> None:
+    async def start(self, sock: socket.socket | None = None) -> None:
+        """Listen on the configured host and port, or on ``sock`` (systemd socket activation)."""
         self.service.start()
+        where: dict[str, Any] = {"sock": sock} if sock is not None else {
+            "host": self.config.host,
+            "port": self.config.port,
+        }
         self._server = await serve(
             self._handle,
-            self.config.host,
-            self.config.port,
             process_request=self._process_request,
+            select_subprotocol=lambda connection, offered: admission.select_subprotocol(offered),
             compression=None,  # PCM barely compresses; deflate costs ~64 KiB per connection
             max_size=self.config.max_message_bytes,
-            max_queue=16,
+            # What websockets buffers from a client that sends faster than it is served:
+            # at most 4 messages (256 KiB at the default size limit).
+            max_queue=4,
+            close_timeout=min(5.0, self.config.shutdown_timeout / 2),
+            **where,
         )
         log.info("listening on %s", ", ".join(self.urls))
 
@@ -98,16 +122,66 @@ class RttsServer:
         assert self._server is not None
         out = []
         for sock in self._server.sockets:
-            host, port = sock.getsockname()[:2]
+            name = sock.getsockname()
+            if not isinstance(name, tuple):
+                out.append(f"unix:{name}")
+                continue
+            host, port = name[:2]
             out.append(f"ws://{'[' + host + ']' if ':' in host else host}:{port}{WS_PATH}")
         return out
 
+    @property
+    def connections(self) -> int:
+        return self.caps.total
+
     async def close(self) -> None:
+        """Stop at once: the same steps as ``shutdown`` without a grace period."""
+        self._stop_grace.set()
+        await self.shutdown()
+
+    def cut_grace(self) -> None:
+        """A second signal: skip what is left of the drain grace."""
+        self._stop_grace.set()
+
+    async def shutdown(self) -> None:
+        """Drain, then close every connection with 1001 and stop, within ``shutdown_timeout``.
+
+        For ``drain_grace`` seconds (or until the last client leaves) the server keeps
+        serving its connections while ``/readyz`` and new WebSocket requests get 503, so a
+        load balancer moves new clients elsewhere. Then listening stops, every
+        connection's work is cancelled and it is closed with 1001; connections that do
+        not finish their close handshake in time are aborted.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.shutdown_timeout - 0.5
         self.draining = True
-        if self._server is not None:
-            self._server.close(close_connections=True)
-            await self._server.wait_closed()
-        self.service.stop()
+        if self._server is None:
+            self.service.stop()
+            return
+        if self.config.drain_grace > 0 and self._live and not self._stop_grace.is_set():
+            log.info("draining: %d connections; closing them in %.1f s", len(self._live), self.config.drain_grace)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._until_empty_or_cut(), self.config.drain_grace)
+        self._server.close(close_connections=False)
+        if self._live:
+            log.info("closing %d connections (1001)", len(self._live))
+        for live in list(self._live.values()):
+            live.shut()
+        try:
+            await asyncio.wait_for(self._server.wait_closed(), max(0.1, deadline - loop.time()))
+        except TimeoutError:
+            stuck = [ws for ws in self._live]
+            log.warning("%d connections did not close in time; aborting them", len(stuck))
+            for ws in stuck:
+                ws.transport.abort()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._server.wait_closed(), 0.5)
+        self.service.stop(timeout=max(0.1, deadline - loop.time()))
+
+    async def _until_empty_or_cut(self) -> None:
+        while self._live and not self._stop_grace.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop_grace.wait(), 0.1)
 
     async def serve_forever(self) -> None:
         assert self._server is not None
@@ -118,12 +192,55 @@ class RttsServer:
     async def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         path, _, query = request.path.partition("?")
         if path == WS_PATH:
-            return None  # go on with the WebSocket handshake
+            return self._admit(connection, request)
         route = self._routes.get(path)
         if route is not None:
             result = route(parse_qs(query))
             return await result if asyncio.iscoroutine(result) else result  # type: ignore[return-value]
         return self._static_file(path)
+
+    def _admit(self, connection: ServerConnection, request: Request) -> Response | None:
+        """Refuse a WebSocket request before the upgrade, or take a connection slot for it."""
+        cfg = self.config
+        headers = request.headers
+        if self.draining:
+            self.service.metrics.refused.labels("503").inc()
+            return _refuse(HTTPStatus.SERVICE_UNAVAILABLE, "draining: this server is shutting down")
+        if not admission.origin_allowed(headers.get("Origin"), headers.get("Host"), cfg.allow_origin):
+            self.service.metrics.refused.labels("403").inc()
+            log.info("refused a WebSocket from origin %.100s (403)", headers.get("Origin"))
+            return _text(HTTPStatus.FORBIDDEN, "forbidden: this origin may not connect (see --allow-origin)\n")
+        offered = admission.offered_subprotocols(headers.get_all("Sec-WebSocket-Protocol"))
+        has_token, token = admission.subprotocol_token(offered)
+        authorized = False
+        if has_token and cfg.token is not None:
+            if not admission.token_ok(token, cfg.token):
+                self.service.metrics.refused.labels("401").inc()
+                return _text(HTTPStatus.UNAUTHORIZED, "unauthorized: wrong token\n")
+            authorized = True
+        peer = str(connection.remote_address[0]) if connection.remote_address else "unix"
+        address = admission.client_address(peer, headers.get("X-Forwarded-For"), cfg.trusted_proxies)
+        status = self.caps.refusal(address)
+        if status is not None:
+            self.service.metrics.refused.labels(str(status)).inc()
+            log.info("refused a WebSocket from %s (%d): %d open", address, status, self.caps.total)
+            if status == 429:
+                return _refuse(HTTPStatus.TOO_MANY_REQUESTS, "busy: too many connections from this address")
+            return _refuse(HTTPStatus.SERVICE_UNAVAILABLE, "busy: this server has no room; try another")
+        # The slot is held by this connection's task: from now through the handshake and
+        # the handler, and given back whatever way the connection ends.
+        self.caps.take(address)
+        self._admitted[connection] = (address, authorized)
+        task = asyncio.current_task()
+        assert task is not None
+
+        def give_back(_: object) -> None:
+            self.caps.give_back(address)
+            self._admitted.pop(connection, None)
+
+        task.add_done_callback(give_back)
+        _limit_kernel_buffer(connection, cfg.send_buffer)
+        return None
 
     def _static_file(self, path: str) -> Response:
         name = unquote(path).lstrip("/") or "index.html"
@@ -139,14 +256,19 @@ class RttsServer:
         return _response(HTTPStatus.OK, target.read_bytes(), kind)
 
     def _readyz(self, query: dict[str, list[str]]) -> Response:
+        """200 while this instance takes new clients; 503 when draining or full."""
+        ready = not self.draining and not self.caps.full
         body = {
-            "ready": not self.draining,
+            "ready": ready,
+            "draining": self.draining,
+            "full": self.caps.full,
+            "max_connections": self.config.max_connections,
             "loaded": self.service.loaded_voices(),
             "loading": sorted(self.service.worker.loading),
-            "connections": self.service.active,
+            "connections": self.caps.total,
             "queue_depth": self.service.worker.queue_depth,
         }
-        return _json(HTTPStatus.SERVICE_UNAVAILABLE if self.draining else HTTPStatus.OK, body)
+        return _json(HTTPStatus.OK if ready else HTTPStatus.SERVICE_UNAVAILABLE, body)
 
     async def _tts(self, query: dict[str, list[str]]) -> Response:
         def arg(name: str) -> str | None:
@@ -156,7 +278,7 @@ class RttsServer:
         text = arg("text")
         if not text:
             return _text(HTTPStatus.BAD_REQUEST, "missing_field: give ?text=...\n")
-        if self.config.token is not None and arg("token") != self.config.token:
+        if self.config.token is not None and not admission.token_ok(arg("token"), self.config.token):
             return _text(HTTPStatus.UNAUTHORIZED, "unauthorized: give ?token=...\n")
         try:
             speed = float(arg("speed")) if arg("speed") else None
@@ -173,39 +295,104 @@ class RttsServer:
 
     async def _handle(self, ws: ServerConnection) -> None:
         service = self.service
-        session = service.new_session()
-        outbox: asyncio.Queue[bytes | tuple[int, str]] = asyncio.Queue()
+        address, authorized = self._admitted.get(ws, ("?", False))
+        session = service.new_session(authorized=authorized)
+        held: list[Job] = []  # the session's next job, while the client is behind
+
+        def on_room() -> None:
+            for job in held:
+                if not job.cancelled:
+                    service.worker.submit(job)
+            held.clear()
+
+        outbox = Outbox(self.config.send_buffer, self.config.send_stall, on_room)
 
         def send(message: protocol.ServerMessage) -> None:
-            outbox.put_nowait(protocol.encode(message))
+            outbox.put(protocol.encode(message))
 
         def close(code: int, reason: str) -> None:
-            outbox.put_nowait((code, reason))
+            outbox.close(code, reason)
 
-        async def sender() -> None:
-            while True:
-                item = await outbox.get()
-                if isinstance(item, tuple):
-                    await ws.close(*item)
-                    return
-                await ws.send(item)
+        def submit(job: Job) -> None:
+            # Backpressure: synthesis for a client with a full outbox waits until it drains.
+            if outbox.full:
+                held.append(job)
+            else:
+                service.worker.submit(job)
 
+        def apply(effects: list[Effect]) -> None:
+            service.apply(session, effects, send, close, submit)
+
+        live = _Live(ws, session, outbox, apply)
+        self._live[ws] = live
         service.acquire()
         service.metrics.connections.inc()
         service.metrics.connections_total.inc()
-        log.debug("%s connected from %s", session.id, ws.remote_address)
-        sending = asyncio.create_task(sender(), name=f"send-{session.id}")
+        log.debug("%s connected from %s", session.id, address)
+        sending = asyncio.create_task(self._send(session, outbox, ws, address), name=f"send-{session.id}")
         try:
-            service.apply(session, session.open(), send, close)
+            apply(session.open())
             async for frame in ws:
-                service.apply(session, session.receive(frame), send, close)
+                if outbox.closing or outbox.done:
+                    continue  # closing: nothing more is taken from this client
+                apply(session.receive(frame))
+                if outbox.full:
+                    # Stop reading (TCP backpressure) until the client has caught up.
+                    await outbox.room()
         except ConnectionClosed:
             pass
         finally:
-            service.apply(session, session.close(), send, close)
-            sending.cancel()
-            with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
-                await sending
+            del self._live[ws]
+            self.send_peak = max(self.send_peak, outbox.peak)
+            apply(session.close())
+            held.clear()
+            if not outbox.done:
+                outbox.close(protocol.CloseCode.GOING_AWAY, "")
+            with contextlib.suppress(asyncio.TimeoutError, ConnectionClosed, Stalled):
+                await asyncio.wait_for(asyncio.shield(sending), 1.0)
+            if not sending.done():
+                sending.cancel()
+                with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
+                    await sending
             service.metrics.connections.dec()
             service.release()
             log.debug("%s closed", session.id)
+
+    async def _send(self, session: Session, outbox: Outbox, ws: ServerConnection, address: str) -> None:
+        try:
+            await outbox.run(ws)
+        except Stalled as exc:
+            log.warning("%s from %s dropped: %s; its work is cancelled", session.id, address, exc)
+            self.service.metrics.stalled.inc()
+            ws.transport.abort()
+        except ConnectionClosed:
+            pass
+
+
+class _Live:
+    """One open connection, as shutdown needs it."""
+
+    def __init__(self, ws: ServerConnection, session: Session, outbox: Outbox, apply) -> None:  # type: ignore[no-untyped-def]
+        self.ws = ws
+        self.session = session
+        self.outbox = outbox
+        self.apply = apply
+
+    def shut(self) -> None:
+        """Cancel this connection's work and close it with 1001, ahead of any queued audio."""
+        self.apply(self.session.close())
+        self.outbox.close(protocol.CloseCode.GOING_AWAY, "server shutting down", now=True)
+
+
+def _refuse(status: HTTPStatus, text: str) -> Response:
+    return _response(status, text.encode() + b"\n", "text/plain; charset=utf-8", {"Retry-After": "1"})
+
+
+def _limit_kernel_buffer(connection: ServerConnection, size: int) -> None:
+    """Cap the kernel's send buffer too: on its own Linux grows it to megabytes for a
+    client that does not read, which would hide a stall and hold that memory."""
+    sock = connection.transport.get_extra_info("socket")
+    if sock is None:
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)

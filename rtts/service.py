@@ -18,13 +18,23 @@ import prometheus_client as prom
 from . import protocol
 from .config import Config
 from .inference import InferenceWorker
+from .jobs import Job
+from .phrase_cache import PhraseCache
 from .session import Close, Drop, Effect, Send, Session, Submit
+from .engines.base import VoiceInfo
 from .voices import VoiceRegistry
 
 log = logging.getLogger(__name__)
 
 _TTFA_BUCKETS = (0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 _RTF_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 4.0)
+
+
+def _task_count() -> int:
+    try:
+        return len(asyncio.all_tasks())
+    except RuntimeError:  # rendered outside the event loop
+        return -1
 
 
 class Metrics:
@@ -37,6 +47,14 @@ class Metrics:
         self.connections_total = prom.Counter("rtts_connections", "WebSocket connections accepted", registry=r)
         self.utterances = prom.Counter("rtts_utterances", "utterances ended, by reason", ["reason"], registry=r)
         self.errors = prom.Counter("rtts_errors", "error messages sent, by code", ["code"], registry=r)
+        self.refused = prom.Counter(
+            "rtts_connections_refused", "WebSocket requests refused before the upgrade, by HTTP status",
+            ["status"], registry=r,
+        )
+        self.stalled = prom.Counter("rtts_clients_stalled", "clients dropped for accepting no data", registry=r)
+        prom.Gauge("rtts_event_loop_tasks", "asyncio tasks alive", registry=r).set_function(_task_count)
+        prom.Gauge("rtts_inference_progress_age_seconds", "seconds since the inference thread showed progress",
+                   registry=r).set_function(lambda: service.worker.progress_age())
         self.ttfa = prom.Histogram(
             "rtts_ttfa_seconds", "time from request to first audio frame", buckets=_TTFA_BUCKETS, registry=r
         )
@@ -48,6 +66,19 @@ class Metrics:
             lambda: sum(1 for e in service.registry.engines.values() if e.loaded)
         )
         prom.Gauge("rtts_voices", "voices available", registry=r).set_function(lambda: len(service.registry.voices))
+        cache = service.worker.cache
+        # Counters kept by the cache itself, exported as they are read.
+        _LiveCounter("rtts_phrase_cache_hits", "text units replayed from the phrase cache", lambda: cache.hits, r)
+        _LiveCounter("rtts_phrase_cache_misses", "cacheable text units that had to be synthesized", lambda: cache.misses, r)
+        prom.Gauge("rtts_phrase_cache_bytes", "audio held by the phrase cache", registry=r).set_function(
+            lambda: cache.size_bytes
+        )
+        _LiveCounter(
+            "rtts_requeues",
+            "times a running job went back on the queue for one due sooner",
+            lambda: service.worker.requeues,
+            r,
+        )
 
     def observe(self, message: protocol.ServerMessage) -> None:
         if isinstance(message, protocol.End):
@@ -70,7 +101,8 @@ class Service:
             config.models_dir, config.cache_dir, config.threads, default_voice=config.default_voice
         )
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.worker = InferenceWorker(self.registry, self._post)
+        cache = PhraseCache(int(config.phrase_cache_mb * 1024 * 1024))
+        self.worker = InferenceWorker(self.registry, self._post, cache=cache)
         self.metrics = Metrics(self)
         self.active = 0  # connections and HTTP syntheses in progress
         self._idle_timer: asyncio.TimerHandle | None = None
@@ -89,10 +121,10 @@ class Service:
             self.config.idle_unload,
         )
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10.0) -> None:
         if self._idle_timer is not None:
             self._idle_timer.cancel()
-        self.worker.stop()
+        self.worker.stop(timeout)
 
     def _post(self, callback) -> None:  # type: ignore[no-untyped-def]
         loop = self._loop
@@ -121,23 +153,48 @@ class Service:
         if self.active == 0:
             self.worker.unload_all()
 
+    async def preload_default(self) -> bool:
+        """Load the default voice's model now; True when it loaded."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[bool] = loop.create_future()
+        model = self.registry.voices[self.registry.default_voice].model
+        self.worker.preload(model, lambda ok: done.done() or done.set_result(ok))
+        return await done
+
+    async def rescan(self) -> tuple[list[str], list[str]]:
+        """Look at the models directory again (SIGHUP); returns (added, removed) voice ids."""
+        before = set(self.registry.voices)
+        await asyncio.to_thread(self.registry.rescan)
+        after = set(self.registry.voices)
+        added, removed = sorted(after - before), sorted(before - after)
+        log.info(
+            "rescan: %d voices; added %s; removed %s",
+            len(after),
+            ", ".join(added) or "none",
+            ", ".join(removed) or "none",
+        )
+        return added, removed
+
     def loaded_voices(self) -> list[str]:
         return [v.id for v in self.registry.voices.values() if self.registry.engines[v.model].loaded]
 
     # ------------------------------------------------------------ sessions
 
-    def new_session(self) -> Session:
-        return Session(f"s{next(self._ids)}", self.config, _CatalogView(self))
+    def new_session(self, authorized: bool = False) -> Session:
+        return Session(f"s{next(self._ids)}", self.config, _CatalogView(self), authorized=authorized)
 
-    def apply(self, session: Session, effects: list[Effect], send, close) -> None:  # type: ignore[no-untyped-def]
-        """Carry out a session's effects; ``send``/``close`` are the driver's callbacks."""
+    def apply(self, session: Session, effects: list[Effect], send, close, submit=None) -> None:  # type: ignore[no-untyped-def]
+        """Carry out a session's effects; ``send``/``close`` (and ``submit``, which may hold a
+        job back while the client is slow) are the driver's callbacks."""
         for effect in effects:
             if isinstance(effect, Send):
                 self.metrics.observe(effect.message)
                 send(effect.message)
             elif isinstance(effect, Submit):
-                effect.job.sink = lambda job, event: self.apply(session, session.job_event(job, event), send, close)
-                self.worker.submit(effect.job)
+                effect.job.sink = lambda job, event: self.apply(
+                    session, session.job_event(job, event), send, close, submit
+                )
+                (submit or self.worker.submit)(effect.job)
             elif isinstance(effect, Drop):
                 self.worker.drop(effect.job)
             elif isinstance(effect, Close):
@@ -190,8 +247,55 @@ class _CatalogView:
 
     def __init__(self, service: Service) -> None:
         self._service = service
-        self.voices = service.registry.voices
-        self.default_voice = service.registry.default_voice
+
+    # Properties, not copies: a SIGHUP rescan swaps the registry's dicts under live sessions.
+    @property
+    def voices(self) -> dict[str, VoiceInfo]:
+        return self._service.registry.voices
+
+    @property
+    def default_voice(self) -> str:
+        return self._service.registry.default_voice
+
+    async def preload_default(self) -> bool:
+        """Load the default voice's model now; True when it loaded."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[bool] = loop.create_future()
+        model = self.registry.voices[self.registry.default_voice].model
+        self.worker.preload(model, lambda ok: done.done() or done.set_result(ok))
+        return await done
+
+    async def rescan(self) -> tuple[list[str], list[str]]:
+        """Look at the models directory again (SIGHUP); returns (added, removed) voice ids."""
+        before = set(self.registry.voices)
+        await asyncio.to_thread(self.registry.rescan)
+        after = set(self.registry.voices)
+        added, removed = sorted(after - before), sorted(before - after)
+        log.info(
+            "rescan: %d voices; added %s; removed %s",
+            len(after),
+            ", ".join(added) or "none",
+            ", ".join(removed) or "none",
+        )
+        return added, removed
 
     def loaded_voices(self) -> list[str]:
         return self._service.loaded_voices()
+
+    def estimate(self, job: Job) -> tuple[float, float]:
+        return self._service.worker.estimate(job)
+
+
+class _LiveCounter:
+    """A Prometheus counter whose value is read from elsewhere at scrape time."""
+
+    def __init__(self, name: str, documentation: str, read, registry: prom.CollectorRegistry) -> None:  # type: ignore[no-untyped-def]
+        self._name = name
+        self._doc = documentation
+        self._read = read
+        registry.register(self)
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        from prometheus_client.core import CounterMetricFamily
+
+        yield CounterMetricFamily(self._name, self._doc, value=self._read())

@@ -9,7 +9,6 @@ tested without a network (tests/test_session.py).
 
 from __future__ import annotations
 
-import hmac
 import logging
 import time
 from collections import OrderedDict, deque
@@ -19,7 +18,7 @@ from typing import Protocol as TypingProtocol
 
 import numpy as np
 
-from . import audio, protocol
+from . import admission, audio, protocol
 from .config import Config
 from .engines.base import VoiceInfo
 from .jobs import Job, JobAudio, JobDone, JobEvent, JobFailed
@@ -36,6 +35,11 @@ class Catalog(TypingProtocol):
     default_voice: str
 
     def loaded_voices(self) -> list[str]: ...
+
+    def estimate(self, job: Job) -> tuple[float, float]:
+        """(expected seconds before ``job`` starts, load of the inference thread with it);
+        ``InferenceWorker.estimate``. A catalog without a worker answers (0.0, 0.0)."""
+        ...
 
 
 # ---------------------------------------------------------------- effects
@@ -110,12 +114,14 @@ class Session:
         config: Config,
         catalog: Catalog,
         clock: Callable[[], float] = time.monotonic,
+        authorized: bool = False,
     ) -> None:
         self.id = session_id
         self._config = config
         self._catalog = catalog
         self._clock = clock
-        self.authorized = config.token is None
+        # ``authorized``: the token already came in the handshake (Sec-WebSocket-Protocol).
+        self.authorized = config.token is None or authorized
         self.voice = catalog.default_voice
         self.lang: str | None = None
         self.speed = 1.0
@@ -210,8 +216,7 @@ class Session:
 
     def _hello(self, msg: protocol.Hello) -> list[Effect]:
         if not self.authorized:
-            token = self._config.token or ""
-            if msg.token is None or not hmac.compare_digest(msg.token.encode(), token.encode()):
+            if not admission.token_ok(msg.token, self._config.token or ""):
                 raise ProtocolError(ErrorCode.UNAUTHORIZED, "missing or wrong token")
             self.authorized = True
         if msg.voice is not None:
@@ -275,7 +280,9 @@ class Session:
                 break
             if utt.units:
                 effects.extend(self._submit(utt))
-                break
+                if utt.id in self.utterances:
+                    break
+                continue  # refused by admission control: the next utterance may go
             if utt.buffer is not None:
                 break  # waiting for more text (append) or a flush
             effects.extend(self._finish(utt))
@@ -284,19 +291,42 @@ class Session:
     def _submit(self, utt: Utterance) -> list[Effect]:
         effects: list[Effect] = []
         now = self._clock()
+        unit = utt.units[0]
+        deadline = self._play_until if self._play_until else now
+        job = Job(utt.id, unit.text, utt.voice, utt.lang, utt.speed, deadline)
         if not utt.started:
+            wait, load = self._estimate(job)
+            late = wait > self._config.admission_max_wait or load > 1.0
+            if late and self._config.admission != "queue":
+                return self._refuse(utt, wait, load)
             utt.started = True
             utt.first_job = now
             utt.resampler = audio.Resampler(utt.voice.native_rate, utt.out.sample_rate)
             utt.frame_len = audio.frame_samples(utt.out.sample_rate, utt.out.frame_ms)
             utt.framer = audio.Framer(utt.frame_len)
-            effects.append(Send(protocol.Start(utt.id, utt.voice.id, utt.out.sample_rate, utt.out.format)))
-        unit = utt.units.popleft()
-        deadline = self._play_until if self._play_until else now
-        utt.job = Job(utt.id, unit.text, utt.voice, utt.lang, utt.speed, deadline)
+            start = protocol.Start(
+                utt.id, utt.voice.id, utt.out.sample_rate, utt.out.format, expected_wait_ms=round(wait * 1000)
+            )
+            effects.append(Send(start))
+        utt.units.popleft()
+        utt.job = job
         utt.job_unit = unit
         utt.unit_started = False
         effects.append(Submit(utt.job))
+        return effects
+
+    def _estimate(self, job: Job) -> tuple[float, float]:
+        estimate = getattr(self._catalog, "estimate", None)
+        return estimate(job) if estimate is not None else (0.0, 0.0)
+
+    def _refuse(self, utt: Utterance, wait: float, load: float) -> list[Effect]:
+        """Admission control said no: the utterance is dropped before it started."""
+        del self.utterances[utt.id]
+        why = f"expected wait {wait:.1f} s" if wait > self._config.admission_max_wait else f"load {load:.2f}"
+        message = f"the server is busy ({why}); try again later"
+        effects: list[Effect] = [self._error(ErrorCode.BUSY, message, utt.id)]
+        if self._config.admission == "close":
+            effects.append(Close(protocol.CloseCode.OVERLOADED, "overloaded"))
         return effects
 
     def _audio(self, utt: Utterance, samples: np.ndarray) -> list[Effect]:

@@ -152,7 +152,7 @@ def _discover(models_dir: Path | None) -> _Found:
             for path in _walk(models_dir):
                 _add_file(found, path)
         else:
-            logger.warning(
+            logger.info(
                 "models directory %s does not exist; only built-in voices are available", models_dir
             )
     return found

@@ -152,3 +152,93 @@ def client(server: ServerThread) -> Iterator[Client]:
         ready = c.recv()
         assert isinstance(ready, protocol.Ready)
         yield c
+
+
+class RttsProcess:
+    """``python -m rtts serve`` as a real child process, its log collected line by line."""
+
+    def __init__(self, tmp: Path, *args: str, env: dict[str, str] | None = None, port: int = 0) -> None:
+        import os
+        import subprocess
+        import sys
+
+        models = tmp / "models"
+        models.mkdir(exist_ok=True)
+        cmd = [sys.executable, "-m", "rtts", "serve", "--host", "127.0.0.1", "--port", str(port),
+               "--models-dir", str(models), "--cache-dir", str(_CACHE), "--idle-unload", "0", *args]
+        full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        self.proc = subprocess.Popen(
+            cmd, cwd=Path(__file__).resolve().parent.parent, env=full_env,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self.port = 0
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+
+    def wait_listening(self, timeout: float = 90) -> RttsProcess:
+        import re
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in list(self.lines):
+                m = re.search(r"listening on ws://127\.0\.0\.1:(\d+)/ws", line)
+                if m:
+                    self.port = int(m.group(1))
+                    return self
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError("rtts did not start:\n" + self.log)
+
+    def wait_for(self, pattern: str, timeout: float = 30) -> str:
+        import re
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in list(self.lines):
+                if re.search(pattern, line):
+                    return line
+            time.sleep(0.05)
+        raise AssertionError(f"no log line matching {pattern!r}:\n" + self.log)
+
+    @property
+    def log(self) -> str:
+        return "".join(self.lines)
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/ws"
+
+    @property
+    def http(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def signal(self, sig: int) -> None:
+        self.proc.send_signal(sig)
+
+    def stop(self, timeout: float = 20) -> int:
+        import signal as signals
+
+        if self.proc.poll() is None:
+            self.proc.send_signal(signals.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self._reader.join(5)
+            if self.proc.stderr is not None:
+                self.proc.stderr.close()
+
+    def __enter__(self) -> RttsProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

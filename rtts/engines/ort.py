@@ -51,18 +51,21 @@ def session_options(threads: int) -> ort.SessionOptions:
     return opts
 
 
-def create_session(path: Path, threads: int) -> ort.InferenceSession:
-    """Open ``path`` on the CPU provider; raise EngineError when it is not a usable model."""
+def create_session(model: Path | bytes, threads: int, name: str = "") -> ort.InferenceSession:
+    """Open a model file (or serialized bytes) on the CPU provider; EngineError when unusable."""
     import onnxruntime as ort
 
     start = time.perf_counter()
+    name = name or (model.name if isinstance(model, Path) else "model")
     try:
         session = ort.InferenceSession(
-            str(path), sess_options=session_options(threads), providers=["CPUExecutionProvider"]
+            model if isinstance(model, bytes) else str(model),
+            sess_options=session_options(threads),
+            providers=["CPUExecutionProvider"],
         )
     except Exception as exc:  # ORT raises its own Fail/InvalidProtobuf/NoSuchFile types
-        raise EngineError(f"cannot load ONNX model {path}: {exc}") from exc
-    logger.info("loaded %s in %.2f s (%d threads)", path.name, time.perf_counter() - start, threads)
+        raise EngineError(f"cannot load ONNX model {name}: {exc}") from exc
+    logger.debug("loaded %s in %.2f s (%d threads)", name, time.perf_counter() - start, threads)
     return session
 
 

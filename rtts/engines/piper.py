@@ -4,6 +4,14 @@ Piper models take phoneme ids, not text: espeak-ng phonemizes with the voice nam
 the json, each phoneme (a Unicode code point after NFD) is looked up in the json's
 ``phoneme_id_map``, and ids are framed the way Piper was trained. Speech is produced
 one sentence at a time so the caller gets the first sentence early.
+
+Within a sentence, speech streams too: at load the voice is cut into its encoder and
+its HiFi-GAN decoder (``vits_split``), the encoder runs once per sentence and the
+decoder over overlapping windows of the latent, small first and growing after, so
+the first audio leaves after the encoder plus one short window. The decoder is
+convolutions only, so with ``DECODE_MARGIN`` frames of context on each side a window
+gives the same samples as decoding the whole latent at once (tests/test_vits_split.py
+measures the difference). A voice that cannot be cut is run whole, as before.
 """
 
 from __future__ import annotations
@@ -22,11 +30,12 @@ import numpy as np
 
 from rtts.engines import ort
 from rtts.engines.base import EngineError, VoiceInfo
+from rtts.engines.vits_split import SplitError, split_vits
 from rtts.engines.trim import trim_silence
 from rtts.g2p import espeak
 from rtts.g2p.split import split_phonemes
 
-__all__ = ["PiperConfig", "PiperEngine", "phoneme_ids"]
+__all__ = ["PiperConfig", "PiperEngine", "phoneme_ids", "window_bounds"]
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +44,15 @@ _PAD, _BOS, _EOS = "_", "^", "$"
 # (roughly half a minute of speech) keep a run bounded without cutting normal sentences.
 _MAX_PHONEMES = 600
 _SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
+# Latent frames of context decoded on each side of a window and thrown away. The
+# joe-medium decoder's receptive field is about 10 frames: with 8 the windowed output
+# differs from one-shot by up to 9e-4, with 12 or more by 2e-7 (float rounding).
+DECODE_MARGIN = 12
+# Window sizes in latent frames (256 samples, 11.6 ms at 22.05 kHz): the first is short
+# for latency (~25 ms of compute on 2 cores), then each doubles, so a window is decoded
+# while the previous one plays, up to a size where the margins cost little (2x12/128).
+FIRST_WINDOW = 10
+MAX_WINDOW = 128
 
 
 @dataclass(frozen=True)
@@ -114,6 +132,19 @@ def phoneme_ids(phonemes: str, config: PiperConfig) -> list[int]:
     return ids
 
 
+def window_bounds(frames: int, first: int = FIRST_WINDOW, largest: int = MAX_WINDOW) -> list[tuple[int, int]]:
+    """(start, stop) latent frames of each decoder window: ``first`` long, then doubling."""
+    bounds = []
+    start, size = 0, max(1, first)
+    while start < frames:
+        stop = min(frames, start + size)
+        if frames - stop < size // 2:
+            stop = frames  # fold a short remainder into this window rather than run a tiny one
+        bounds.append((start, stop))
+        start, size = stop, min(largest, size * 2)
+    return bounds
+
+
 class PiperEngine:
     """One Piper voice model (with all of its speakers)."""
 
@@ -123,7 +154,12 @@ class PiperEngine:
         self.model_path = model_path
         self.config = config
         self._threads = threads
-        self._session = None
+        self._session = None  # the whole voice, used when it cannot be cut
+        self._encoder = None
+        self._decoder = None
+        self._latent = ""
+        self._decoder_sid = False
+        self.hop = 0  # output samples per latent frame; 0 until loaded split
         self._has_sid = False
 
     @classmethod
@@ -134,22 +170,51 @@ class PiperEngine:
 
     @property
     def loaded(self) -> bool:
-        return self._session is not None
+        return self._session is not None or self._encoder is not None
+
+    @property
+    def streaming(self) -> bool:
+        """True when the voice was cut and decodes in windows."""
+        return self._encoder is not None
 
     def load(self) -> None:
-        if self._session is not None:
+        if self.loaded:
             return
+        try:
+            self._load_split()
+            return
+        except SplitError as exc:
+            logger.info("%s decodes whole sentences: %s", self.key, exc)
         session = ort.create_session(self.model_path, self._threads)
-        names = {i.name for i in session.get_inputs()}
+        self._check_inputs({i.name for i in session.get_inputs()})
+        self._session = session
+
+    def _load_split(self) -> None:
+        import onnx  # only needed at load; keeps listing voices light
+
+        try:
+            model = onnx.load(str(self.model_path))
+        except Exception as exc:  # onnx raises DecodeError, OSError, ...
+            raise EngineError(f"cannot load ONNX model {self.model_path}: {exc}") from exc
+        self._check_inputs({i.name for i in model.graph.input})
+        split = split_vits(model)
+        del model
+        encoder = ort.create_session(split.encoder.SerializeToString(), self._threads, self.model_path.name + " encoder")
+        decoder = ort.create_session(split.decoder.SerializeToString(), self._threads, self.model_path.name + " decoder")
+        self._latent = split.latent
+        self._decoder_sid = "sid" in split.decoder_inputs
+        self.hop = split.hop
+        self._encoder, self._decoder = encoder, decoder
+
+    def _check_inputs(self, names: set[str]) -> None:
         if not {"input", "input_lengths", "scales"} <= names:
             raise EngineError(f"{self.model_path} is not a Piper model: inputs are {sorted(names)}")
         self._has_sid = "sid" in names
-        self._session = session
 
     def unload(self) -> None:
-        if self._session is None:
+        if not self.loaded:
             return
-        self._session = None
+        self._session = self._encoder = self._decoder = None
         ort.release_memory()
 
     def phonemize(self, text: str) -> str:
@@ -171,9 +236,28 @@ class PiperEngine:
         self.load()
         for sentence in _SENTENCE_END.split(phonemes):
             for piece in split_phonemes(sentence, _MAX_PHONEMES):
-                audio = self._run(phoneme_ids(piece, self.config), speaker, speed)
-                if audio.size:
-                    yield audio
+                ids = phoneme_ids(piece, self.config)
+                if self._encoder is None:
+                    audio = self._run(ids, speaker, speed)
+                    if audio.size:
+                        yield audio
+                    continue
+                latent = self.encode(ids, speaker, speed)
+                count = len(window_bounds(latent.shape[-1]))
+                yield from self._trimmed(self.decode_windows(latent, speaker), count)
+
+    def _trimmed(self, windows: Iterator[np.ndarray], count: int) -> Iterator[np.ndarray]:
+        """Trim the leading silence of the first audible window and the trailing of the last."""
+        rate = self.sample_rate
+        leading = True
+        for index, window in enumerate(windows):
+            last = index == count - 1
+            window = np.clip(window, -1.0, 1.0)
+            if leading or last:
+                window = trim_silence(window, rate, start=leading, end=last)
+            if window.size:
+                leading = False
+                yield window
 
     def _speaker_id(self, voice: VoiceInfo) -> int | None:
         if self.config.num_speakers <= 1:
@@ -186,10 +270,7 @@ class PiperEngine:
             raise ValueError(f"voice {voice.id}: speaker {speaker} out of range")
         return speaker
 
-    def _run(self, ids: list[int], speaker: int | None, speed: float) -> np.ndarray:
-        session = self._session
-        if session is None:
-            raise EngineError(f"{self.key} was unloaded during synthesis")
+    def _feeds(self, ids: list[int], speaker: int | None, speed: float) -> dict[str, np.ndarray]:
         cfg = self.config
         feeds = {
             "input": np.array([ids], dtype=np.int64),
@@ -198,8 +279,49 @@ class PiperEngine:
         }
         if self._has_sid and speaker is not None:
             feeds["sid"] = np.array([speaker], dtype=np.int64)
+        return feeds
+
+    def encode(self, ids: list[int], speaker: int | None, speed: float) -> np.ndarray:
+        """The latent (1 x channels x frames) for phoneme ids; all of VITS's noise is drawn here."""
+        session = self._encoder
+        if session is None:
+            raise EngineError(f"{self.key} was unloaded during synthesis")
+        try:
+            return session.run([self._latent], self._feeds(ids, speaker, speed))[0]
+        except Exception as exc:  # ORT's own exception types
+            raise EngineError(f"{self.key} encoder failed: {exc}") from exc
+
+    def decode(self, latent: np.ndarray, speaker: int | None) -> np.ndarray:
+        """Decode a latent (or a slice of one) in one run; float32 samples, not clipped."""
+        session = self._decoder
+        if session is None:
+            raise EngineError(f"{self.key} was unloaded during synthesis")
+        feeds = {self._latent: np.ascontiguousarray(latent, dtype=np.float32)}
+        if self._decoder_sid:
+            feeds["sid"] = np.array([speaker or 0], dtype=np.int64)
         try:
             out = session.run(None, feeds)[0]
+        except Exception as exc:  # ORT's own exception types
+            raise EngineError(f"{self.key} decoder failed: {exc}") from exc
+        return np.asarray(out, dtype=np.float32).ravel()
+
+    def decode_windows(
+        self, latent: np.ndarray, speaker: int | None, first: int = FIRST_WINDOW, largest: int = MAX_WINDOW
+    ) -> Iterator[np.ndarray]:
+        """Decode ``latent`` window by window; the pieces join into the one-shot decoding."""
+        frames = latent.shape[-1]
+        hop, margin = self.hop, DECODE_MARGIN
+        for start, stop in window_bounds(frames, first, largest):
+            lo, hi = max(0, start - margin), min(frames, stop + margin)
+            audio = self.decode(latent[:, :, lo:hi], speaker)
+            yield audio[(start - lo) * hop : (stop - lo) * hop]
+
+    def _run(self, ids: list[int], speaker: int | None, speed: float) -> np.ndarray:
+        session = self._session
+        if session is None:
+            raise EngineError(f"{self.key} was unloaded during synthesis")
+        try:
+            out = session.run(None, self._feeds(ids, speaker, speed))[0]
         except Exception as exc:  # ORT's own exception types
             raise EngineError(f"{self.key} inference failed: {exc}") from exc
         audio = np.clip(np.asarray(out, dtype=np.float32).ravel(), -1.0, 1.0)

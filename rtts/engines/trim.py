@@ -14,11 +14,14 @@ _RELATIVE_DB = -40.0
 _FLOOR_RMS = 1e-4
 
 
-def trim_silence(audio: np.ndarray, sample_rate: int, pad_s: float = 0.025) -> np.ndarray:
+def trim_silence(
+    audio: np.ndarray, sample_rate: int, pad_s: float = 0.025, *, start: bool = True, end: bool = True
+) -> np.ndarray:
     """Return ``audio`` without its leading and trailing near-silence, keeping ``pad_s`` of it.
 
     The caller adds its own pauses between units, so only a short pad is kept to avoid
-    clipping the onset of the first phoneme. All-silent audio becomes empty.
+    clipping the onset of the first phoneme. All-silent audio becomes empty. A streaming
+    caller trims only the ``start`` of its first piece and the ``end`` of its last.
     """
     frame = max(1, int(sample_rate * _FRAME_S))
     n_frames = len(audio) // frame
@@ -31,7 +34,7 @@ def trim_silence(audio: np.ndarray, sample_rate: int, pad_s: float = 0.025) -> n
         return audio[:0]
     loud = np.flatnonzero(rms >= peak * 10 ** (_RELATIVE_DB / 20))
     pad = int(sample_rate * pad_s)
-    start = max(0, int(loud[0]) * frame - pad)
+    first = max(0, int(loud[0]) * frame - pad) if start else 0
     # The tail after the last whole frame is kept when the last frame is loud.
-    end = len(audio) if loud[-1] == n_frames - 1 else min(len(audio), (int(loud[-1]) + 1) * frame + pad)
-    return audio[start:end]
+    last = len(audio) if loud[-1] == n_frames - 1 or not end else min(len(audio), (int(loud[-1]) + 1) * frame + pad)
+    return audio[first:last]

@@ -1,0 +1,152 @@
+"""Who may open a WebSocket, decided from the HTTP request before the upgrade.
+
+Three checks, cheapest first, each with its own HTTP status so a client (or a load
+balancer) can tell them apart: a browser ``Origin`` outside the allow-list gets 403,
+a wrong token offered in ``Sec-WebSocket-Protocol`` gets 401, and a connection over
+the caps gets 429 (this client address has too many) or 503 (the server is full or
+draining). A token may also come later, in ``hello``; the session checks that one.
+
+The token rides in the subprotocol list because browsers cannot set headers on a
+WebSocket request: ``new WebSocket(url, ["rtts.v1", "rtts.auth." + base64url(token)])``.
+The server only ever echoes ``rtts.v1``, never the token.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import ipaddress
+from collections import Counter
+from collections.abc import Iterable
+from urllib.parse import urlsplit
+
+SUBPROTOCOL = "rtts.v1"
+AUTH_PREFIX = "rtts.auth."
+
+
+def token_ok(given: str | None, expected: str) -> bool:
+    """Constant-time comparison; ``None`` is never a match."""
+    if given is None:
+        return False
+    return hmac.compare_digest(given.encode(), expected.encode())
+
+
+def encode_token(token: str) -> str:
+    """The subprotocol that carries ``token`` (base64url without padding: a valid HTTP token)."""
+    return AUTH_PREFIX + base64.urlsafe_b64encode(token.encode()).decode().rstrip("=")
+
+
+def subprotocol_token(offered: Iterable[str]) -> tuple[bool, str | None]:
+    """(whether a token was offered, the token or None when it does not decode)."""
+    for item in offered:
+        if item.startswith(AUTH_PREFIX):
+            raw = item[len(AUTH_PREFIX) :]
+            try:
+                padded = raw + "=" * (-len(raw) % 4)
+                return True, base64.b64decode(padded, altchars=b"-_", validate=True).decode()
+            except (binascii.Error, ValueError):
+                return True, None
+    return False, None
+
+
+def offered_subprotocols(header_values: list[str]) -> list[str]:
+    return [p.strip() for value in header_values for p in value.split(",") if p.strip()]
+
+
+def select_subprotocol(offered: Iterable[str]) -> str | None:
+    """Echo ``rtts.v1`` when offered; never anything else (in particular not the token)."""
+    return SUBPROTOCOL if SUBPROTOCOL in offered else None
+
+
+_LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
+
+
+def origin_allowed(origin: str | None, host: str | None, allowed: tuple[str, ...]) -> bool:
+    """Whether a browser page at ``origin`` may connect.
+
+    No ``Origin`` header means no browser (curl, a script, a kiosk app): allowed, since
+    the Origin check only protects against other web pages; the token is what keeps
+    strangers out. With no allow-list, the page's own origin (the one that served
+    ``/``, whose host is this request's ``Host``) and localhost pages are allowed.
+    """
+    if origin is None:
+        return True
+    if "*" in allowed:
+        return True
+    if allowed:
+        return origin.rstrip("/").lower() in {a.rstrip("/").lower() for a in allowed}
+    try:
+        parts = urlsplit(origin)
+        origin_host = parts.hostname
+        netloc = parts.netloc.lower()
+    except ValueError:
+        return False
+    if parts.scheme not in ("http", "https") or origin_host is None:
+        return False
+    if origin_host in _LOCAL_HOSTS:
+        return True
+    return host is not None and netloc == host.lower()
+
+
+def client_address(peer: str, forwarded_for: str | None, trusted: tuple[str, ...]) -> str:
+    """The client's address: the peer's, or the last untrusted hop of X-Forwarded-For when
+    the peer is a trusted proxy (anything before that hop could be made up by the client)."""
+    if forwarded_for is None or not _is_trusted(peer, trusted):
+        return peer
+    hops = [h.strip() for h in forwarded_for.split(",") if h.strip()]
+    for hop in reversed(hops):
+        if not _is_trusted(hop, trusted):
+            return hop
+    return hops[0] if hops else peer
+
+
+def _is_trusted(address: str, trusted: tuple[str, ...]) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    for entry in trusted:
+        try:
+            if ip in ipaddress.ip_network(entry, strict=False):
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+class ConnectionCaps:
+    """Open WebSocket connections, in total and per client address.
+
+    A slot is taken when a request is admitted (before the upgrade) and given back
+    when that connection's task ends, so handshakes in flight count too and no burst
+    of simultaneous requests can overshoot the caps.
+    """
+
+    def __init__(self, total: int, per_address: int) -> None:
+        self.total_cap = total
+        self.per_address_cap = per_address
+        self.total = 0
+        self.by_address: Counter[str] = Counter()
+
+    def refusal(self, address: str) -> int | None:
+        """The HTTP status to refuse with, or None when there is room."""
+        if self.total >= self.total_cap:
+            return 503
+        if self.by_address[address] >= self.per_address_cap:
+            return 429
+        return None
+
+    def take(self, address: str) -> None:
+        self.total += 1
+        self.by_address[address] += 1
+
+    def give_back(self, address: str) -> None:
+        self.total -= 1
+        self.by_address[address] -= 1
+        if self.by_address[address] <= 0:
+            del self.by_address[address]
+
+    @property
+    def full(self) -> bool:
+        return self.total >= self.total_cap

@@ -1,0 +1,97 @@
+"""What waits to be sent to one client: bounded, with backpressure and a stall limit.
+
+Messages are produced on the event loop by callbacks from the inference thread, which
+must never block, so ``put`` always succeeds. The bound is kept one level up: once
+``bytes`` reaches ``limit`` the outbox is ``full`` and the connection stops feeding the
+inference thread (it holds the session's next job) and stops reading the client's
+frames, until the sender has drained it to half the limit. So the buffer stays
+within ``limit`` plus the audio of the one unit that was already being synthesized.
+
+A client that accepts no data for ``stall_s`` seconds while something waits for it is
+stalled: ``run`` raises ``Stalled`` and the connection is dropped. Other clients are
+not affected: each connection has its own outbox and sender task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+from typing import Protocol
+
+
+class Stalled(Exception):
+    """The client accepted nothing for ``stall_s`` seconds."""
+
+
+class _Sink(Protocol):
+    async def send(self, message: bytes) -> None: ...
+
+    async def close(self, code: int, reason: str) -> None: ...
+
+
+class Outbox:
+    def __init__(self, limit: int, stall_s: float, on_room: Callable[[], None] = lambda: None) -> None:
+        self.limit = limit
+        self.stall_s = stall_s
+        self._on_room = on_room
+        self._items: deque[bytes | tuple[int, str]] = deque()
+        self.bytes = 0  # queued here, not yet handed to the connection
+        self.peak = 0
+        self._wake = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
+        self.closing = False  # a close is queued: nothing more is sent or read
+        self.done = False  # the sender ended (closed, stalled or connection lost)
+
+    @property
+    def full(self) -> bool:
+        return self.bytes >= self.limit
+
+    def put(self, data: bytes) -> None:
+        if self.closing or self.done:
+            return
+        self._items.append(data)
+        self.bytes += len(data)
+        self.peak = max(self.peak, self.bytes)
+        if self.full:
+            self._room.clear()
+        self._wake.set()
+
+    def close(self, code: int, reason: str, *, now: bool = False) -> None:
+        """Queue a close after what is queued, or ``now``: instead of it (shutdown)."""
+        if self.closing or self.done:
+            return
+        self.closing = True
+        if now:
+            self._items.clear()
+            self.bytes = 0
+        self._items.append((code, reason))
+        self._wake.set()
+
+    async def room(self) -> None:
+        """Return once the outbox has drained below half its limit, or the sender ended."""
+        await self._room.wait()
+
+    async def run(self, sink: _Sink) -> None:
+        """The sender: until a close is sent. Raises ``Stalled`` or the sink's errors."""
+        try:
+            while True:
+                while not self._items:
+                    self._wake.clear()
+                    await self._wake.wait()
+                item = self._items.popleft()
+                if isinstance(item, tuple):
+                    await sink.close(*item)
+                    return
+                try:
+                    await asyncio.wait_for(sink.send(item), self.stall_s)
+                except TimeoutError:
+                    raise Stalled(f"accepted no data for {self.stall_s:g} s") from None
+                self.bytes -= len(item)
+                if not self._room.is_set() and self.bytes <= self.limit // 2:
+                    self._room.set()
+                    self._on_room()
+        finally:
+            self.done = True
+            self._room.set()  # wake a reader waiting for room: there will be none
