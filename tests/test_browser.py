@@ -178,6 +178,14 @@ def test_page_speaks_and_the_worklet_receives_the_samples(server: ServerThread, 
     assert int.from_bytes(wav[24:28], "little") == rate
     assert (len(wav) - 44) // 2 == rec["sent"]
 
+    # Another output rate: a new `hello`, a new AudioContext at that rate, same counts.
+    page.select_option("#rate", "16000")
+    page.wait_for_function("window.rtts.stats.sampleRate === 16000")
+    utt = speak_from_page(page, "Now at sixteen kilohertz.")
+    rec = wait_played_out(page, utt)
+    assert rec["sent"] == pytest.approx(rec["stats"]["audio_ms"] * 16, abs=16000 * 0.02)
+    assert rec["received"] >= 0.95 * rec["sent"]
+
     phone = new_page(PHONE)
     phone.goto(server.http + "/")
     wait_ready(phone)
@@ -189,7 +197,8 @@ def test_stop_silences_within_100_ms_and_the_server_cancels(server: ServerThread
     page = new_page()
     page.goto(server.http + "/")
     wait_ready(page)
-    utt = speak_from_page(page, LONG_TEXT)
+    # About 90 s of speech: even a fast machine is still synthesizing it when Stop comes.
+    utt = speak_from_page(page, " ".join([LONG_TEXT] * 3))
     page.wait_for_function(
         "id => (window.rtts.stats.utterances[id] || {}).played > 24000 * 0.6", arg=utt, timeout=60_000
     )
@@ -224,7 +233,7 @@ def test_stop_silences_within_100_ms_and_the_server_cancels(server: ServerThread
     assert probe["lastLoud"] - probe["clicked"] < 100 + 256 / 24
     assert rec["reason"] == "cancelled", "the server did not report the utterance cancelled"
     assert rec["stopMs"] == stats["lastStopMs"]
-    assert rec["played"] < rec["sent"] or rec["sent"] < 24000 * 20  # it really was cut short
+    assert rec["played"] < 24000 * 5  # it really was cut short
     assert stats["bufferedMs"] == 0
     played = rec["played"]
     page.wait_for_timeout(300)

@@ -158,7 +158,14 @@ els.text.addEventListener("input", () => {
     return;
   }
   const delta = value.slice(typing.sent.length);
-  if (delta && client.append(typing.id, delta)) typing.sent = value;
+  if (!delta) return;
+  if (client.append(typing.id, delta)) {
+    typing.sent = value;
+  } else if (client.utterances.has(typing.id)) {
+    // That utterance is over (the server went away, or refused it): what is typed from
+    // here on starts a new one.
+    typing = { id: client.newTypingId(), sent: value };
+  }
 });
 
 function finishTyping() {
@@ -234,6 +241,11 @@ client.addEventListener("ready", (e) => {
   hideNotice();
 });
 
+client.addEventListener("start", (e) => {
+  const wait = e.detail.expectedWaitMs;
+  if (wait !== null && wait > 1000) notice(`Speech starts in about ${(wait / 1000).toFixed(1)} s: a voice is loading or other streams go first.`);
+});
+
 client.addEventListener("error", (e) => {
   const err = e.detail;
   notice(`${err.code}: ${err.message}`);
@@ -286,6 +298,7 @@ function refresh() {
     $("f-ttfa").textContent = ms(rec.ttfaMs);
     $("f-sound").textContent = ms(rec.firstSoundMs);
     $("f-sttfa").textContent = ms(rec.serverTtfaMs);
+    $("f-wait").textContent = ms(rec.expectedWaitMs);
     $("f-samples").textContent = rec.sent ? `${rec.received} of ${rec.sent} (${((100 * rec.received) / rec.sent).toFixed(1)} %)` : "—";
     $("e-reason").textContent = rec.reason ? rec.reason + (rec.error ? ` (${rec.error.code})` : "") : "speaking…";
     $("e-queue").textContent = rec.stats ? ms(rec.stats.queue_ms) : "—";
@@ -326,6 +339,7 @@ function addHistory(rec) {
   const old = document.getElementById(`h-${rec.id}`);
   if (old) old.replaceWith(historyRow(rec));
   else els.history.prepend(historyRow(rec));
+  for (const empty of els.history.querySelectorAll("tr.empty")) empty.remove();
   while (els.history.children.length > 20) els.history.lastChild.remove();
 }
 

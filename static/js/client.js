@@ -74,7 +74,7 @@ export class RttsClient extends EventTarget {
     const rec = {
       id, text, mode, sentAt: performance.now(), flushAt: null,
       started: false, voice: null, marks: [], sent: 0, received: 0, played: 0,
-      ttfaMs: null, firstSoundMs: null, serverTtfaMs: null, firstFrameAt: null,
+      ttfaMs: null, firstSoundMs: null, serverTtfaMs: null, firstFrameAt: null, expectedWaitMs: null,
       reason: null, stats: null, error: null, cancelled: false, stopMs: null,
     };
     this.utterances.set(id, rec);
@@ -107,6 +107,7 @@ export class RttsClient extends EventTarget {
   append(id, text) {
     if (!text || this.conn.state !== "ready") return false;
     let rec = this.utterances.get(id);
+    if (rec && !this.live.has(id)) return false; // it ended (an error, a lost server): start anew
     const msg = { type: "append", id, text };
     if (!rec) {
       rec = this._record(id, "", "typed");
@@ -159,7 +160,11 @@ export class RttsClient extends EventTarget {
         this._emit("ready", msg);
         break;
       case "start":
-        if (rec) Object.assign(rec, { started: true, voice: msg.voice, format: msg.format, rate: msg.sample_rate });
+        if (rec) {
+          Object.assign(rec, { started: true, voice: msg.voice, format: msg.format, rate: msg.sample_rate });
+          rec.expectedWaitMs = msg.expected_wait_ms ?? null;
+          this._emit("start", rec);
+        }
         break;
       case "audio":
         if (rec) this._onAudio(rec, msg);
@@ -178,7 +183,16 @@ export class RttsClient extends EventTarget {
         }
         break;
       case "error":
-        if (rec) rec.error = { code: msg.code, message: msg.message };
+        if (rec) {
+          rec.error = { code: msg.code, message: msg.message };
+          if (!rec.started && this.live.has(rec.id)) {
+            // Refused before it started (bad request, or `busy` under admission
+            // control): no `end` will follow, so end it here.
+            rec.reason = "refused";
+            this.live.delete(rec.id);
+            this._emit("end", rec);
+          }
+        }
         this._emit("error", msg);
         break;
     }
@@ -263,7 +277,7 @@ export class RttsClient extends EventTarget {
         mode: r.mode, text: r.text, sent: r.sent, received: r.received, played: r.played,
         ttfaMs: r.ttfaMs, firstSoundMs: r.firstSoundMs, serverTtfaMs: r.serverTtfaMs,
         reason: r.reason, stats: r.stats, error: r.error, stopMs: r.stopMs,
-        marks: r.marks.length, firstFrameAt: r.firstFrameAt, flushAt: r.flushAt,
+        marks: r.marks.length, firstFrameAt: r.firstFrameAt, flushAt: r.flushAt, expectedWaitMs: r.expectedWaitMs,
       };
     }
     const st = this.player.status;

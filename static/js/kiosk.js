@@ -22,7 +22,8 @@ const number = (name, fallback) => {
   return params.has(name) && Number.isFinite(v) ? v : fallback;
 };
 
-const MAX_ATTEMPTS = 3; // an announcement cut off by a lost server is retried this often
+const MAX_ATTEMPTS = 3; // an announcement cut off by a lost or busy server is retried this often
+const BUSY_RETRY_MS = 3000;
 const gapMs = number("gap", 800);
 const repeatS = number("repeat", 0);
 
@@ -126,6 +127,12 @@ client.addEventListener("end", (e) => {
     }
     current = null;
     showCaption();
+  } else if (rec.error && rec.error.code === "busy" && current.attempts < MAX_ATTEMPTS) {
+    // Admission control turned it away: the server is saturated now, not broken.
+    current.id = `k${++seq}`;
+    queue[current.priority].unshift(current);
+    current = null;
+    schedulePump(BUSY_RETRY_MS);
   } else if (rec.sent === 0) {
     finishCurrent(rec.id);
   }
@@ -188,13 +195,28 @@ function showConnection() {
 client.addEventListener("state", showConnection);
 client.addEventListener("ready", (e) => {
   const ready = e.detail;
-  const voiceId = client.settings.voice || ready.default_voice;
-  const voice = ready.voices.find((v) => v.id === voiceId);
+  let voice = ready.voices.find((v) => v.id === (client.settings.voice || ready.default_voice));
+  if (!voice) {
+    // A typo in the URL must not leave an unattended screen mute: speak with the default.
+    problem(`Unknown voice "${client.settings.voice}"; using ${ready.default_voice}`);
+    client.configure({ voice: ready.default_voice, lang: "" });
+    voice = ready.voices.find((v) => v.id === ready.default_voice);
+  }
   $("voice").textContent = voice ? `Voice: ${voice.name || voice.id}` : "";
 });
 client.addEventListener("error", (e) => {
   console.warn("rtts kiosk:", e.detail.code, e.detail.message);
+  problem(`${e.detail.code}: ${e.detail.message}`);
 });
+
+let problemTimer = null;
+function problem(text) {
+  const el = $("problem");
+  el.textContent = text;
+  el.hidden = false;
+  clearTimeout(problemTimer);
+  problemTimer = setTimeout(() => { el.hidden = true; }, 15000);
+}
 
 // Browsers hold audio until a user gesture unless started with an autoplay policy that
 // allows it (see README); say so on screen instead of staying silent.

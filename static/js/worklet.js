@@ -15,12 +15,14 @@
 //                    {type:"flushed", dropped} the output is silent after a flush.
 
 const FADE = 64; // samples of fade in/out around gaps and flushes (~3 ms at 24 kHz)
+const MAX_REFILL_S = 0.5;
 
 class RttsPlayer extends AudioWorkletProcessor {
   constructor(options) {
     super();
     const opts = (options && options.processorOptions) || {};
     this.prebuffer = opts.prebuffer || Math.round(sampleRate * 0.06);
+    this.refill = this.prebuffer; // samples to gather before (re)starting; grows after underruns
     this.chunks = []; // [{id, data: Float32Array, off}]
     this.buffered = 0;
     this.playing = false; // false: silent, waiting for the buffer to fill
@@ -62,7 +64,7 @@ class RttsPlayer extends AudioWorkletProcessor {
         this.flush();
         break;
       case "prebuffer":
-        this.prebuffer = msg.samples;
+        this.prebuffer = this.refill = msg.samples;
         break;
     }
     this.dirty = true;
@@ -104,6 +106,7 @@ class RttsPlayer extends AudioWorkletProcessor {
   // Final counts of an utterance go out with its `done`, then it is forgotten, so an
   // unattended page can run for months without these maps growing.
   finish(type, id, extra) {
+    this.refill = this.prebuffer;
     this.port.postMessage({
       type, id, received: this.received.get(id) || 0, played: this.played.get(id) || 0, ...extra,
     });
@@ -126,7 +129,7 @@ class RttsPlayer extends AudioWorkletProcessor {
       this.port.postMessage({ type: "flushed", dropped: this.flushDropped, frame: currentFrame });
       this.dirty = true;
     } else {
-      if (!this.playing && this.buffered > 0 && (this.buffered >= this.prebuffer || this.allComplete())) {
+      if (!this.playing && this.buffered > 0 && (this.buffered >= this.refill || this.allComplete())) {
         this.playing = true;
         this.fadeIn = FADE;
       }
@@ -166,6 +169,9 @@ class RttsPlayer extends AudioWorkletProcessor {
       const id = this.current;
       if (id !== null && !this.ended.has(id)) {
         this.underruns++;
+        // This stream arrives slower than it plays: wait for more before resuming, so
+        // one gap is not followed by many (an adaptive jitter buffer, reset per utterance).
+        this.refill = Math.min(this.refill * 2, Math.round(sampleRate * MAX_REFILL_S));
         this.starved += n - i;
         const fade = Math.min(FADE, i);
         for (let k = 0; k < fade; k++) out[i - fade + k] *= 1 - (k + 1) / fade;
