@@ -38,6 +38,7 @@ SENTENCES = [
 
 
 def speak(page: Page, voice: str, text: str) -> dict:  # type: ignore[type-arg]
+    before = page.evaluate("window.rtts.stats.underruns")
     utt = page.evaluate(
         "([voice, text]) => { window.rtts.configure({voice}); return window.rtts.speak(text); }", [voice, text]
     )
@@ -47,7 +48,9 @@ def speak(page: Page, voice: str, text: str) -> dict:  # type: ignore[type-arg]
         arg=utt,
         timeout=120_000,
     )
-    return page.evaluate("id => window.rtts.stats.utterances[id]", utt)  # type: ignore[no-any-return]
+    rec = page.evaluate("id => window.rtts.stats.utterances[id]", utt)
+    rec["underruns"] = page.evaluate("window.rtts.stats.underruns") - before
+    return rec  # type: ignore[no-any-return]
 
 
 def main() -> int:
@@ -67,22 +70,23 @@ def main() -> int:
             speak(page, voice, "Warming up.")  # the model load is not what we measure
             for text in SENTENCES:
                 u = speak(page, voice, text)
-                rows.append((voice, text, u["ttfaMs"], u["firstSoundMs"], u["serverTtfaMs"], u["received"] / u["sent"]))
-        underruns = page.evaluate("window.rtts.stats.underruns")
+                rows.append((voice, text, u["ttfaMs"], u["firstSoundMs"], u["serverTtfaMs"],
+                             u["received"] / u["sent"], u["underruns"], u["stats"]["rtf"]))
         browser.close()
 
-    print("| voice | text | page TTFA ms | page first sound ms | server ttfa_ms | page − server ms | worklet got |")
-    print("|---|---|---|---|---|---|---|")
-    for voice, text, ttfa, sound, server, got in rows:
+    print("| voice | text | page TTFA ms | page first sound ms | server ttfa_ms | page − server ms "
+          "| worklet got | underruns | rtf |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for voice, text, ttfa, sound, server, got, underruns, rtf in rows:
         short = text if len(text) <= 40 else text[:37] + "…"
-        print(f"| {voice} | {short} | {ttfa:.1f} | {sound:.1f} | {server:.1f} | {ttfa - server:.1f} | {got:.1%} |")
+        print(f"| {voice} | {short} | {ttfa:.1f} | {sound:.1f} | {server:.1f} | {ttfa - server:.1f} "
+              f"| {got:.1%} | {underruns} | {rtf:.2f} |")
     print()
     for voice in args.voices.split(","):
         mine = [r for r in rows if r[0] == voice]
         med = [statistics.median(r[i] for r in mine) for i in (2, 3, 4)]
         print(f"{voice}: median page TTFA {med[0]:.1f} ms, first sound {med[1]:.1f} ms, "
               f"server ttfa_ms {med[2]:.1f} ms (page − server {med[0] - med[2]:.1f} ms)")
-    print(f"underruns over the run: {underruns}")
     return 0
 
 

@@ -268,6 +268,62 @@ def test_type_along_speaks_before_the_text_is_finished(server: ServerThread, new
     assert page.input_value("#text") == ""  # ready for the next line
 
 
+# A recorder for the worklet's output: every render quantum it hears, posted back whole.
+RECORDER = """
+class Recorder extends AudioWorkletProcessor {
+  process(inputs) {
+    const ch = inputs[0][0];
+    this.port.postMessage(ch ? ch.slice() : new Float32Array(128));
+    return true;
+  }
+}
+registerProcessor("recorder", Recorder);
+"""
+
+
+def test_an_underrun_is_counted_and_faded_not_a_click(server: ServerThread, new_page) -> None:  # type: ignore[no-untyped-def]
+    """A 250 Hz tone fed to the real worklet with a 300 ms hole in it, and then flushed
+    mid-tone: the recorded output must change by no more than a tone sample does (plus
+    the fade step), where a hard cut would jump by up to its amplitude."""
+    page = new_page()
+    page.goto(server.http + "/")
+    wait_ready(page)
+    result = page.evaluate(
+        """async (recorder) => {
+            const { Player } = await import('/js/player.js');
+            const p = new Player({ prebufferMs: 60 });
+            await p.open(24000);
+            await p.ctx.audioWorklet.addModule(URL.createObjectURL(new Blob([recorder], {type: 'text/javascript'})));
+            const rec = new AudioWorkletNode(p.ctx, 'recorder');
+            const mute = p.ctx.createGain(); mute.gain.value = 0;
+            p.node.connect(rec); rec.connect(mute); mute.connect(p.ctx.destination);
+            const got = []; rec.port.onmessage = (e) => got.push(e.data);
+            const tone = (n, start) => Float32Array.from({length: n}, (_, i) => 0.5 * Math.sin(2 * Math.PI * 250 * (start + i) / 24000));
+            const sleep = (ms) => new Promise(r => setTimeout(r, ms));
+            // 4830 samples end mid-wave (50.3 cycles), where a cut would be loud.
+            p.push('x', tone(4830, 0));
+            await sleep(500);                       // the hole: the queue runs dry
+            p.push('x', tone(24000, 4830));         // a second of tone, then flush mid-way
+            await sleep(400);
+            await p.flush();
+            await sleep(200);
+            const out = new Float32Array(got.reduce((n, c) => n + c.length, 0));
+            let o = 0; for (const c of got) { out.set(c, o); o += c.length; }
+            let jump = 0, peak = 0;
+            for (let i = 1; i < out.length; i++) { jump = Math.max(jump, Math.abs(out[i] - out[i - 1])); peak = Math.max(peak, Math.abs(out[i])); }
+            const st = p.status;
+            await p.ctx.close();
+            return { jump, peak, underruns: st.underruns, tail: Array.from(out.slice(-2400)).some(v => v !== 0) };
+        }""",
+        RECORDER,
+    )
+    step = 0.5 * 2 * 3.14159 * 250 / 24000  # the largest change between two tone samples
+    assert result["peak"] > 0.45, result  # the tone was heard
+    assert result["underruns"] == 1, result
+    assert result["jump"] < step + 0.5 / 64 + 0.01, result  # faded: no click at the hole or the flush
+    assert not result["tail"], result  # silent after the flush
+
+
 # ---------------------------------------------------------------- restart
 
 

@@ -138,6 +138,8 @@ els.stop.addEventListener("click", stop);
 
 els.typealong.addEventListener("change", () => {
   const on = els.typealong.checked;
+  // An unflushed utterance would hold back every later one on this connection.
+  if (typing) client.flush(typing.id);
   typing = null;
   els.speak.disabled = on || client.conn.state !== "ready";
   els.text.value = "";

@@ -134,6 +134,7 @@ class RttsPlayer extends AudioWorkletProcessor {
         this.fadeIn = FADE;
       }
       if (this.playing) this.render(out, n);
+      else if (this.current !== null) this.starved += n; // mid-utterance, waiting to refill
     }
 
     this.sinceStatus += n;
@@ -142,8 +143,15 @@ class RttsPlayer extends AudioWorkletProcessor {
   }
 
   render(out, n) {
+    // If more audio is expected but fewer than a quantum plus a fade are queued, this
+    // quantum is the last before the queue runs dry: play what there is, fading out at
+    // its end. (Waiting until it is empty would cut at full amplitude whenever a chunk
+    // ends on a quantum boundary, and frames often do.)
+    const last = this.chunks.length ? this.chunks[this.chunks.length - 1].id : this.current;
+    const starving = last !== null && !this.ended.has(last) && this.buffered < n + FADE;
+    const want = starving ? Math.min(n, this.buffered) : n;
     let i = 0;
-    while (i < n && this.chunks.length) {
+    while (i < want && this.chunks.length) {
       const c = this.chunks[0];
       if (c.id !== this.current) {
         if (this.current !== null && !this.hasQueued(this.current)) {
@@ -152,7 +160,7 @@ class RttsPlayer extends AudioWorkletProcessor {
         this.current = c.id;
         this.port.postMessage({ type: "start", id: c.id, frame: currentFrame + i });
       }
-      const take = Math.min(n - i, c.data.length - c.off);
+      const take = Math.min(want - i, c.data.length - c.off);
       for (let k = 0; k < take; k++) {
         let s = c.data[c.off + k];
         if (this.fadeIn > 0) s *= 1 - this.fadeIn-- / FADE;
@@ -164,21 +172,20 @@ class RttsPlayer extends AudioWorkletProcessor {
       this.played.set(c.id, (this.played.get(c.id) || 0) + take);
       if (c.off >= c.data.length) this.chunks.shift();
     }
-    if (i < n) {
-      // The queue ran dry inside this render quantum.
-      const id = this.current;
-      if (id !== null && !this.ended.has(id)) {
-        this.underruns++;
-        // This stream arrives slower than it plays: wait for more before resuming, so
-        // one gap is not followed by many (an adaptive jitter buffer, reset per utterance).
-        this.refill = Math.min(this.refill * 2, Math.round(sampleRate * MAX_REFILL_S));
-        this.starved += n - i;
-        const fade = Math.min(FADE, i);
-        for (let k = 0; k < fade; k++) out[i - fade + k] *= 1 - (k + 1) / fade;
-      } else if (id !== null) {
-        this.finish("done", id);
-        this.current = null;
-      }
+    if (starving) {
+      this.underruns++;
+      // This stream arrives slower than it plays: wait for more before resuming, so
+      // one gap is not followed by many (an adaptive jitter buffer, reset per utterance).
+      this.refill = Math.min(this.refill * 2, Math.round(sampleRate * MAX_REFILL_S));
+      this.starved += n - i;
+      const fade = Math.min(FADE, i);
+      for (let k = 0; k < fade; k++) out[i - fade + k] *= 1 - (k + 1) / fade;
+      this.playing = false;
+      this.dirty = true;
+    } else if (i < n) {
+      // Everything queued is played and the utterance is complete.
+      if (this.current !== null) this.finish("done", this.current);
+      this.current = null;
       this.playing = false;
       this.dirty = true;
     }
