@@ -18,7 +18,7 @@ from typing import Protocol as TypingProtocol
 
 import numpy as np
 
-from . import admission, audio, protocol
+from . import access, audio, protocol
 from .config import Config
 from .engines.base import VoiceInfo
 from .jobs import Job, JobAudio, JobDone, JobEvent, JobFailed
@@ -216,7 +216,7 @@ class Session:
             effects = self._cancel_all() if msg.interrupt else []
             utt = self._new_utterance(msg.id, msg.text, msg.voice, msg.lang, msg.speed)
             text = markup.render(msg.text)
-            utt.units.extend(split_units(text))
+            utt.units.extend(split_units(text, first_max_chars=self._config.first_unit_chars(utt.voice.engine)))
             if not utt.units:
                 raise ProtocolError(ErrorCode.BAD_MESSAGE, "text has nothing to speak", msg.id)
             for seg in segment(text, utt.lang, utt.voice.langs[0]):
@@ -227,7 +227,7 @@ class Session:
             utt = self.utterances.get(msg.id)
             if utt is None:
                 utt = self._new_utterance(msg.id, msg.text, msg.voice, msg.lang, msg.speed)
-                utt.buffer = UnitBuffer()
+                utt.buffer = UnitBuffer(first_max_chars=self._config.first_unit_chars(utt.voice.engine))
                 utt.markup = markup.MarkupStream()
                 self.utterances[utt.id] = utt
             elif utt.buffer is None:
@@ -255,7 +255,7 @@ class Session:
 
     def _hello(self, msg: protocol.Hello) -> list[Effect]:
         if not self.authorized:
-            if not admission.token_ok(msg.token, self._config.token or ""):
+            if not access.token_ok(msg.token, self._config.token or ""):
                 raise ProtocolError(ErrorCode.UNAUTHORIZED, "missing or wrong token")
             self.authorized = True
         if msg.voice is not None:

@@ -289,6 +289,6 @@ def _make_engines(found: _Found, cache_dir: Path, threads: int, old: dict[str, E
     for key, (model, config) in found.piper.items():
         piper = old.get(key)
         if not (isinstance(piper, PiperEngine) and piper.model_path == model and piper.config == config):
-            piper = PiperEngine(key, model, config, threads)
+            piper = PiperEngine(key, model, config, threads, cache_dir=cache_dir)
         engines[key] = piper
     return engines

@@ -363,7 +363,7 @@ def test_mixed_text_goes_to_each_languages_voice_with_seamless_audio(rate):
 
 
 def test_segments_within_a_unit_are_marked_and_keep_one_voice_when_it_speaks_both():
-    session = make_mixed()
+    session = make_mixed(first_unit_chars_kokoro=40)  # the whole sentence is one unit
     effects, jobs = speak_all_jobs(session, send(session, type="speak", id="m", text="请打开 Bluetooth 设置。", voice="kokoro/z"))
     assert [(j.voice.id, j.lang) for j in jobs] == [("kokoro/z", "zh"), ("kokoro/z", "en"), ("kokoro/z", "zh")]
     marks = sent(effects, protocol.Mark)
