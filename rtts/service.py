@@ -166,8 +166,9 @@ class Service:
         model = self.registry.voices[self.registry.default_voice].model
         self.worker.preload(model, lambda ok: done.done() or done.set_result(ok))
         if any(v.engine == "kokoro" for v in self.registry.voices.values()):
-            # The Mandarin and Japanese front ends take seconds to load; pay that before ready too.
-            await asyncio.to_thread(kokoro_langs.warm_up().join)
+            # The Mandarin and Japanese front ends take seconds to load: start now, in a daemon
+            # thread that neither delays ready nor holds up shutdown.
+            kokoro_langs.warm_up()
         return await done
 
     async def rescan(self) -> tuple[list[str], list[str]]:
@@ -289,8 +290,9 @@ class _CatalogView:
         model = self.registry.voices[self.registry.default_voice].model
         self.worker.preload(model, lambda ok: done.done() or done.set_result(ok))
         if any(v.engine == "kokoro" for v in self.registry.voices.values()):
-            # The Mandarin and Japanese front ends take seconds to load; pay that before ready too.
-            await asyncio.to_thread(kokoro_langs.warm_up().join)
+            # The Mandarin and Japanese front ends take seconds to load: start now, in a daemon
+            # thread that neither delays ready nor holds up shutdown.
+            kokoro_langs.warm_up()
         return await done
 
     async def rescan(self) -> tuple[list[str], list[str]]:
