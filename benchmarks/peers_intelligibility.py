@@ -34,16 +34,19 @@ SHARED_TOOLS = REPO_ROOT.parent / "shared" / "tools"
 KOKORO_LANG = {"en": "en-us", "zh": "cmn", "ja": "ja"}
 
 
-def load_sentences(path: Path) -> list[tuple[tuple[str, ...], str]]:
-    """``{lang: [text | [text, [langs]]]}`` files, as benchmarks/intelligibility.py reads them."""
+def load_sentences(path: Path) -> list[tuple[tuple[str, ...], str, str]]:
+    """(langs, text, scoring reference) from ``{lang: [text | [text, [langs]] | {text, ref?, langs?}]}``
+    files, as benchmarks/intelligibility.py reads them."""
     out = []
     for f in sorted(path.glob("*.json")) if path.is_dir() else [path]:
         for key, entries in json.loads(f.read_text(encoding="utf-8")).items():
             for entry in entries:
                 if isinstance(entry, str):
-                    out.append(((key,), entry))
+                    out.append(((key,), entry, entry))
+                elif isinstance(entry, dict):
+                    out.append((tuple(entry.get("langs") or (key,)), entry["text"], entry.get("ref") or entry["text"]))
                 else:
-                    out.append((tuple(entry[1]), entry[0]))
+                    out.append((tuple(entry[1]), entry[0], entry[0]))
     return out
 
 
@@ -89,6 +92,8 @@ def main() -> int:
     p.add_argument("--sentences", type=Path, default=REPO_ROOT / "benchmarks" / "sentences")
     p.add_argument("--out", type=Path, default=Path("/tmp/peers-intel"))
     p.add_argument("--json", type=Path)
+    p.add_argument("--score-only", action="store_true", help="score the WAVs already in --out again")
+    p.add_argument("--langs", type=lambda v: set(v.split(",")), help="only sentences in these languages")
     p.add_argument("--kokoro-model", type=Path, default=Path.home() / ".cache" / "rtts" / "kokoro-v1.0.int8.onnx",
                    help="the Kokoro v1.0 int8 model (rtts assembles it here on first use)")
     p.add_argument("--scorer-python", default="/work/asr-venv/bin/python")
@@ -96,19 +101,24 @@ def main() -> int:
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     sentences = load_sentences(args.sentences)
-    systems = {"piper-tts joe": piper_system(), "kokoro-onnx jf_alpha": kokoro_system(args.kokoro_model)}
+    if args.score_only:
+        systems = {"piper-tts joe": (None, ("en",)), "kokoro-onnx jf_alpha": (None, ("en", "zh", "ja"))}
+    else:
+        systems = {"piper-tts joe": piper_system(), "kokoro-onnx jf_alpha": kokoro_system(args.kokoro_model)}
     items, rows = [], []
     for name, (speak, langs) in systems.items():
-        for i, (slangs, text) in enumerate(sentences):
+        for i, (slangs, text, ref) in enumerate(sentences):
             lang = slangs[0]
-            if lang not in langs:
+            if lang not in langs or (args.langs and lang not in args.langs):
                 continue
-            samples, rate = speak(text, lang)
             wav = args.out / f"{name.split()[0]}-{i:03d}.wav"
-            write_wav(wav, samples, rate)
-            items.append({"lang": lang, "text": text, "wav": str(wav)})
+            if speak is not None:
+                samples, rate = speak(text, lang)
+                write_wav(wav, samples, rate)
+            elif not wav.exists():
+                continue
+            items.append({"lang": lang, "text": ref, "wav": str(wav)})
             rows.append((name, "+".join(slangs)))
-            print(f"{name} {'+'.join(slangs)}: {len(samples) / rate:.2f} s", file=sys.stderr)
     items_path = args.out / "items.json"
     items_path.write_text(json.dumps(items, ensure_ascii=False, indent=1), encoding="utf-8")
     proc = subprocess.run(
