@@ -41,7 +41,7 @@ import threading
 import time
 import urllib.request
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 

@@ -143,6 +143,8 @@ def parse_lang_voices(raw: str) -> tuple[tuple[str, str], ...]:
             raise ValueError(f"lang-voices entry {item!r} is not lang=voice")
         pairs.append((lang.strip().lower(), voice.strip()))
     return tuple(pairs)
+
+
 def _words(raw: str) -> tuple[str, ...]:
     """A comma- or space-separated list, as flags and environment variables give it."""
     return tuple(w for w in re.split(r"[,\s]+", raw) if w)
@@ -194,7 +196,6 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "first_unit_chars_piper": (int, "longest first unit of a Piper utterance (sets time to first audio)"),
     "first_unit_chars_kokoro": (int, "longest first unit of a Kokoro utterance (sets time to first audio)"),
 }
-
 
 
 def add_flags(parser: argparse.ArgumentParser, names: list[str] | None = None) -> None:
