@@ -252,7 +252,7 @@ def run_peers(python: str, repeats: int, workdir: Path) -> dict[str, dict]:
 
     config = Config()  # the same model files the server used, from the same defaults
     assert config.cache_dir is not None
-    registry = VoiceRegistry.discover(config.models_dir, config.cache_dir)
+    registry = VoiceRegistry.discover(config.models_dir, config.cache_dir, threads=2)
     piper_model = registry.engines[registry.voices[PIPER].model].model_path  # type: ignore[attr-defined]
     kokoro = registry.engines["kokoro"]
     assert isinstance(kokoro, KokoroEngine)
