@@ -51,7 +51,9 @@ class Config:
     sample_rate: int = 24000
     format: str = "pcm16"
     frame_ms: int = 20
-    # Who may connect (rtts/admission.py).
+    # Default voice per language, for text the chosen voice cannot speak: ((lang, voice id), ...).
+    lang_voices: tuple[tuple[str, str], ...] = (("zh", "kokoro/jm_kumo"), ("ja", "kokoro/jf_alpha"))
+    # Who may connect (rtts/access.py).
     allow_origin: tuple[str, ...] = ()  # empty: the page's own origin and localhost; "*": any
     max_connections: int = 64
     max_connections_per_ip: int = 16
@@ -132,6 +134,15 @@ class Config:
         }
 
 
+def parse_lang_voices(raw: str) -> tuple[tuple[str, str], ...]:
+    """``"zh=kokoro/jm_kumo,ja=kokoro/jf_alpha"`` → ((lang, voice), ...); ValueError when malformed."""
+    pairs = []
+    for item in filter(None, (p.strip() for p in raw.split(","))):
+        lang, sep, voice = item.partition("=")
+        if not sep or not lang.strip() or not voice.strip():
+            raise ValueError(f"lang-voices entry {item!r} is not lang=voice")
+        pairs.append((lang.strip().lower(), voice.strip()))
+    return tuple(pairs)
 def _words(raw: str) -> tuple[str, ...]:
     """A comma- or space-separated list, as flags and environment variables give it."""
     return tuple(w for w in re.split(r"[,\s]+", raw) if w)
@@ -164,6 +175,10 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "sample_rate": (int, "default output sample rate"),
     "format": (str, "default output format: pcm16, f32 or mulaw"),
     "frame_ms": (int, "default audio frame length in ms"),
+    "lang_voices": (
+        parse_lang_voices,
+        "default voice per language for text the chosen voice cannot speak, e.g. zh=kokoro/jm_kumo,ja=kokoro/jf_alpha",
+    ),
     "allow_origin": (_words, "browser origins allowed to connect, comma-separated, or * (default: own and localhost)"),
     "max_connections": (int, "WebSocket connections in total; more get HTTP 503"),
     "max_connections_per_ip": (int, "WebSocket connections per client address; more get HTTP 429"),
@@ -179,6 +194,7 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "first_unit_chars_piper": (int, "longest first unit of a Piper utterance (sets time to first audio)"),
     "first_unit_chars_kokoro": (int, "longest first unit of a Kokoro utterance (sets time to first audio)"),
 }
+
 
 
 def add_flags(parser: argparse.ArgumentParser, names: list[str] | None = None) -> None:

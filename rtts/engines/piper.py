@@ -34,6 +34,8 @@ from rtts.engines.vits_split import SplitError, cached_split, split_vits
 from rtts.engines.trim import trim_silence
 from rtts.g2p import espeak
 from rtts.g2p.split import split_phonemes
+from rtts.text.lexicon import split_phonemes as split_lexicon
+from rtts.text.normalize_en import normalize_en
 
 __all__ = ["PiperConfig", "PiperEngine", "phoneme_ids", "window_bounds"]
 
@@ -236,8 +238,19 @@ class PiperEngine:
         ort.release_memory()
 
     def phonemize(self, text: str) -> str:
-        """espeak-ng IPA for ``text`` in this voice's espeak voice, as Piper feeds it."""
-        return espeak.phonemize(text, self.config.espeak_voice)
+        """espeak-ng IPA for ``text`` in this voice's espeak voice, as Piper feeds it.
+
+        English text is normalized first (numbers, dates, money...); lexicon phonemes
+        pass through as written.
+        """
+        english = self.config.language == "en"
+
+        def g2p(piece: str) -> str:
+            return espeak.phonemize(normalize_en(piece) if english else piece, self.config.espeak_voice)
+
+        return " ".join(
+            p.strip() for p in (piece if ph else g2p(piece) for ph, piece in split_lexicon(text)) if p.strip()
+        )
 
     def synthesize(self, text: str, voice: VoiceInfo, lang: str, speed: float) -> Iterator[np.ndarray]:
         if not (math.isfinite(speed) and speed > 0):

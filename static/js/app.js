@@ -1,0 +1,357 @@
+// The try-it page: controls, live figures and history around one RttsClient.
+
+import { RttsClient, watchReadyz } from "./client.js";
+import { wavBlob } from "./wav.js";
+
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+const saved = loadSettings();
+
+const client = new RttsClient({
+  token: params.get("token") || saved.token || "",
+  voice: params.get("voice") || saved.voice || "",
+  lang: saved.lang || "",
+  speed: Number(saved.speed || 1),
+  sampleRate: Number(params.get("rate") || saved.sampleRate || 24000),
+});
+window.rtts = client; // the tests (and curious people) read window.rtts.stats
+
+const els = {
+  text: $("text"), voice: $("voice"), lang: $("lang"), speed: $("speed"), speedOut: $("speed-out"),
+  rate: $("rate"), speak: $("speak"), stop: $("stop"), typealong: $("typealong"), download: $("download"),
+  caption: $("caption"), notice: $("notice"), conn: $("conn"), retry: $("retry"), token: $("token"),
+  history: $("history"), connSettings: $("conn-settings"),
+};
+
+// ------------------------------------------------------------ settings
+
+function loadSettings() {
+  try {
+    return JSON.parse(localStorage.getItem("rtts.settings") || "{}");
+  } catch {
+    return {};
+  }
+}
+
+function saveSettings() {
+  const s = client.settings;
+  const keep = { voice: s.voice, lang: s.lang, speed: s.speed, sampleRate: s.sampleRate, token: s.token };
+  try {
+    localStorage.setItem("rtts.settings", JSON.stringify(keep));
+  } catch {
+    // private mode: settings simply do not stick
+  }
+}
+
+els.speed.value = client.settings.speed;
+els.rate.value = String(client.settings.sampleRate);
+els.token.value = client.settings.token;
+showSpeed();
+
+function showSpeed() {
+  els.speedOut.textContent = `${Number(els.speed.value).toFixed(2)}×`;
+}
+
+els.speed.addEventListener("input", () => {
+  showSpeed();
+  client.configure({ speed: Number(els.speed.value) });
+  saveSettings();
+});
+els.voice.addEventListener("change", () => {
+  client.configure({ voice: els.voice.value, lang: "" });
+  fillLangs();
+  saveSettings();
+});
+els.lang.addEventListener("change", () => {
+  client.configure({ lang: els.lang.value });
+  saveSettings();
+});
+els.rate.addEventListener("change", async () => {
+  if (client.live.size) await client.stop(); // audio of the old rate cannot go into the new context
+  client.configure({ sampleRate: Number(els.rate.value) });
+  saveSettings();
+});
+els.token.addEventListener("change", () => {
+  client.configure({ token: els.token.value.trim() });
+  saveSettings();
+  client.conn.retryNow();
+});
+
+// ------------------------------------------------------------ voices
+
+function fillVoices(ready) {
+  const current = client.settings.voice && ready.voices.some((v) => v.id === client.settings.voice)
+    ? client.settings.voice : ready.default_voice;
+  els.voice.replaceChildren();
+  const groups = new Map();
+  for (const v of ready.voices) {
+    if (!groups.has(v.engine)) {
+      const g = document.createElement("optgroup");
+      g.label = v.engine;
+      groups.set(v.engine, g);
+      els.voice.append(g);
+    }
+    const label = `${v.name || v.id}${v.id === ready.default_voice ? " (default)" : ""}`;
+    groups.get(v.engine).append(new Option(label, v.id, false, v.id === current));
+  }
+  els.voice.disabled = false;
+  client.configure({ voice: current });
+  fillLangs();
+}
+
+function fillLangs() {
+  const ready = client.conn.ready;
+  const voice = ready && ready.voices.find((v) => v.id === els.voice.value);
+  const keep = client.settings.lang;
+  els.lang.replaceChildren(new Option("Voice default", ""));
+  for (const code of (voice && voice.langs) || []) els.lang.append(new Option(code, code, false, code === keep));
+  if (!els.lang.value) client.configure({ lang: "" });
+}
+
+// ------------------------------------------------------------ speak, stop, type along
+
+let typing = null; // {id, sent} while a type-along utterance is open
+
+function resumeAudio() {
+  client.player.resume().catch(() => {});
+}
+
+function speak() {
+  resumeAudio();
+  const text = els.text.value.trim();
+  if (!text) {
+    notice("Type something to speak first.");
+    els.text.focus();
+    return;
+  }
+  const id = client.speak(text);
+  if (id === null) notice("Not connected yet; try again in a moment.");
+}
+
+async function stop() {
+  typing = null;
+  await client.stop();
+}
+
+els.speak.addEventListener("click", speak);
+els.stop.addEventListener("click", stop);
+
+els.typealong.addEventListener("change", () => {
+  const on = els.typealong.checked;
+  // An unflushed utterance would hold back every later one on this connection.
+  if (typing) client.flush(typing.id);
+  typing = null;
+  els.speak.disabled = on || client.conn.state !== "ready";
+  els.text.value = "";
+  els.text.placeholder = on ? "Start typing: each clause is spoken as soon as it is complete. Enter finishes." : "";
+  $("text-hint").textContent = on ? "Enter finishes the utterance · Esc stops" : "Ctrl+Enter speaks · Esc stops";
+  els.text.focus();
+});
+
+els.text.addEventListener("input", () => {
+  if (!els.typealong.checked) return;
+  resumeAudio();
+  const value = els.text.value;
+  if (!typing) typing = { id: client.newTypingId(), sent: "" };
+  if (!value.startsWith(typing.sent)) {
+    // Sent text cannot be taken back; only what is typed at the end is spoken.
+    notice("Only text added at the end is spoken in type-along mode.");
+    typing.sent = value;
+    return;
+  }
+  const delta = value.slice(typing.sent.length);
+  if (!delta) return;
+  if (client.append(typing.id, delta)) {
+    typing.sent = value;
+  } else if (client.utterances.has(typing.id)) {
+    // That utterance is over (the server went away, or refused it): what is typed from
+    // here on starts a new one.
+    typing = { id: client.newTypingId(), sent: value };
+  }
+});
+
+function finishTyping() {
+  if (typing && client.flush(typing.id)) els.text.value = "";
+  typing = null;
+}
+
+els.text.addEventListener("keydown", (e) => {
+  if (els.typealong.checked && e.key === "Enter" && !e.shiftKey) {
+    e.preventDefault();
+    finishTyping();
+  } else if (!els.typealong.checked && e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
+    e.preventDefault();
+    speak();
+  }
+});
+
+document.addEventListener("keydown", (e) => {
+  if (e.key === "Escape") {
+    e.preventDefault();
+    stop();
+  }
+});
+document.addEventListener("pointerdown", resumeAudio);
+
+els.download.addEventListener("click", () => {
+  const last = client.last;
+  if (!last || !last.chunks.length) return;
+  const url = URL.createObjectURL(wavBlob(last.chunks, last.rate));
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = `rtts-${last.id}.wav`;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
+});
+
+// ------------------------------------------------------------ connection state
+
+const STATE_TEXT = {
+  connecting: "Connecting…",
+  ready: "Connected",
+  reconnecting: "Server unreachable",
+  unauthorized: "Token refused",
+};
+
+function showConnection() {
+  const state = client.conn.state;
+  let text = STATE_TEXT[state] || state;
+  if (state === "reconnecting" || state === "unauthorized") {
+    const secs = Math.max(0, Math.ceil((client.conn.retryAt - performance.now()) / 1000));
+    text += ` — retrying in ${secs} s`;
+  }
+  els.conn.textContent = text;
+  els.conn.dataset.state = state;
+  els.retry.hidden = !(state === "reconnecting" || state === "unauthorized");
+  $("f-conn").textContent = text;
+  const ready = state === "ready";
+  els.speak.disabled = !ready || els.typealong.checked;
+  if (state === "unauthorized") els.connSettings.open = true;
+}
+
+client.addEventListener("state", showConnection);
+setInterval(() => {
+  if (client.conn.state !== "ready") showConnection();
+}, 500);
+els.retry.addEventListener("click", () => client.conn.retryNow());
+
+client.addEventListener("ready", (e) => {
+  fillVoices(e.detail);
+  $("f-loaded").textContent = e.detail.loaded.length ? e.detail.loaded.join(", ") : "none yet";
+  hideNotice();
+});
+
+client.addEventListener("start", (e) => {
+  const wait = e.detail.expectedWaitMs;
+  if (wait !== null && wait > 1000) notice(`Speech starts in about ${(wait / 1000).toFixed(1)} s: a voice is loading or other streams go first.`);
+});
+
+client.addEventListener("error", (e) => {
+  const err = e.detail;
+  notice(`${err.code}: ${err.message}`);
+});
+
+watchReadyz((body) => {
+  if (!body) return; // the socket's state already says the server is down
+  $("f-loaded").textContent = body.loaded.length ? body.loaded.join(", ") : "none (loads on first use)";
+  $("f-loading").textContent = body.loading.length ? body.loading.join(", ") : "—";
+});
+
+// ------------------------------------------------------------ figures
+
+let notices = 0;
+function notice(text) {
+  els.notice.textContent = text;
+  els.notice.hidden = false;
+  const mine = ++notices;
+  setTimeout(() => { if (mine === notices) hideNotice(); }, 6000);
+}
+
+function hideNotice() {
+  els.notice.hidden = true;
+}
+
+const ms = (v) => (v === null || v === undefined ? "—" : `${Math.round(v)} ms`);
+
+function latest() {
+  let rec = null;
+  for (const r of client.utterances.values()) rec = r;
+  return rec;
+}
+
+let scheduled = false;
+function refresh() {
+  if (scheduled) return;
+  scheduled = true;
+  requestAnimationFrame(() => {
+    scheduled = false;
+    const st = client.stats;
+    $("f-buffered").textContent = ms(st.bufferedMs);
+    $("f-underruns").textContent = st.underruns ? `${st.underruns} (${Math.round(st.starvedMs)} ms silent)` : "0";
+    $("f-rtt").textContent = client.conn.rttMs === null ? "—" : `${client.conn.rttMs.toFixed(1)} ms`;
+    $("f-audio").textContent = `${st.audio}${st.sampleRate ? ` · ${st.sampleRate} Hz` : ""}`;
+    $("f-stop").textContent = ms(st.lastStopMs);
+    const rec = latest();
+    els.stop.disabled = !(client.live.size || st.bufferedMs > 0);
+    els.download.disabled = !(client.last && client.last.chunks.length);
+    if (!rec) return;
+    $("f-ttfa").textContent = ms(rec.ttfaMs);
+    $("f-sound").textContent = ms(rec.firstSoundMs);
+    $("f-sttfa").textContent = ms(rec.serverTtfaMs);
+    $("f-wait").textContent = ms(rec.expectedWaitMs);
+    $("f-samples").textContent = rec.sent ? `${rec.received} of ${rec.sent} (${((100 * rec.received) / rec.sent).toFixed(1)} %)` : "—";
+    $("e-reason").textContent = rec.reason ? rec.reason + (rec.error ? ` (${rec.error.code})` : "") : "speaking…";
+    $("e-queue").textContent = rec.stats ? ms(rec.stats.queue_ms) : "—";
+    $("e-audio").textContent = rec.stats ? ms(rec.stats.audio_ms) : "—";
+    $("e-rtf").textContent = rec.stats ? rec.stats.rtf.toFixed(3) : "—";
+  });
+}
+
+for (const type of ["status", "state", "utterance", "firstaudio", "end", "stopped", "sounddone", "audiostate"]) {
+  client.addEventListener(type, refresh);
+}
+
+client.addEventListener("caption", (e) => {
+  els.caption.textContent = e.detail ? e.detail.text : "";
+});
+
+function historyRow(rec) {
+  const tr = document.createElement("tr");
+  tr.id = `h-${rec.id}`;
+  const text = rec.text.length > 80 ? `${rec.text.slice(0, 77)}…` : rec.text;
+  const cells = [
+    text,
+    rec.reason + (rec.error ? ` (${rec.error.code})` : ""),
+    `${ms(rec.ttfaMs)} / ${ms(rec.serverTtfaMs)}`,
+    rec.stats ? ms(rec.stats.audio_ms) : "—",
+    rec.stats ? rec.stats.rtf.toFixed(3) : "—",
+    rec.sent ? `${((100 * rec.received) / rec.sent).toFixed(1)} %` : "—",
+  ];
+  for (const c of cells) {
+    const td = document.createElement("td");
+    td.textContent = c;
+    tr.append(td);
+  }
+  return tr;
+}
+
+function addHistory(rec) {
+  const old = document.getElementById(`h-${rec.id}`);
+  if (old) old.replaceWith(historyRow(rec));
+  else els.history.prepend(historyRow(rec));
+  for (const empty of els.history.querySelectorAll("tr.empty")) empty.remove();
+  while (els.history.children.length > 20) els.history.lastChild.remove();
+}
+
+client.addEventListener("end", (e) => addHistory(e.detail));
+// `received` is final only once the worklet has played (or dropped) the last sample.
+client.addEventListener("sounddone", (e) => {
+  const rec = client.utterances.get(e.detail.id);
+  if (rec && rec.reason) addHistory(rec);
+});
+
+$("kiosk-link").href = `/kiosk${client.settings.token ? `?token=${encodeURIComponent(client.settings.token)}` : ""}`;
+client.start();
+showConnection();

@@ -1,0 +1,313 @@
+// The page's model of an rtts session: a Connection, a Player, and one record per
+// utterance with everything the page shows and the tests read (window.rtts.stats).
+//
+// Time to first audio is measured here, on the page's own clock, from the moment the
+// request is handed to the socket: `ttfaMs` to the first `audio` frame received and
+// `firstSoundMs` to the worklet starting to play it. The server's own `ttfa_ms` (from
+// `end.stats`) is kept next to them for comparison.
+
+import { Connection, wsUrl } from "./connection.js";
+import { Player, decodeFrame } from "./player.js";
+
+let counter = 0;
+function newId(prefix) {
+  counter += 1;
+  return `${prefix}${counter}-${Math.random().toString(36).slice(2, 6)}`;
+}
+
+export class RttsClient extends EventTarget {
+  // settings: {token, voice, lang, speed, sampleRate, prebufferMs}; voice/lang/speed
+  // go with each utterance, sampleRate and token with `hello`.
+  constructor(settings = {}) {
+    super();
+    this.settings = { prebufferMs: 60, ...settings };
+    this.utterances = new Map(); // id -> record, in creation order
+    this.live = new Set(); // ids the server has not ended yet
+    this.last = null; // {id, rate, chunks} audio of the most recent utterance, for WAV
+    this.caption = null; // {id, text, index}
+    this.player = new Player({ prebufferMs: this.settings.prebufferMs });
+    this.conn = new Connection({ url: settings.url || wsUrl(), hello: () => this._hello() });
+    this.conn.addEventListener("message", (e) => this._onMessage(e.detail));
+    this.conn.addEventListener("state", (e) => this._emit("state", e.detail));
+    this.conn.addEventListener("closed", () => this._onDisconnect());
+    this.player.addEventListener("status", (e) => this._onStatus(e.detail));
+    this.player.addEventListener("start", (e) => this._onSoundStart(e.detail));
+    this.player.addEventListener("done", (e) => this._onSoundDone(e.detail));
+    this.player.addEventListener("state", () => this._emit("audiostate", { state: this.audioState }));
+    this.maxRecords = 200; // an unattended page must not grow without bound
+  }
+
+  start() {
+    this.conn.connect();
+  }
+
+  get audioState() {
+    return this.player.ctx ? this.player.ctx.state : "closed";
+  }
+
+  // Applies new settings; a new sample rate or token needs a new `hello`.
+  configure(changes) {
+    const rehello = ("sampleRate" in changes && changes.sampleRate !== this.settings.sampleRate)
+      || ("token" in changes && changes.token !== this.settings.token);
+    Object.assign(this.settings, changes);
+    if (rehello) this.conn.rehello();
+  }
+
+  _hello() {
+    const s = this.settings;
+    const msg = { format: "pcm16", frame_ms: 20 };
+    if (s.token) msg.token = s.token;
+    if (s.sampleRate) msg.sample_rate = Number(s.sampleRate);
+    return msg;
+  }
+
+  _voiceFields() {
+    const s = this.settings;
+    const out = {};
+    if (s.voice) out.voice = s.voice;
+    if (s.lang) out.lang = s.lang;
+    if (s.speed && Number(s.speed) !== 1) out.speed = Number(s.speed);
+    return out;
+  }
+
+  _record(id, text, mode) {
+    const rec = {
+      id, text, mode, sentAt: performance.now(), flushAt: null,
+      started: false, voice: null, marks: [], sent: 0, received: 0, played: 0,
+      ttfaMs: null, firstSoundMs: null, serverTtfaMs: null, firstFrameAt: null, expectedWaitMs: null,
+      reason: null, stats: null, error: null, cancelled: false, stopMs: null,
+    };
+    this.utterances.set(id, rec);
+    this.live.add(id);
+    while (this.utterances.size > this.maxRecords) {
+      const oldest = this.utterances.keys().next().value;
+      if (this.live.has(oldest)) break;
+      this.utterances.delete(oldest);
+    }
+    return rec;
+  }
+
+  // One whole utterance. Returns its id, or null when not connected.
+  speak(text, { interrupt = false, id = newId("u") } = {}) {
+    if (this.conn.state !== "ready") return null;
+    if (interrupt) {
+      this._dropLocal(); // the server cancels them; do not play what is queued here
+      this.player.flush();
+    }
+    const rec = this._record(id, text, "speak");
+    const msg = { type: "speak", id, text, ...this._voiceFields() };
+    if (interrupt) msg.interrupt = true;
+    rec.sentAt = performance.now();
+    this.conn.send(msg);
+    this._emit("utterance", rec);
+    return id;
+  }
+
+  // Type-along: `append` creates the utterance on first use; `flush` finishes it.
+  append(id, text) {
+    if (!text || this.conn.state !== "ready") return false;
+    let rec = this.utterances.get(id);
+    if (rec && !this.live.has(id)) return false; // it ended (an error, a lost server): start anew
+    const msg = { type: "append", id, text };
+    if (!rec) {
+      rec = this._record(id, "", "typed");
+      Object.assign(msg, this._voiceFields());
+    }
+    rec.text += text;
+    this.conn.send(msg);
+    this._emit("utterance", rec);
+    return true;
+  }
+
+  flush(id) {
+    const rec = this.utterances.get(id);
+    if (!rec || !this.live.has(id)) return false;
+    rec.flushAt = performance.now();
+    this.conn.send({ type: "flush", id });
+    return true;
+  }
+
+  newTypingId() {
+    return newId("t");
+  }
+
+  // Stop: `cancel` everything on the server and silence the worklet now, without waiting
+  // for the server's `end`s. Resolves with the milliseconds until the output was silent.
+  async stop() {
+    const t0 = performance.now();
+    const ids = this._dropLocal();
+    this.conn.send({ type: "cancel" });
+    await this.player.flush();
+    const ms = performance.now() - t0;
+    for (const id of ids) this.utterances.get(id).stopMs = ms;
+    this.lastStopMs = ms;
+    this._setCaption(null);
+    this._emit("stopped", { ms, ids });
+    return ms;
+  }
+
+  _dropLocal() {
+    const ids = [...this.live];
+    for (const id of ids) this.utterances.get(id).cancelled = true;
+    return ids;
+  }
+
+  _onMessage(msg) {
+    const rec = msg.id !== undefined ? this.utterances.get(msg.id) : undefined;
+    switch (msg.type) {
+      case "ready":
+        this.player.open(msg.sample_rate).catch((err) => this._emit("error", { code: "audio", message: String(err) }));
+        this._emit("ready", msg);
+        break;
+      case "start":
+        if (rec) {
+          Object.assign(rec, { started: true, voice: msg.voice, format: msg.format, rate: msg.sample_rate });
+          rec.expectedWaitMs = msg.expected_wait_ms ?? null;
+          this._emit("start", rec);
+        }
+        break;
+      case "audio":
+        if (rec) this._onAudio(rec, msg);
+        break;
+      case "mark":
+        if (rec) rec.marks.push({ pts: msg.pts, text: msg.text });
+        break;
+      case "end":
+        if (rec) {
+          rec.reason = msg.reason;
+          rec.stats = msg.stats || null;
+          if (rec.stats && rec.stats.ttfa_ms >= 0) rec.serverTtfaMs = rec.stats.ttfa_ms;
+          this.live.delete(msg.id);
+          if (!rec.cancelled) this.player.end(msg.id);
+          this._emit("end", rec);
+        }
+        break;
+      case "error":
+        if (rec) {
+          rec.error = { code: msg.code, message: msg.message };
+          if (!rec.started && this.live.has(rec.id)) {
+            // Refused before it started (bad request, or `busy` under admission
+            // control): no `end` will follow, so end it here.
+            rec.reason = "refused";
+            this.live.delete(rec.id);
+            this._emit("end", rec);
+          }
+        }
+        this._emit("error", msg);
+        break;
+    }
+  }
+
+  _onAudio(rec, msg) {
+    const samples = decodeFrame(msg.data, rec.format || this.conn.ready.format);
+    rec.sent += samples.length;
+    if (rec.firstFrameAt === null) {
+      rec.firstFrameAt = performance.now();
+      rec.ttfaMs = rec.firstFrameAt - rec.sentAt;
+      this.last = { id: rec.id, rate: rec.rate || this.conn.ready.sample_rate, chunks: [] };
+      this._emit("firstaudio", rec);
+    }
+    if (this.last && this.last.id === rec.id) this.last.chunks.push(samples.slice());
+    // Frames still in flight after Stop or an interrupt are dropped here, so they can
+    // never reach the speakers.
+    if (!rec.cancelled) this.player.push(rec.id, samples);
+  }
+
+  _onDisconnect() {
+    // Whatever was under way is gone with the server; let the worklet play out what it
+    // already has instead of waiting for frames that will not come.
+    for (const id of this.live) {
+      const rec = this.utterances.get(id);
+      rec.reason = "disconnected";
+      this.player.end(id);
+      this._emit("end", rec);
+    }
+    this.live.clear();
+  }
+
+  _onStatus(st) {
+    for (const [id, n] of Object.entries(st.received)) {
+      const rec = this.utterances.get(id);
+      if (rec) rec.received = n;
+    }
+    if (st.id !== null) {
+      const rec = this.utterances.get(st.id);
+      if (rec) {
+        rec.played = st.pos;
+        this._updateCaption(rec, st.pos);
+      }
+    }
+    this._emit("status", st);
+  }
+
+  _onSoundStart({ id }) {
+    const rec = this.utterances.get(id);
+    if (rec && rec.firstSoundMs === null) rec.firstSoundMs = performance.now() - rec.sentAt;
+  }
+
+  _onSoundDone({ id, received, played, flushed }) {
+    const rec = this.utterances.get(id);
+    if (rec) {
+      rec.received = Math.max(rec.received, received);
+      rec.played = played;
+    }
+    if (this.caption && this.caption.id === id) this._setCaption(null);
+    this._emit("sounddone", { id, flushed: Boolean(flushed) });
+  }
+
+  // The caption is the text of the last `mark` whose audio has started playing.
+  _updateCaption(rec, pos) {
+    let index = -1;
+    for (let i = 0; i < rec.marks.length; i++) if (rec.marks[i].pts <= pos) index = i;
+    if (index < 0) return;
+    if (this.caption && this.caption.id === rec.id && this.caption.index === index) return;
+    this._setCaption({ id: rec.id, index, text: rec.marks[index].text, pts: rec.marks[index].pts });
+  }
+
+  _setCaption(caption) {
+    this.caption = caption;
+    this._emit("caption", caption);
+  }
+
+  // A plain snapshot for tests and the figures panel.
+  get stats() {
+    const utterances = {};
+    for (const [id, r] of this.utterances) {
+      utterances[id] = {
+        mode: r.mode, text: r.text, sent: r.sent, received: r.received, played: r.played,
+        ttfaMs: r.ttfaMs, firstSoundMs: r.firstSoundMs, serverTtfaMs: r.serverTtfaMs,
+        reason: r.reason, stats: r.stats, error: r.error, stopMs: r.stopMs,
+        marks: r.marks.length, firstFrameAt: r.firstFrameAt, flushAt: r.flushAt, expectedWaitMs: r.expectedWaitMs,
+      };
+    }
+    const st = this.player.status;
+    return {
+      state: this.conn.state, audio: this.audioState, sampleRate: this.player.sampleRate,
+      bufferedMs: this.player.bufferedMs(), underruns: st.underruns, starvedMs: this.player.sampleRate
+        ? (st.starved / this.player.sampleRate) * 1000 : 0,
+      caption: this.caption ? this.caption.text : null, lastStopMs: this.lastStopMs ?? null,
+      utterances,
+    };
+  }
+
+  _emit(type, detail) {
+    this.dispatchEvent(new CustomEvent(type, { detail }));
+  }
+}
+
+// Polls /readyz: which models are loaded or loading right now, plus load on the server.
+export function watchReadyz(callback, everyMs = 2000) {
+  let stopped = false;
+  async function tick() {
+    if (stopped) return;
+    try {
+      const r = await fetch("/readyz", { cache: "no-store" });
+      callback(await r.json(), null);
+    } catch (err) {
+      callback(null, err);
+    }
+    setTimeout(tick, everyMs);
+  }
+  tick();
+  return () => { stopped = true; };
+}

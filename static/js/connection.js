@@ -1,0 +1,135 @@
+// One WebSocket to rtts speaking protocol v1 (docs/protocol.md): binary msgpack frames,
+// `hello` on every (re)connect, a ping every few seconds so a dead link is noticed
+// even when TCP is not told, and reconnection with capped, jittered backoff — forever,
+// because a kiosk has nobody to press a button.
+
+import { decode, encode } from "../vendor/msgpack/index.mjs";
+
+const PING_EVERY_MS = 5000;
+const PING_TIMEOUT_MS = 12000;
+const BACKOFF_FIRST_MS = 500;
+const BACKOFF_MAX_MS = 10000;
+
+export function wsUrl(path = "/ws") {
+  const proto = location.protocol === "https:" ? "wss:" : "ws:";
+  return `${proto}//${location.host}${path}`;
+}
+
+export class Connection extends EventTarget {
+  // hello(): the `hello` message to send on each connect (settings, token).
+  constructor({ url = wsUrl(), hello = () => ({}) } = {}) {
+    super();
+    this.url = url;
+    this.hello = hello;
+    this.ws = null;
+    this.state = "idle"; // connecting | ready | reconnecting | unauthorized
+    this.ready = null; // the last `ready`
+    this.attempt = 0;
+    this.retryAt = 0;
+    this.rttMs = null;
+    this.closeInfo = null;
+    this._retryTimer = null;
+    this._pingTimer = null;
+    this._lastPong = 0;
+    this._pingSeq = 0;
+  }
+
+  connect() {
+    clearTimeout(this._retryTimer);
+    this._setState("connecting");
+    let ws;
+    try {
+      ws = new WebSocket(this.url);
+    } catch (err) {
+      this._scheduleRetry();
+      return;
+    }
+    ws.binaryType = "arraybuffer";
+    this.ws = ws;
+    ws.onopen = () => {
+      this._lastPong = performance.now();
+      this._sendRaw({ type: "hello", v: 1, ...this.hello() });
+      this._pingTimer = setInterval(() => this._ping(), PING_EVERY_MS);
+    };
+    ws.onmessage = (e) => this._onFrame(e.data);
+    ws.onclose = (e) => this._onClose(ws, e);
+    ws.onerror = () => {}; // onclose follows and carries the code
+  }
+
+  // Reconnect now instead of waiting out the backoff.
+  retryNow() {
+    if (this.state === "reconnecting" || this.state === "unauthorized") {
+      this.attempt = 0;
+      this.connect();
+    }
+  }
+
+  // Sends one message; false when there is no open connection to send it on.
+  send(msg) {
+    if (!this.ws || this.ws.readyState !== WebSocket.OPEN || this.state !== "ready") return false;
+    return this._sendRaw(msg);
+  }
+
+  // Re-sends `hello` (new settings); the server answers with a fresh `ready`.
+  rehello() {
+    if (this.ws && this.ws.readyState === WebSocket.OPEN) this._sendRaw({ type: "hello", v: 1, ...this.hello() });
+  }
+
+  _sendRaw(msg) {
+    this.ws.send(encode(msg));
+    return true;
+  }
+
+  _ping() {
+    if (performance.now() - this._lastPong > PING_TIMEOUT_MS) {
+      // No pong for too long: the server or the network is gone without a FIN.
+      this.ws.close(4000, "ping timeout");
+      this._onClose(this.ws, { code: 4000, reason: "ping timeout" });
+      return;
+    }
+    this._sendRaw({ type: "ping", t: performance.now() });
+  }
+
+  _onFrame(data) {
+    if (typeof data === "string") return; // the protocol has none; ignore rather than crash
+    let msg;
+    try {
+      msg = decode(new Uint8Array(data));
+    } catch (err) {
+      console.warn("rtts: undecodable frame", err);
+      return;
+    }
+    if (msg.type === "ready") {
+      this.ready = msg;
+      this.attempt = 0;
+      this._setState("ready");
+    } else if (msg.type === "pong") {
+      this._lastPong = performance.now();
+      if (typeof msg.t === "number") this.rttMs = performance.now() - msg.t;
+    }
+    this.dispatchEvent(new CustomEvent("message", { detail: msg }));
+  }
+
+  _onClose(ws, e) {
+    if (ws !== this.ws) return; // an old socket we already gave up on
+    clearInterval(this._pingTimer);
+    this.ws = null;
+    this.closeInfo = { code: e.code, reason: e.reason || "" };
+    this._scheduleRetry(e.code === 1008 ? "unauthorized" : "reconnecting");
+    this.dispatchEvent(new CustomEvent("closed", { detail: this.closeInfo }));
+  }
+
+  _scheduleRetry(state = "reconnecting") {
+    const base = Math.min(BACKOFF_MAX_MS, BACKOFF_FIRST_MS * 2 ** this.attempt);
+    const delay = base * (0.8 + 0.4 * Math.random()); // jitter: a restarted server is not stampeded
+    this.attempt++;
+    this.retryAt = performance.now() + delay;
+    this._setState(state);
+    this._retryTimer = setTimeout(() => this.connect(), delay);
+  }
+
+  _setState(state) {
+    this.state = state;
+    this.dispatchEvent(new CustomEvent("state", { detail: { state } }));
+  }
+}

@@ -1,0 +1,125 @@
+// Main-thread side of playback: one AudioContext running at the session's sample rate
+// (so `pts` and sample counts mean the same thing on both ends) and the worklet node.
+
+const WORKLET_URL = new URL("./worklet.js", import.meta.url);
+
+export function decodeFrame(data, format) {
+  // msgpack hands back a view into the message buffer that may sit at an odd offset;
+  // a typed array over it needs aligned memory, hence the copy.
+  const bytes = data.slice();
+  if (format === "f32") return new Float32Array(bytes.buffer);
+  if (format === "mulaw") return Float32Array.from(bytes, mulawToFloat);
+  const pcm = new Int16Array(bytes.buffer);
+  const out = new Float32Array(pcm.length);
+  for (let i = 0; i < pcm.length; i++) out[i] = pcm[i] / 32768;
+  return out;
+}
+
+function mulawToFloat(u) {
+  u = ~u & 0xff;
+  const sign = u & 0x80 ? -1 : 1;
+  const exponent = (u >> 4) & 0x07;
+  const mantissa = u & 0x0f;
+  return (sign * (((mantissa << 3) + 0x84) << exponent) - sign * 0x84) / 32768;
+}
+
+export class Player extends EventTarget {
+  constructor({ prebufferMs = 60 } = {}) {
+    super();
+    this.prebufferMs = prebufferMs;
+    this.ctx = null;
+    this.node = null;
+    this.sampleRate = 0;
+    this.status = { buffered: 0, playing: false, id: null, pos: 0, underruns: 0, starved: 0 };
+    this._flushWaiters = [];
+    this._opening = null;
+    this._pending = []; // messages for a worklet that is still being created
+  }
+
+  // Creates (or re-creates, when the rate changed) the context. Safe to call often.
+  async open(sampleRate) {
+    if (this.ctx && this.sampleRate === sampleRate) return;
+    if (this._opening) await this._opening;
+    if (this.ctx && this.sampleRate === sampleRate) return;
+    this._opening = this._open(sampleRate);
+    try {
+      await this._opening;
+    } finally {
+      this._opening = null;
+    }
+  }
+
+  async _open(sampleRate) {
+    const old = this.ctx;
+    this.ctx = null;
+    this.node = null;
+    if (old) await old.close();
+    const ctx = new AudioContext({ sampleRate, latencyHint: "interactive" });
+    await ctx.audioWorklet.addModule(WORKLET_URL);
+    const node = new AudioWorkletNode(ctx, "rtts-player", {
+      numberOfInputs: 0,
+      outputChannelCount: [1],
+      processorOptions: { prebuffer: Math.round((sampleRate * this.prebufferMs) / 1000) },
+    });
+    node.port.onmessage = (e) => this._onMessage(e.data);
+    node.connect(ctx.destination);
+    ctx.onstatechange = () => this._emit("state", { state: ctx.state });
+    this.ctx = ctx;
+    this.node = node;
+    this.sampleRate = sampleRate;
+    for (const [msg, transfer] of this._pending.splice(0)) node.port.postMessage(msg, transfer);
+    this._emit("state", { state: ctx.state });
+  }
+
+  get running() {
+    return this.ctx !== null && this.ctx.state === "running";
+  }
+
+  // Browsers start audio only after a user gesture (unless told otherwise, as a kiosk is).
+  async resume() {
+    if (this.ctx && this.ctx.state === "suspended") await this.ctx.resume();
+  }
+
+  push(id, samples) {
+    this._post({ type: "audio", id, samples }, [samples.buffer]);
+  }
+
+  end(id) {
+    this._post({ type: "end", id }, []);
+  }
+
+  _post(msg, transfer) {
+    if (this.node) this.node.port.postMessage(msg, transfer);
+    else this._pending.push([msg, transfer]);
+  }
+
+  // Drops everything queued; resolves once the worklet's output is silent.
+  flush() {
+    this._pending = [];
+    if (!this.node) return Promise.resolve({ dropped: 0 });
+    this.node.port.postMessage({ type: "flush" });
+    // A suspended context renders nothing, so it is silent already; the flag is applied
+    // before its next render.
+    if (!this.running) return Promise.resolve({ dropped: 0 });
+    return new Promise((resolve) => this._flushWaiters.push(resolve));
+  }
+
+  bufferedMs() {
+    return this.sampleRate ? (this.status.buffered / this.sampleRate) * 1000 : 0;
+  }
+
+  _onMessage(msg) {
+    if (msg.type === "status") {
+      this.status = msg;
+      this._emit("status", msg);
+    } else if (msg.type === "flushed") {
+      for (const resolve of this._flushWaiters.splice(0)) resolve(msg);
+    } else {
+      this._emit(msg.type, msg); // start, done
+    }
+  }
+
+  _emit(type, detail) {
+    this.dispatchEvent(new CustomEvent(type, { detail }));
+  }
+}

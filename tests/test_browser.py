@@ -1,0 +1,476 @@
+"""The browser client and the kiosk, driven in Debian's headless Chromium against a real rtts.
+
+Each test loads the real page from a real server with a real voice (Piper joe) and reads
+what the page measured from ``window.rtts.stats``: samples the server sent in `audio`
+frames, samples the AudioWorklet received and played, underruns, time to first audio.
+The run also refreshes the README's screenshots in docs/screenshots/.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from .conftest import ServerThread
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+SHOTS = ROOT / "docs" / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",  # CI runs as root, where Chromium's sandbox refuses to start
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--autoplay-policy=no-user-gesture-required",  # what a kiosk is started with
+]
+DESKTOP = {"width": 1280, "height": 720}
+PHONE = {"width": 390, "height": 844}
+VOICE = "piper/en_US-joe-medium"
+LONG_TEXT = " ".join(
+    [
+        "This is a long announcement, spoken so that there is time to stop it.",
+        "The first train to the airport leaves from platform two at eleven fifteen.",
+        "Passengers for the coast should change at the central station.",
+        "The buffet car is at the front of the train and serves hot drinks until noon.",
+        "Please keep your luggage with you at all times and report anything unusual.",
+        "We apologise for the delay to the earlier service, which was caused by a signal fault.",
+        "Thank you for your patience, and have a pleasant journey with us today.",
+    ]
+)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+class PageErrors:
+    """Uncaught exceptions and console errors of a page: a test fails on any, except
+    refused connections in a test that takes the server away on purpose."""
+
+    def __init__(self, page: Page, server_goes_away: bool) -> None:
+        self.errors: list[str] = []
+        self.server_goes_away = server_goes_away
+        page.on("pageerror", lambda exc: self.errors.append(f"pageerror: {exc}"))
+        page.on("console", self._console)
+
+    def _console(self, msg) -> None:  # type: ignore[no-untyped-def]
+        if msg.type != "error":
+            return
+        if self.server_goes_away and "ERR_CONNECTION_REFUSED" in msg.text:
+            return
+        self.errors.append(f"console: {msg.text}")
+
+
+@pytest.fixture
+def new_page(browser: Browser) -> Iterator:  # type: ignore[type-arg]
+    made: list[tuple[Page, PageErrors]] = []
+
+    def make(viewport: dict[str, int] = DESKTOP, server_goes_away: bool = False) -> Page:
+        ctx = browser.new_context(viewport=viewport)
+        page = ctx.new_page()
+        made.append((page, PageErrors(page, server_goes_away)))
+        return page
+
+    yield make
+    errors = [e for _, pe in made for e in pe.errors]
+    for page, _ in made:
+        page.context.close()
+    assert not errors, errors
+
+
+def wait_ready(page: Page, timeout_s: float = 60) -> None:
+    page.wait_for_function("window.rtts && window.rtts.stats.state === 'ready'", timeout=timeout_s * 1000)
+
+
+def utterance(page: Page, utt_id: str) -> dict:  # type: ignore[type-arg]
+    return page.evaluate("id => window.rtts.stats.utterances[id]", utt_id)
+
+
+def wait_end(page: Page, utt_id: str, timeout_s: float = 120) -> dict:  # type: ignore[type-arg]
+    page.wait_for_function(
+        "id => { const u = window.rtts.stats.utterances[id]; return u && u.reason; }",
+        arg=utt_id,
+        timeout=timeout_s * 1000,
+    )
+    return utterance(page, utt_id)
+
+
+def wait_played_out(page: Page, utt_id: str, timeout_s: float = 120) -> dict:  # type: ignore[type-arg]
+    """Waits until the worklet has played (or dropped) everything it got for ``utt_id``."""
+    page.wait_for_function(
+        """id => { const u = window.rtts.stats.utterances[id];
+                   return u && u.reason && u.sent > 0 && u.played >= u.received
+                          && window.rtts.stats.bufferedMs === 0; }""",
+        arg=utt_id,
+        timeout=timeout_s * 1000,
+    )
+    return utterance(page, utt_id)
+
+
+def last_id(page: Page) -> str:
+    return page.evaluate("[...window.rtts.utterances.keys()].pop()")
+
+
+def shoot(page: Page, name: str, full_page: bool = False) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / name), full_page=full_page)
+
+
+def speak_from_page(page: Page, text: str) -> str:
+    page.fill("#text", text)
+    page.click("#speak")
+    page.wait_for_function("window.rtts.utterances.size > 0")
+    return last_id(page)
+
+
+# ---------------------------------------------------------------- the try-it page
+
+
+def test_page_speaks_and_the_worklet_receives_the_samples(server: ServerThread, new_page) -> None:  # type: ignore[no-untyped-def]
+    page = new_page()
+    page.goto(server.http + "/")
+    wait_ready(page)
+    assert page.locator("#voice option").count() == len(server.service.registry.voices)
+    page.select_option("#voice", VOICE)
+    utt = speak_from_page(page, "The 10:30 train to Boston leaves from platform 4. Please mind the gap.")
+
+    page.wait_for_function("window.rtts.stats.caption !== null", timeout=60_000)
+    shoot(page, "index-1280x720.png")
+    rec = wait_played_out(page, utt)
+
+    assert rec["reason"] == "done"
+    rate = page.evaluate("window.rtts.stats.sampleRate")
+    assert rate == 24000
+    # The page's count of what the server sent agrees with the server's own audio_ms ...
+    assert rec["sent"] == pytest.approx(rec["stats"]["audio_ms"] * rate / 1000, abs=rate * 0.02)
+    # ... and the AudioWorklet got (and played) at least 95 % of it.
+    assert rec["received"] >= 0.95 * rec["sent"]
+    assert rec["played"] >= 0.95 * rec["sent"]
+    assert rec["marks"] >= 2
+    assert 0 < rec["ttfaMs"] < 30_000 and rec["serverTtfaMs"] is not None
+    assert rec["ttfaMs"] >= rec["serverTtfaMs"] - 1  # the page cannot hear it before the server sent it
+    assert page.locator("#history tr").count() == 1
+    assert "done" in page.locator("#e-reason").inner_text()
+
+    # The same utterance as a WAV, as the Download button makes it.
+    with page.expect_download() as dl:
+        page.click("#download")
+    wav = Path(dl.value.path()).read_bytes()
+    assert wav[:4] == b"RIFF" and wav[8:12] == b"WAVE"
+    assert int.from_bytes(wav[24:28], "little") == rate
+    assert (len(wav) - 44) // 2 == rec["sent"]
+
+    # Another output rate: a new `hello`, a new AudioContext at that rate, same counts.
+    page.select_option("#rate", "16000")
+    page.wait_for_function("window.rtts.stats.sampleRate === 16000")
+    utt = speak_from_page(page, "Now at sixteen kilohertz.")
+    rec = wait_played_out(page, utt)
+    assert rec["sent"] == pytest.approx(rec["stats"]["audio_ms"] * 16, abs=16000 * 0.02)
+    assert rec["received"] >= 0.95 * rec["sent"]
+
+    phone = new_page(PHONE)
+    phone.goto(server.http + "/")
+    wait_ready(phone)
+    phone.wait_for_function("document.getElementById('f-loaded').textContent.includes('piper')")
+    shoot(phone, "index-phone.png", full_page=True)
+
+
+def test_stop_silences_within_100_ms_and_the_server_cancels(server: ServerThread, new_page) -> None:  # type: ignore[no-untyped-def]
+    page = new_page()
+    page.goto(server.http + "/")
+    wait_ready(page)
+    # About 90 s of speech: even a fast machine is still synthesizing it when Stop comes.
+    utt = speak_from_page(page, " ".join([LONG_TEXT] * 3))
+    page.wait_for_function(
+        "id => (window.rtts.stats.utterances[id] || {}).played > 24000 * 0.6", arg=utt, timeout=60_000
+    )
+    # An analyser on the worklet's output, independent of the worklet's own bookkeeping:
+    # it records when the output last had sound, sampled every few milliseconds.
+    page.evaluate(
+        """() => {
+            const p = window.rtts.player, an = p.ctx.createAnalyser();
+            an.fftSize = 256; p.node.connect(an);
+            const buf = new Float32Array(an.fftSize);
+            window.probe = { loud: 0, lastLoud: 0 };
+            window.probe.timer = setInterval(() => {
+                an.getFloatTimeDomainData(buf);
+                let peak = 0; for (const v of buf) peak = Math.max(peak, Math.abs(v));
+                if (peak > 0) { window.probe.loud++; window.probe.lastLoud = performance.now(); }
+            }, 2);
+        }"""
+    )
+    page.wait_for_timeout(300)
+    assert page.evaluate("window.probe.loud") > 0, "nothing was playing before Stop"
+    clicked = page.evaluate("() => { window.probe.clicked = performance.now(); document.getElementById('stop').click(); return true; }")
+    assert clicked
+    page.wait_for_function("window.rtts.stats.lastStopMs !== null", timeout=5_000)
+    rec = wait_end(page, utt)
+    page.wait_for_timeout(500)
+    probe = page.evaluate("window.probe")
+    stats = page.evaluate("window.rtts.stats")
+
+    assert stats["lastStopMs"] < 100
+    # The analyser window is fftSize samples (~11 ms) long, so the last loud reading can
+    # trail the last sound by that much.
+    assert probe["lastLoud"] - probe["clicked"] < 100 + 256 / 24
+    assert rec["reason"] == "cancelled", "the server did not report the utterance cancelled"
+    assert rec["stopMs"] == stats["lastStopMs"]
+    assert rec["played"] < 24000 * 5  # it really was cut short
+    assert stats["bufferedMs"] == 0
+    played = rec["played"]
+    page.wait_for_timeout(300)
+    assert utterance(page, utt)["played"] == played  # nothing more reached the speakers
+
+
+def test_type_along_speaks_before_the_text_is_finished(server: ServerThread, new_page) -> None:  # type: ignore[no-untyped-def]
+    page = new_page()
+    page.goto(server.http + "/")
+    wait_ready(page)
+    page.check("#typealong")
+    page.click("#text")
+    first = "Hello there, this is typed along. "
+    page.keyboard.type(first, delay=20)
+    utt = last_id(page)
+    # The first sentence is complete, the text is not: its audio must come anyway.
+    page.wait_for_function(
+        "id => (window.rtts.stats.utterances[id] || {}).sent > 0", arg=utt, timeout=60_000
+    )
+    assert utterance(page, utt)["flushAt"] is None
+    rest = "And it keeps going until Enter"
+    page.keyboard.type(rest, delay=10)
+    page.keyboard.press("Enter")
+    rec = wait_played_out(page, utt)
+
+    assert rec["mode"] == "typed"
+    assert rec["text"] == first + rest
+    assert rec["firstFrameAt"] < rec["flushAt"]
+    assert rec["reason"] == "done"
+    assert rec["marks"] >= 2
+    assert rec["received"] >= 0.95 * rec["sent"]
+    assert page.input_value("#text") == ""  # ready for the next line
+
+
+# A recorder for the worklet's output: every render quantum it hears, posted back whole.
+RECORDER = """
+class Recorder extends AudioWorkletProcessor {
+  process(inputs) {
+    const ch = inputs[0][0];
+    this.port.postMessage(ch ? ch.slice() : new Float32Array(128));
+    return true;
+  }
+}
+registerProcessor("recorder", Recorder);
+"""
+
+
+def test_an_underrun_is_counted_and_faded_not_a_click(server: ServerThread, new_page) -> None:  # type: ignore[no-untyped-def]
+    """A 250 Hz tone fed to the real worklet with a 300 ms hole in it, and then flushed
+    mid-tone: the recorded output must change by no more than a tone sample does (plus
+    the fade step), where a hard cut would jump by up to its amplitude."""
+    page = new_page()
+    page.goto(server.http + "/")
+    wait_ready(page)
+    result = page.evaluate(
+        """async (recorder) => {
+            const { Player } = await import('/js/player.js');
+            const p = new Player({ prebufferMs: 60 });
+            await p.open(24000);
+            await p.ctx.audioWorklet.addModule(URL.createObjectURL(new Blob([recorder], {type: 'text/javascript'})));
+            const rec = new AudioWorkletNode(p.ctx, 'recorder');
+            const mute = p.ctx.createGain(); mute.gain.value = 0;
+            p.node.connect(rec); rec.connect(mute); mute.connect(p.ctx.destination);
+            const got = []; rec.port.onmessage = (e) => got.push(e.data);
+            const tone = (n, start) => Float32Array.from({length: n}, (_, i) => 0.5 * Math.sin(2 * Math.PI * 250 * (start + i) / 24000));
+            const sleep = (ms) => new Promise(r => setTimeout(r, ms));
+            // 4830 samples end mid-wave (50.3 cycles), where a cut would be loud.
+            p.push('x', tone(4830, 0));
+            await sleep(500);                       // the hole: the queue runs dry
+            p.push('x', tone(24000, 4830));         // a second of tone, then flush mid-way
+            await sleep(400);
+            await p.flush();
+            await sleep(200);
+            const out = new Float32Array(got.reduce((n, c) => n + c.length, 0));
+            let o = 0; for (const c of got) { out.set(c, o); o += c.length; }
+            let jump = 0, peak = 0;
+            for (let i = 1; i < out.length; i++) { jump = Math.max(jump, Math.abs(out[i] - out[i - 1])); peak = Math.max(peak, Math.abs(out[i])); }
+            const st = p.status;
+            await p.ctx.close();
+            return { jump, peak, underruns: st.underruns, tail: Array.from(out.slice(-2400)).some(v => v !== 0) };
+        }""",
+        RECORDER,
+    )
+    step = 0.5 * 2 * 3.14159 * 250 / 24000  # the largest change between two tone samples
+    assert result["peak"] > 0.45, result  # the tone was heard
+    assert result["underruns"] == 1, result
+    assert result["jump"] < step + 0.5 / 64 + 0.01, result  # faded: no click at the hole or the flush
+    assert not result["tail"], result  # silent after the flush
+
+
+# ---------------------------------------------------------------- restart
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start_rtts(port: int, tmp: Path) -> subprocess.Popen[bytes]:
+    (tmp / "models").mkdir(exist_ok=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rtts", "serve", "--port", str(port), "--idle-unload", "0",
+         "--models-dir", str(tmp / "models"), "--cache-dir", str(ROOT / ".pytest-cache-models")],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "rtts exited at start"
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1):
+                return proc
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise AssertionError("rtts did not start")
+
+
+def _stop_rtts(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def test_page_and_kiosk_reconnect_after_a_server_restart(tmp_path: Path, new_page) -> None:  # type: ignore[no-untyped-def]
+    port = _free_port()
+    proc = _start_rtts(port, tmp_path)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        page = new_page(server_goes_away=True)
+        page.goto(base + "/")
+        wait_ready(page)
+        kiosk = new_page(server_goes_away=True)
+        kiosk.goto(base + "/kiosk")
+        wait_ready(kiosk)
+        assert kiosk.locator("#down").is_hidden()
+
+        _stop_rtts(proc)
+        page.wait_for_function("window.rtts.stats.state !== 'ready'", timeout=10_000)
+        kiosk.wait_for_selector("#down", state="visible", timeout=10_000)
+        assert "unreachable" in kiosk.locator("#down").inner_text()
+        assert "unreachable" in page.locator("#conn").inner_text().lower()
+        shoot(kiosk, "kiosk-server-down.png")
+        time.sleep(2)  # a few failed attempts: the backoff has grown
+
+        proc = _start_rtts(port, tmp_path)
+        wait_ready(page, timeout_s=30)
+        wait_ready(kiosk, timeout_s=30)
+        kiosk.wait_for_selector("#down", state="hidden")
+        utt = speak_from_page(page, "Back again after the restart.")
+        rec = wait_played_out(page, utt)
+        assert rec["reason"] == "done"
+        assert rec["received"] >= 0.95 * rec["sent"] > 0
+    finally:
+        _stop_rtts(proc)
+
+
+# ---------------------------------------------------------------- kiosk
+
+
+def kiosk_url(server: ServerThread, *queue: str) -> str:
+    query = [("voice", VOICE), ("gap", "300")] + [("queue", q) for q in queue]
+    return f"{server.http}/kiosk?{urlencode(query)}"
+
+
+def test_kiosk_shows_the_caption_of_the_sentence_being_spoken(server: ServerThread, new_page) -> None:  # type: ignore[no-untyped-def]
+    first = "Welcome to the central station."
+    second = "The next train to the airport leaves from platform two in five minutes."
+    page = new_page()
+    page.goto(kiosk_url(server, f"{first} {second}"))
+    wait_ready(page)
+
+    # What the screen showed at each playback position the worklet reported.
+    page.evaluate(
+        """() => { window.seen = [];
+                   window.rtts.addEventListener('status', (e) => window.seen.push(
+                       [e.detail.id, e.detail.pos, document.getElementById('caption').textContent])); }"""
+    )
+    page.wait_for_function("t => document.getElementById('caption').textContent === t", arg=second, timeout=60_000)
+    utt = page.evaluate("[...window.rtts.utterances.keys()][0]")
+    marks = page.evaluate("id => window.rtts.utterances.get(id).marks", utt)
+    assert [m["text"] for m in marks] == [first, second]
+    assert page.evaluate("window.rtts.stats.caption") == second
+    shoot(page, "kiosk-1280x720.png")
+    rec = wait_played_out(page, utt)
+    assert rec["received"] >= 0.95 * rec["sent"]
+    # The caption followed the marks: the first sentence until playback reached the
+    # second's pts, the second from then on.
+    seen = [(pos, text) for sid, pos, text in page.evaluate("window.seen") if sid == utt and pos > 0]
+    assert {text for _, text in seen} == {first, second}
+    for pos, text in seen:
+        assert text == (first if pos < marks[1]["pts"] else second), (pos, text, marks)
+    page.wait_for_function("document.getElementById('caption').classList.contains('idle')")
+
+    phone = new_page(PHONE)
+    phone.goto(kiosk_url(server, second))
+    wait_ready(phone)
+    # A lone sentence may be split into a short first clause and the rest; either way
+    # the caption is the text of a mark of this announcement.
+    phone.wait_for_function("!document.getElementById('caption').classList.contains('idle')", timeout=60_000)
+    shoot(phone, "kiosk-phone.png")
+    assert phone.inner_text("#caption").strip() in second
+    wait_played_out(phone, phone.evaluate("[...window.rtts.utterances.keys()][0]"))
+
+
+def test_kiosk_high_priority_interrupts_and_the_cut_one_is_spoken_again(server: ServerThread, new_page) -> None:  # type: ignore[no-untyped-def]
+    normal = LONG_TEXT
+    alert = "Attention please. The building must be evacuated."
+    page = new_page()
+    page.goto(kiosk_url(server, normal, "Thank you."))
+    wait_ready(page)
+    page.wait_for_function("(window.rtts.player.status.pos || 0) > 24000 * 0.5", timeout=60_000)
+    cut = page.evaluate("window.rtts.kiosk.current.id")
+    page.evaluate("t => window.rtts.announce(t, {priority: 'high'})", alert)
+
+    page.wait_for_function(
+        "t => document.getElementById('caption').textContent === t", arg="Attention please.", timeout=30_000
+    )
+    assert "high" in page.get_attribute("#caption", "class")
+    played = utterance(page, cut)["played"]
+    rec = wait_end(page, cut)
+    assert rec["reason"] in ("cancelled", "done")  # done: it was fully synthesized already
+    page.wait_for_timeout(300)
+    assert utterance(page, cut)["played"] == played  # not a sample of it after the alert
+    assert "Next: This is a long announcement" in page.locator("#next").inner_text()
+
+    # After the alert, the interrupted announcement starts again from its beginning.
+    opening = page.evaluate("id => window.rtts.utterances.get(id).marks[0].text", cut)
+    page.wait_for_function(
+        "t => document.getElementById('caption').textContent === t", arg=opening, timeout=60_000
+    )
+    ids = page.evaluate("[...window.rtts.utterances.keys()]")
+    texts = [utterance(page, i)["text"] for i in ids]
+    assert texts == [normal, alert, normal]
+    page.evaluate("window.rtts.stop()")
