@@ -191,7 +191,7 @@ async def connect(url: str):  # type: ignore[no-untyped-def]
 
 async def speak(ws, utt_id: str, text: str, voice: str, sent: float | None = None) -> Stream:  # type: ignore[no-untyped-def]
     stream = Stream()
-    await ws.send(msgpack.packb({"type": "speak", "id": utt_id, "text": text, "voice": voice}))
+    await ws.send(msgpack.packb({"type": "speak", "id": utt_id, "text": text, "voice": voice, "lang": "en"}))
     stream.sent = sent if sent is not None else time.perf_counter()
     while True:
         msg = msgpack.unpackb(await ws.recv())
