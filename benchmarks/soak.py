@@ -41,7 +41,7 @@ import threading
 import time
 import urllib.request
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +142,8 @@ async def one_action(url: str, kind: str, rng: random.Random, tally: Tally, seq:
     if kind == "stall":
         # Never read again: the server must drop this connection after the stall limit.
         sock = await asyncio.to_thread(raw_stalled_client, url, pack(type="speak", id=uid, text=LONG * 3, voice=PIPER))
-        deadline = time.monotonic() + stall_s + 30
+        # Generous: under overload the server may take a while to have stall-worth of audio for it.
+        deadline = time.monotonic() + stall_s + 120
         dropped = False
         while time.monotonic() < deadline and not dropped:
             await asyncio.sleep(0.5)
@@ -220,7 +221,8 @@ async def one_action(url: str, kind: str, rng: random.Random, tally: Tally, seq:
         ws.transport.abort()
 
 
-async def client_loop(url: str, idx: int, clients: int, until: float, tally: Tally, stall_s: float, seed: int) -> None:
+async def client_loop(url: str, idx: int, clients: int, until: float, tally: Tally, stall_s: float, seed: int,
+                      think_s: tuple[float, float]) -> None:
     rng = random.Random(seed * 1000 + idx)
     seq = 0
     # First round: the clients share out every kind of action between them, so even a
@@ -234,7 +236,7 @@ async def client_loop(url: str, idx: int, clients: int, until: float, tally: Tal
             await one_action(url, kind, rng, tally, seq, stall_s)
         except Exception as exc:  # anything a client trips over is a finding, not a crash of the soak
             tally.unexpected.append(f"{kind}: {type(exc).__name__}: {exc}")
-        await asyncio.sleep(rng.uniform(0.05, 0.5))
+        await asyncio.sleep(rng.uniform(*think_s))
 
 
 def raw_stalled_client(url: str, first: bytes) -> socket.socket:
@@ -301,7 +303,7 @@ class Server:
             text = r.read().decode()
         out = {}
         for name in ("rtts_event_loop_tasks", "rtts_connections_open", "rtts_clients_stalled_total",
-                     "rtts_send_buffer_peak_bytes", "rtts_queue_depth"):
+                     "rtts_send_buffer_peak_bytes", "rtts_queue_depth", "rtts_inference_busy_seconds"):
             m = re.search(rf"^{name} (\S+)$", text, re.M)
             if m:
                 out[name] = float(m.group(1))
@@ -353,7 +355,8 @@ async def settle(server: Server, t0: float, seconds: float = 8.0) -> dict[str, f
 
 
 async def soak(clients: int, minutes: float, stall_s: float = 4.0, loop: str = "auto",
-               cache_dir: Path | None = None, seed: int = 1, warmup_s: float | None = None) -> dict[str, Any]:
+               cache_dir: Path | None = None, seed: int = 1, warmup_s: float | None = None,
+               think_s: tuple[float, float] = (0.5, 3.0)) -> dict[str, Any]:
     server = Server(stall_s, loop, cache_dir)
     url = f"ws://127.0.0.1:{server.port}/ws"
     tally = Tally()
@@ -368,7 +371,7 @@ async def soak(clients: int, minutes: float, stall_s: float = 4.0, loop: str = "
         baseline = await settle(server, t0)
         samples = [baseline]
         until = time.monotonic() + minutes * 60
-        tasks = [asyncio.create_task(client_loop(url, i, clients, until, tally, stall_s, seed)) for i in range(clients)]
+        tasks = [asyncio.create_task(client_loop(url, i, clients, until, tally, stall_s, seed, think_s)) for i in range(clients)]
         while time.monotonic() < until:
             await asyncio.sleep(min(5.0, max(0.1, until - time.monotonic())))
             samples.append(server.sample(t0))
@@ -377,7 +380,11 @@ async def soak(clients: int, minutes: float, stall_s: float = 4.0, loop: str = "
         samples.append(final)
     finally:
         code = server.stop()
-    warm = warmup_s if warmup_s is not None else min(60.0, minutes * 60 * 0.2)
+    # RSS climbs while ONNX Runtime's arenas and glibc's heaps meet their largest inputs;
+    # the slope is taken after that (a quarter of the run, at least a minute).
+    run_s = samples[-2]["t"] - baseline["t"] if len(samples) > 2 else 1.0
+    busy = (samples[-2].get("rtts_inference_busy_seconds", 0) - baseline.get("rtts_inference_busy_seconds", 0)) / run_s
+    warm = warmup_s if warmup_s is not None else max(60.0, minutes * 60 * 0.25)
     steady = [s for s in samples if s["t"] >= baseline["t"] + warm]
     log = "".join(server.lines)
     problems = [line.rstrip() for line in server.lines if re.search(r" (ERROR|CRITICAL) |Traceback", line)]
@@ -400,6 +407,8 @@ async def soak(clients: int, minutes: float, stall_s: float = 4.0, loop: str = "
         "send_buffer_peak_bytes": final.get("rtts_send_buffer_peak_bytes"),
         "rss_mb": {"baseline": baseline["rss_mb"], "peak": max(s["rss_mb"] for s in samples), "end": final["rss_mb"]},
         "rss_slope_mb_per_hour": round(slope_mb_per_hour(steady), 2),
+        "rss_slope_after_s": warm,
+        "inference_busy": round(busy, 3),
         "fds": {"baseline": baseline["fds"], "peak": max(s["fds"] for s in samples), "end": final["fds"]},
         "threads": {"baseline": baseline["threads"], "peak": max(s["threads"] for s in samples), "end": final["threads"]},
         "tasks": {"baseline": baseline.get("rtts_event_loop_tasks"),
@@ -428,9 +437,12 @@ def main() -> int:
     ap.add_argument("--loop", default="auto", choices=["auto", "asyncio", "uvloop"])
     ap.add_argument("--cache-dir", type=Path, default=ROOT / ".pytest-cache-models")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--think", type=float, nargs=2, default=(0.5, 3.0), metavar=("MIN", "MAX"),
+                    help="seconds a client waits between actions (uniform)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    result = asyncio.run(soak(args.clients, args.minutes, args.stall, args.loop, args.cache_dir, args.seed))
+    result = asyncio.run(soak(args.clients, args.minutes, args.stall, args.loop, args.cache_dir, args.seed,
+                              think_s=tuple(args.think)))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
     summary = {k: v for k, v in result.items() if k != "samples"}

@@ -46,11 +46,6 @@ async def _serve(cfg: config.Config) -> int:
         server.service.stop()
         return 1
     loop = asyncio.get_running_loop()
-    if cfg.preload:
-        voice = server.service.registry.default_voice
-        notifier.extend_timeout(120, f"loading {voice}")
-        if not await server.service.preload_default():
-            log.error("could not preload %s; serving the other voices", voice)
     stop = asyncio.Event()
     rescans: set[asyncio.Task[Any]] = set()
 
@@ -68,7 +63,19 @@ async def _serve(cfg: config.Config) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_stop, sig)
     loop.add_signal_handler(signal.SIGHUP, on_hup)
-    notifier.ready(f"serving {len(server.service.registry.voices)} voices on {', '.join(server.urls)}")
+    if cfg.preload:
+        voice = server.service.registry.default_voice
+        notifier.extend_timeout(120, f"loading {voice}")
+        preload = loop.create_task(server.service.preload_default())
+        stopped = loop.create_task(stop.wait())
+        await asyncio.wait({preload, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        if not preload.done():
+            preload.cancel()  # stopped while loading
+        elif not preload.result():
+            log.error("could not preload %s; serving the other voices", voice)
+    if not stop.is_set():
+        notifier.ready(f"serving {len(server.service.registry.voices)} voices on {', '.join(server.urls)}")
     watchdog = loop.create_task(notifier.watchdog(lambda: _healthy(server, notifier)))
     await stop.wait()
     log.info("shutting down (drain %.1f s, at most %.1f s)", cfg.drain_grace, cfg.shutdown_timeout)

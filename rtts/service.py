@@ -57,6 +57,8 @@ class Metrics:
         )
         self.stalled = prom.Counter("rtts_clients_stalled", "clients dropped for accepting no data", registry=r)
         prom.Gauge("rtts_event_loop_tasks", "asyncio tasks alive", registry=r).set_function(_task_count)
+        prom.Gauge("rtts_inference_busy_seconds", "seconds the inference thread has spent on jobs",
+                   registry=r).set_function(lambda: service.worker.busy_s)
         prom.Gauge("rtts_inference_progress_age_seconds", "seconds since the inference thread showed progress",
                    registry=r).set_function(lambda: service.worker.progress_age())
         self.ttfa = prom.Histogram(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import socket
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 
 import msgpack

@@ -144,7 +144,7 @@ class NotifySocket:
 @pytest.mark.parametrize("abstract", [True, False], ids=["abstract", "path"])
 def test_ready_watchdog_stopping_datagrams(tmp_path, abstract):
     fake = NotifySocket(tmp_path, abstract)
-    env = {"NOTIFY_SOCKET": fake.env, "WATCHDOG_USEC": "400000"}
+    env = {"NOTIFY_SOCKET": fake.env, "WATCHDOG_USEC": "1000000"}
     try:
         with RttsProcess(tmp_path, "--preload", env=env) as proc:
             t_ready, ready = fake.wait("READY", timeout=120)
@@ -154,10 +154,11 @@ def test_ready_watchdog_stopping_datagrams(tmp_path, abstract):
             socket.create_connection(("127.0.0.1", proc.port), timeout=2).close()
             t_extend, extend = fake.wait("EXTEND_TIMEOUT_USEC")
             assert t_extend < t_ready and "loading piper/en_US-joe-medium" in extend
-            time.sleep(1.5)
+            time.sleep(3.0)
             pings = [t for t, _ in fake.with_key("WATCHDOG") if t > t_ready]
-            assert len(pings) >= 4, fake.messages  # every 0.2 s
-            assert max(b - a for a, b in zip(pings, pings[1:])) < 0.4
+            assert len(pings) >= 4, fake.messages  # every 0.5 s
+            # Never a gap as long as the interval: systemd would have killed it.
+            assert max(b - a for a, b in zip(pings, pings[1:])) < 1.0
             proc.signal(signal.SIGTERM)
             fake.wait("STOPPING", timeout=10)
             assert proc.proc.wait(15) == 0
