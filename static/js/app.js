@@ -155,7 +155,7 @@ els.text.addEventListener("input", () => {
   if (!typing) typing = { id: client.newTypingId(), sent: "" };
   if (!value.startsWith(typing.sent)) {
     // Sent text cannot be taken back; only what is typed at the end is spoken.
-    notice("Only text added at the end is spoken in type-along mode.");
+    notice("Only text added at the end is spoken in type-along mode.", "info");
     typing.sent = value;
     return;
   }
@@ -245,7 +245,7 @@ client.addEventListener("ready", (e) => {
 
 client.addEventListener("start", (e) => {
   const wait = e.detail.expectedWaitMs;
-  if (wait !== null && wait > 1000) notice(`Speech starts in about ${(wait / 1000).toFixed(1)} s: a voice is loading or other streams go first.`);
+  if (wait !== null && wait > 1000) notice(`Speech starts in about ${(wait / 1000).toFixed(1)} s: a voice is loading or other streams go first.`, "info");
 });
 
 client.addEventListener("error", (e) => {
@@ -253,17 +253,19 @@ client.addEventListener("error", (e) => {
   notice(`${err.code}: ${err.message}`);
 });
 
-watchReadyz((body) => {
+const readyz = watchReadyz((body) => {
   if (!body) return; // the socket's state already says the server is down
   $("f-loaded").textContent = body.loaded.length ? body.loaded.join(", ") : "none (loads on first use)";
   $("f-loading").textContent = body.loading.length ? body.loading.join(", ") : "—";
 });
+client.addEventListener("firstaudio", () => readyz.now());
 
 // ------------------------------------------------------------ figures
 
 let notices = 0;
-function notice(text) {
+function notice(text, kind = "error") {
   els.notice.textContent = text;
+  els.notice.dataset.kind = kind;
   els.notice.hidden = false;
   const mine = ++notices;
   setTimeout(() => { if (mine === notices) hideNotice(); }, 6000);

@@ -296,9 +296,13 @@ export class RttsClient extends EventTarget {
 }
 
 // Polls /readyz: which models are loaded or loading right now, plus load on the server.
+// Returns {now(), stop()}: now() polls at once (say, when an utterance starts, which
+// is when a model has just loaded).
 export function watchReadyz(callback, everyMs = 2000) {
   let stopped = false;
+  let timer = null;
   async function tick() {
+    clearTimeout(timer);
     if (stopped) return;
     try {
       const r = await fetch("/readyz", { cache: "no-store" });
@@ -306,8 +310,8 @@ export function watchReadyz(callback, everyMs = 2000) {
     } catch (err) {
       callback(null, err);
     }
-    setTimeout(tick, everyMs);
+    timer = setTimeout(tick, everyMs);
   }
   tick();
-  return () => { stopped = true; };
+  return { now: tick, stop: () => { stopped = true; clearTimeout(timer); } };
 }
