@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     # its INFO log has a line per plain HTTP request: /healthz probes would flood the journal.
     logging.getLogger("websockets").setLevel(max(logging.WARNING, logging.getLogger().level))
     if cfg.token:
-        from .admission import encode_token
+        from .access import encode_token
 
         redact = _Redact([cfg.token, encode_token(cfg.token)])
         for handler in logging.getLogger().handlers:

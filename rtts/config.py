@@ -51,7 +51,9 @@ class Config:
     sample_rate: int = 24000
     format: str = "pcm16"
     frame_ms: int = 20
-    # Who may connect (rtts/admission.py).
+    # Default voice per language, for text the chosen voice cannot speak: ((lang, voice id), ...).
+    lang_voices: tuple[tuple[str, str], ...] = (("zh", "kokoro/jm_kumo"), ("ja", "kokoro/jf_alpha"))
+    # Who may connect (rtts/access.py).
     allow_origin: tuple[str, ...] = ()  # empty: the page's own origin and localhost; "*": any
     max_connections: int = 64
     max_connections_per_ip: int = 16
@@ -69,6 +71,12 @@ class Config:
     admission: str = "queue"
     admission_max_wait: float = 2.0  # seconds
     phrase_cache_mb: float = 16.0
+    # Longest first unit of an utterance, per engine: the first unit alone decides the
+    # time to first audio. Piper pays its encoder per unit (~0.5 ms a phoneme on 2 cores);
+    # Kokoro decodes a whole unit before any audio (~0.6 s per second of speech), so its
+    # first unit is kept to about two words. See docs/benchmarks.md.
+    first_unit_chars_piper: int = 24
+    first_unit_chars_kokoro: int = 16
 
     def __post_init__(self) -> None:
         # Fill derived defaults here so every way of building a Config agrees.
@@ -95,6 +103,8 @@ class Config:
             problems.append("frame-ms must be within 10..200")
         if self.admission not in ("queue", "refuse", "close"):
             problems.append("admission must be queue, refuse or close")
+        if not (1 <= self.first_unit_chars_piper <= 250 and 1 <= self.first_unit_chars_kokoro <= 250):
+            problems.append("first-unit-chars-* must be within 1..250")
         if self.admission_max_wait < 0 or self.phrase_cache_mb < 0:
             problems.append("admission-max-wait and phrase-cache-mb must be >= 0")
         if self.max_text_chars < 1 or self.max_message_bytes < 256 or self.max_utterances < 1:
@@ -107,6 +117,9 @@ class Config:
             problems.append("shutdown-timeout must be longer than drain-grace (>= 0)")
         if problems:
             raise ValueError("; ".join(problems))
+
+    def first_unit_chars(self, engine: str) -> int:
+        return self.first_unit_chars_kokoro if engine == "kokoro" else self.first_unit_chars_piper
 
     @property
     def limits(self) -> dict[str, int]:
@@ -121,6 +134,15 @@ class Config:
         }
 
 
+def parse_lang_voices(raw: str) -> tuple[tuple[str, str], ...]:
+    """``"zh=kokoro/jm_kumo,ja=kokoro/jf_alpha"`` → ((lang, voice), ...); ValueError when malformed."""
+    pairs = []
+    for item in filter(None, (p.strip() for p in raw.split(","))):
+        lang, sep, voice = item.partition("=")
+        if not sep or not lang.strip() or not voice.strip():
+            raise ValueError(f"lang-voices entry {item!r} is not lang=voice")
+        pairs.append((lang.strip().lower(), voice.strip()))
+    return tuple(pairs)
 def _words(raw: str) -> tuple[str, ...]:
     """A comma- or space-separated list, as flags and environment variables give it."""
     return tuple(w for w in re.split(r"[,\s]+", raw) if w)
@@ -153,6 +175,10 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "sample_rate": (int, "default output sample rate"),
     "format": (str, "default output format: pcm16, f32 or mulaw"),
     "frame_ms": (int, "default audio frame length in ms"),
+    "lang_voices": (
+        parse_lang_voices,
+        "default voice per language for text the chosen voice cannot speak, e.g. zh=kokoro/jm_kumo,ja=kokoro/jf_alpha",
+    ),
     "allow_origin": (_words, "browser origins allowed to connect, comma-separated, or * (default: own and localhost)"),
     "max_connections": (int, "WebSocket connections in total; more get HTTP 503"),
     "max_connections_per_ip": (int, "WebSocket connections per client address; more get HTTP 429"),
@@ -165,7 +191,10 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "admission": (str, "a new utterance that cannot start in time: queue it, refuse it (error busy) or close (1013)"),
     "admission_max_wait": (float, "seconds of expected wait above which a new utterance counts as late"),
     "phrase_cache_mb": (float, "memory for replaying repeated short texts (0: off)"),
+    "first_unit_chars_piper": (int, "longest first unit of a Piper utterance (sets time to first audio)"),
+    "first_unit_chars_kokoro": (int, "longest first unit of a Kokoro utterance (sets time to first audio)"),
 }
+
 
 
 def add_flags(parser: argparse.ArgumentParser, names: list[str] | None = None) -> None:

@@ -169,8 +169,9 @@ class Mark:
     id: str
     text: str
     pts: int
-    kind: str = "sentence"
+    kind: str = "sentence"  # "sentence": a text unit begins; "segment": a later language segment of it
     voice: str | None = None
+    lang: str | None = None
 
 
 @dataclass(frozen=True)

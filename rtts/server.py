@@ -13,6 +13,7 @@ import json
 import logging
 import mimetypes
 import socket
+import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 from http import HTTPStatus
@@ -26,8 +27,8 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from . import admission, audio, protocol
-from .admission import ConnectionCaps
+from . import access, audio, protocol
+from .access import ConnectionCaps
 from .config import Config
 from .jobs import Job
 from .outbox import Outbox, Stalled
@@ -101,7 +102,7 @@ class RttsServer:
         self._server = await serve(
             self._handle,
             process_request=self._process_request,
-            select_subprotocol=lambda connection, offered: admission.select_subprotocol(offered),
+            select_subprotocol=lambda connection, offered: access.select_subprotocol(offered),
             compression=None,  # PCM barely compresses; deflate costs ~64 KiB per connection
             max_size=self.config.max_message_bytes,
             # What websockets buffers from a client that sends faster than it is served:
@@ -206,20 +207,20 @@ class RttsServer:
         if self.draining:
             self.service.metrics.refused.labels("503").inc()
             return _refuse(HTTPStatus.SERVICE_UNAVAILABLE, "draining: this server is shutting down")
-        if not admission.origin_allowed(headers.get("Origin"), headers.get("Host"), cfg.allow_origin):
+        if not access.origin_allowed(headers.get("Origin"), headers.get("Host"), cfg.allow_origin):
             self.service.metrics.refused.labels("403").inc()
             log.info("refused a WebSocket from origin %.100s (403)", headers.get("Origin"))
             return _text(HTTPStatus.FORBIDDEN, "forbidden: this origin may not connect (see --allow-origin)\n")
-        offered = admission.offered_subprotocols(headers.get_all("Sec-WebSocket-Protocol"))
-        has_token, token = admission.subprotocol_token(offered)
+        offered = access.offered_subprotocols(headers.get_all("Sec-WebSocket-Protocol"))
+        has_token, token = access.subprotocol_token(offered)
         authorized = False
         if has_token and cfg.token is not None:
-            if not admission.token_ok(token, cfg.token):
+            if not access.token_ok(token, cfg.token):
                 self.service.metrics.refused.labels("401").inc()
                 return _text(HTTPStatus.UNAUTHORIZED, "unauthorized: wrong token\n")
             authorized = True
         peer = str(connection.remote_address[0]) if connection.remote_address else "unix"
-        address = admission.client_address(peer, headers.get("X-Forwarded-For"), cfg.trusted_proxies)
+        address = access.client_address(peer, headers.get("X-Forwarded-For"), cfg.trusted_proxies)
         status = self.caps.refusal(address)
         if status is not None:
             self.service.metrics.refused.labels(str(status)).inc()
@@ -278,7 +279,7 @@ class RttsServer:
         text = arg("text")
         if not text:
             return _text(HTTPStatus.BAD_REQUEST, "missing_field: give ?text=...\n")
-        if self.config.token is not None and not admission.token_ok(arg("token"), self.config.token):
+        if self.config.token is not None and not access.token_ok(arg("token"), self.config.token):
             return _text(HTTPStatus.UNAUTHORIZED, "unauthorized: give ?token=...\n")
         try:
             speed = float(arg("speed")) if arg("speed") else None
@@ -364,7 +365,7 @@ class RttsServer:
         except Stalled as exc:
             log.warning("%s from %s dropped: %s; its work is cancelled", session.id, address, exc)
             self.service.metrics.stalled.inc()
-            ws.transport.abort()
+            _reset(ws)
         except ConnectionClosed:
             pass
 
@@ -386,6 +387,16 @@ class _Live:
 
 def _refuse(status: HTTPStatus, text: str) -> Response:
     return _response(status, text.encode() + b"\n", "text/plain; charset=utf-8", {"Retry-After": "1"})
+
+
+def _reset(ws: ServerConnection) -> None:
+    """Drop a connection with a TCP reset. A plain close would leave the kernel trying to
+    deliver the unsent buffer to a client that reads nothing, for minutes."""
+    sock = ws.transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError, AttributeError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    ws.transport.abort()
 
 
 def _limit_kernel_buffer(connection: ServerConnection, size: int) -> None:

@@ -11,6 +11,7 @@ import asyncio
 import itertools
 import logging
 import time
+from pathlib import Path
 
 import numpy as np
 import prometheus_client as prom
@@ -20,6 +21,8 @@ from .config import Config
 from .inference import InferenceWorker
 from .jobs import Job
 from .phrase_cache import PhraseCache
+from .text.lexicon import FILE_NAME as LEXICON_FILE
+from .text.lexicon import Lexicon
 from .session import Close, Drop, Effect, Send, Session, Submit
 from .engines.base import VoiceInfo
 from .voices import VoiceRegistry
@@ -107,6 +110,8 @@ class Service:
         self.active = 0  # connections and HTTP syntheses in progress
         self._idle_timer: asyncio.TimerHandle | None = None
         self._ids = itertools.count(1)
+        self._lexicon = Lexicon({})
+        self._lexicon_stamp: int | None = None
         self.started = time.monotonic()
 
     # ------------------------------------------------------------ lifecycle
@@ -181,7 +186,23 @@ class Service:
     # ------------------------------------------------------------ sessions
 
     def new_session(self, authorized: bool = False) -> Session:
-        return Session(f"s{next(self._ids)}", self.config, _CatalogView(self), authorized=authorized)
+        return Session(
+            f"s{next(self._ids)}", self.config, _CatalogView(self), authorized=authorized, lexicon=self.lexicon()
+        )
+
+    def lexicon(self) -> Lexicon:
+        """The models directory's lexicon.txt, read again when the file changes (one stat per call)."""
+        path = Path(self.config.models_dir or ".") / LEXICON_FILE
+        try:
+            stamp = path.stat().st_mtime_ns
+        except OSError:
+            stamp = None
+        if stamp != self._lexicon_stamp:
+            self._lexicon = Lexicon.load(path) if stamp is not None else Lexicon({})
+            self._lexicon_stamp = stamp
+            if self._lexicon:
+                log.info("lexicon %s: %d entries", path, len(self._lexicon.entries))
+        return self._lexicon
 
     def apply(self, session: Session, effects: list[Effect], send, close, submit=None) -> None:  # type: ignore[no-untyped-def]
         """Carry out a session's effects; ``send``/``close`` (and ``submit``, which may hold a

@@ -18,11 +18,14 @@ from typing import Protocol as TypingProtocol
 
 import numpy as np
 
-from . import admission, audio, protocol
+from . import access, audio, protocol
 from .config import Config
 from .engines.base import VoiceInfo
 from .jobs import Job, JobAudio, JobDone, JobEvent, JobFailed
 from .protocol import ErrorCode, ProtocolError
+from .text import markup
+from .text.lexicon import Lexicon
+from .text.segment import segment
 from .text.split import Unit, UnitBuffer, pause_ms, split_units
 
 log = logging.getLogger(__name__)
@@ -40,6 +43,11 @@ class Catalog(TypingProtocol):
         """(expected seconds before ``job`` starts, load of the inference thread with it);
         ``InferenceWorker.estimate``. A catalog without a worker answers (0.0, 0.0)."""
         ...
+
+
+# Languages text can be read in; a request's ``lang`` may name them with a region.
+SPOKEN_LANGS = ("en", "zh", "ja")
+_LANG_ALIASES = {"en-us": "en", "en-gb": "en", "zh-cn": "zh", "zh-hans": "zh", "cmn": "zh", "ja-jp": "ja"}
 
 
 # ---------------------------------------------------------------- effects
@@ -81,27 +89,48 @@ class Output:
     frame_ms: int
 
 
+@dataclass(frozen=True)
+class Part:
+    """One language segment of a unit: one job, spoken by one voice."""
+
+    lang: str
+    text: str  # as the client wrote it (for marks)
+    speak: str  # after the lexicon (for the engine)
+    voice: VoiceInfo
+    unit: Unit
+    first: bool  # the unit's first part: the pause between units goes before it
+
+
 @dataclass(eq=False)
 class Utterance:
     id: str
     voice: VoiceInfo
-    lang: str
+    lang: str | None  # the request's language hint; None: guessed from the script
     speed: float
     out: Output
     created: float
     units: deque[Unit] = field(default_factory=deque)
+    parts: deque[Part | int] = field(default_factory=deque)  # the current unit's parts and breaks (ms)
     buffer: UnitBuffer | None = None  # text still arriving by append; None once complete
+    markup: markup.MarkupStream | None = None
     chars: int = 0
     job: Job | None = None
-    job_unit: Unit | None = None
+    job_part: Part | None = None
     prev_unit: Unit | None = None
-    unit_started: bool = False
+    part_started: bool = False
+    pause_ms: int = 0  # <break> time still to be played before the next audio
     started: bool = False  # `start` sent
     seq: int = 0
-    native_samples: int = 0  # audio produced so far, at the voice's native rate
+    audio_s: float = 0.0  # audio produced so far, pauses included
     first_audio: float | None = None
     first_job: float | None = None
     compute_s: float = 0.0
+    # Output position: samples framed before the current resampler started, plus what
+    # that resampler was given (at its input rate). A voice with another native rate
+    # flushes the resampler into the framer and starts a new one, so pts stays exact.
+    rate: int = 0
+    out_base: int = 0
+    native_since: int = 0
     resampler: audio.Resampler | None = None
     framer: audio.Framer | None = None
     frame_len: int = 0
@@ -115,10 +144,12 @@ class Session:
         catalog: Catalog,
         clock: Callable[[], float] = time.monotonic,
         authorized: bool = False,
+        lexicon: Lexicon | None = None,
     ) -> None:
         self.id = session_id
         self._config = config
         self._catalog = catalog
+        self._lexicon = lexicon or Lexicon({})
         self._clock = clock
         # ``authorized``: the token already came in the handshake (Sec-WebSocket-Protocol).
         self.authorized = config.token is None or authorized
@@ -165,7 +196,8 @@ class Session:
             return effects + self._pump()
         assert isinstance(event, JobDone)
         utt.compute_s += event.compute_s
-        utt.prev_unit = utt.job_unit
+        assert utt.job_part is not None
+        utt.prev_unit = utt.job_part.unit
         return self._pump()
 
     def close(self) -> list[Effect]:
@@ -183,27 +215,34 @@ class Session:
         if isinstance(msg, protocol.Speak):
             effects = self._cancel_all() if msg.interrupt else []
             utt = self._new_utterance(msg.id, msg.text, msg.voice, msg.lang, msg.speed)
-            utt.units.extend(split_units(msg.text))
+            text = markup.render(msg.text)
+            utt.units.extend(split_units(text, first_max_chars=self._config.first_unit_chars(utt.voice.engine)))
             if not utt.units:
                 raise ProtocolError(ErrorCode.BAD_MESSAGE, "text has nothing to speak", msg.id)
+            for seg in segment(text, utt.lang, utt.voice.langs[0]):
+                self._voice_for(utt, seg.lang)  # refuse a language no voice speaks before any audio
             self.utterances[utt.id] = utt
             return effects + self._pump()
         if isinstance(msg, protocol.Append):
             utt = self.utterances.get(msg.id)
             if utt is None:
                 utt = self._new_utterance(msg.id, msg.text, msg.voice, msg.lang, msg.speed)
-                utt.buffer = UnitBuffer()
+                utt.buffer = UnitBuffer(first_max_chars=self._config.first_unit_chars(utt.voice.engine))
+                utt.markup = markup.MarkupStream()
                 self.utterances[utt.id] = utt
             elif utt.buffer is None:
                 raise ProtocolError(ErrorCode.BAD_MESSAGE, f"utterance {msg.id!r} takes no more text", msg.id)
             else:
                 utt.chars += len(msg.text)
                 self._check_length(utt.chars, msg.id)
-            utt.units.extend(utt.buffer.feed(msg.text))
+            assert utt.markup is not None
+            utt.units.extend(utt.buffer.feed(utt.markup.feed(msg.text)))
             return self._pump()
         if isinstance(msg, protocol.Flush):
             utt = self._live(msg.id)
             if utt.buffer is not None:
+                assert utt.markup is not None
+                utt.buffer.feed(utt.markup.flush())
                 utt.units.extend(utt.buffer.flush())
                 utt.buffer = None
             return self._pump()
@@ -216,7 +255,7 @@ class Session:
 
     def _hello(self, msg: protocol.Hello) -> list[Effect]:
         if not self.authorized:
-            if not admission.token_ok(msg.token, self._config.token or ""):
+            if not access.token_ok(msg.token, self._config.token or ""):
                 raise ProtocolError(ErrorCode.UNAUTHORIZED, "missing or wrong token")
             self.authorized = True
         if msg.voice is not None:
@@ -254,17 +293,19 @@ class Session:
                 ErrorCode.BUSY, f"at most {self._config.max_utterances} utterances may be live", utt_id
             )
         info = self._voice(voice or self.voice, utt_id)
-        lang = lang or self.lang or info.langs[0]
-        if lang not in info.langs:
-            raise ProtocolError(
-                ErrorCode.UNSUPPORTED_LANGUAGE,
-                f"voice {info.id} speaks {', '.join(info.langs)}, not {lang!r}",
-                utt_id,
-            )
+        hint = lang or self.lang
+        if hint is not None:
+            hint = _LANG_ALIASES.get(hint.lower(), hint.lower())
+            if hint not in SPOKEN_LANGS:
+                raise ProtocolError(
+                    ErrorCode.UNSUPPORTED_LANGUAGE,
+                    f"{hint[:20]!r} is not offered; text is read in {', '.join(SPOKEN_LANGS)}",
+                    utt_id,
+                )
         return Utterance(
             id=utt_id,
             voice=info,
-            lang=lang,
+            lang=hint,
             speed=speed or self.speed,
             out=self.out,
             created=self._clock(),
@@ -272,28 +313,86 @@ class Session:
         )
 
     def _pump(self) -> list[Effect]:
-        """Start the next unit of the head utterance, finishing utterances on the way."""
+        """Start the next part of the head utterance, finishing utterances on the way."""
         effects: list[Effect] = []
         while self.utterances:
             utt = next(iter(self.utterances.values()))
             if utt.job is not None:
                 break
-            if utt.units:
+            while utt.parts and isinstance(utt.parts[0], int):
+                utt.pause_ms += utt.parts.popleft()  # type: ignore[operator]
+            if utt.parts:
                 effects.extend(self._submit(utt))
                 if utt.id in self.utterances:
                     break
                 continue  # refused by admission control: the next utterance may go
+            if utt.units:
+                try:
+                    self._expand(utt, utt.units.popleft())
+                except ProtocolError as exc:  # a language no voice speaks, met mid-stream
+                    del self.utterances[utt.id]
+                    effects.append(self._error(exc.code, exc.message, utt.id))
+                    effects.append(Send(protocol.End(utt.id, "error", self._stats(utt))))
+                continue
             if utt.buffer is not None:
                 break  # waiting for more text (append) or a flush
             effects.extend(self._finish(utt))
         return effects
 
+    def _expand(self, utt: Utterance, unit: Unit) -> None:
+        """Cut a unit at its breaks and into language segments, each with the voice that speaks it."""
+        first = True
+        for piece in markup.pieces(unit.text):
+            if isinstance(piece, int):
+                utt.parts.append(piece)
+                continue
+            for seg in segment(piece, utt.lang, utt.voice.langs[0]):
+                if not seg.text.strip():
+                    continue
+                voice = self._voice_for(utt, seg.lang)
+                speak = self._lexicon.apply(seg.text.strip())
+                utt.parts.append(Part(seg.lang, seg.text.strip(), speak, voice, unit, first))
+                first = False
+        if first:  # only breaks: the unit's pause still separates it from the next
+            utt.prev_unit = unit
+
+    def _voice_for(self, utt: Utterance, lang: str) -> VoiceInfo:
+        """The utterance's voice if it speaks ``lang``, else that language's default voice."""
+        if lang in utt.voice.langs:
+            return utt.voice
+        voice = self.lang_voices().get(lang)
+        if voice is None:
+            raise ProtocolError(
+                ErrorCode.UNSUPPORTED_LANGUAGE,
+                f"no voice here speaks {lang!r} (offered: {', '.join(sorted(self.lang_voices()))})",
+                utt.id,
+            )
+        return voice
+
+    def lang_voices(self) -> dict[str, VoiceInfo]:
+        """Default voice per language: configured (``--lang-voices``), else the first voice made for it."""
+        voices = self._catalog.voices
+        chosen: dict[str, VoiceInfo] = {}
+        default = voices.get(self._catalog.default_voice)
+        if default is not None:
+            chosen[default.langs[0]] = default
+        for lang, voice_id in self._config.lang_voices:
+            if voice_id in voices and lang in voices[voice_id].langs:
+                chosen[lang] = voices[voice_id]
+        for info in voices.values():
+            chosen.setdefault(info.langs[0], info)
+        for info in voices.values():
+            for lang in info.langs:
+                chosen.setdefault(lang, info)
+        return {lang: v for lang, v in chosen.items() if lang in SPOKEN_LANGS}
+
     def _submit(self, utt: Utterance) -> list[Effect]:
         effects: list[Effect] = []
         now = self._clock()
-        unit = utt.units[0]
+        part = utt.parts[0]
+        assert isinstance(part, Part)
         deadline = self._play_until if self._play_until else now
-        job = Job(utt.id, unit.text, utt.voice, utt.lang, utt.speed, deadline)
+        job = Job(utt.id, part.speak, part.voice, part.lang, utt.speed, deadline)
         if not utt.started:
             wait, load = self._estimate(job)
             late = wait > self._config.admission_max_wait or load > 1.0
@@ -301,17 +400,16 @@ class Session:
                 return self._refuse(utt, wait, load)
             utt.started = True
             utt.first_job = now
-            utt.resampler = audio.Resampler(utt.voice.native_rate, utt.out.sample_rate)
             utt.frame_len = audio.frame_samples(utt.out.sample_rate, utt.out.frame_ms)
             utt.framer = audio.Framer(utt.frame_len)
             start = protocol.Start(
-                utt.id, utt.voice.id, utt.out.sample_rate, utt.out.format, expected_wait_ms=round(wait * 1000)
+                utt.id, part.voice.id, utt.out.sample_rate, utt.out.format, expected_wait_ms=round(wait * 1000)
             )
             effects.append(Send(start))
-        utt.units.popleft()
+        utt.parts.popleft()
         utt.job = job
-        utt.job_unit = unit
-        utt.unit_started = False
+        utt.job_part = part
+        utt.part_started = False
         effects.append(Submit(utt.job))
         return effects
 
@@ -330,24 +428,52 @@ class Session:
         return effects
 
     def _audio(self, utt: Utterance, samples: np.ndarray) -> list[Effect]:
-        assert utt.job_unit is not None
+        part = utt.job_part
+        assert part is not None
         effects: list[Effect] = []
         samples, bad = audio.sanitize(samples)
         if bad:
-            log.warning("session %s: %d non-finite samples from %s", self.id, bad, utt.voice.id)
-        if not utt.unit_started:
-            utt.unit_started = True
-            if utt.prev_unit is not None:
+            log.warning("session %s: %d non-finite samples from %s", self.id, bad, part.voice.id)
+        if not utt.part_started:
+            utt.part_started = True
+            effects.extend(self._switch_rate(utt, part.voice.native_rate))
+            pause = utt.pause_ms
+            if part.first and utt.prev_unit is not None:
                 # The pause goes before a unit rather than after, so none trails the last one.
-                effects.extend(self._push(utt, audio.silence(pause_ms(utt.prev_unit), utt.voice.native_rate)))
-            pts = utt.native_samples * utt.out.sample_rate // utt.voice.native_rate
-            effects.append(Send(protocol.Mark(utt.id, utt.job_unit.text, pts, voice=utt.voice.id)))
+                pause += pause_ms(utt.prev_unit)
+            utt.pause_ms = 0
+            if pause:
+                effects.extend(self._push(utt, audio.silence(pause, utt.rate)))
+            pts = utt.out_base + utt.native_since * utt.out.sample_rate // utt.rate
+            kind = "sentence" if part.first else "segment"
+            effects.append(Send(protocol.Mark(utt.id, part.text, pts, kind, voice=part.voice.id, lang=part.lang)))
         effects.extend(self._push(utt, samples))
+        return effects
+
+    def _switch_rate(self, utt: Utterance, rate: int) -> list[Effect]:
+        """Resample from ``rate`` from now on; the old resampler's tail is framed first."""
+        if utt.rate == rate:
+            return []
+        effects = self._drain_resampler(utt)
+        utt.rate = rate
+        utt.resampler = audio.Resampler(rate, utt.out.sample_rate)
+        return effects
+
+    def _drain_resampler(self, utt: Utterance) -> list[Effect]:
+        assert utt.framer is not None
+        effects: list[Effect] = []
+        if utt.resampler is not None:
+            effects = self._frames(utt, utt.framer.push(utt.resampler.flush()))
+        utt.out_base = utt.framer.samples_out + utt.framer.pending
+        utt.native_since = 0
+        utt.resampler = None
+        utt.rate = 0
         return effects
 
     def _push(self, utt: Utterance, samples: np.ndarray) -> list[Effect]:
         assert utt.resampler is not None and utt.framer is not None
-        utt.native_samples += len(samples)
+        utt.native_since += len(samples)
+        utt.audio_s += len(samples) / utt.rate
         return self._frames(utt, utt.framer.push(utt.resampler.process(samples)))
 
     def _frames(self, utt: Utterance, frames: list[np.ndarray]) -> list[Effect]:
@@ -366,8 +492,13 @@ class Session:
         """All text spoken: send the tail (the one short frame) and ``end``."""
         del self.utterances[utt.id]
         effects: list[Effect] = []
-        if utt.resampler is not None and utt.framer is not None:
-            frames = utt.framer.push(utt.resampler.flush())
+        if utt.framer is not None:
+            effects.extend(self._drain_resampler(utt))
+            frames = []
+            if utt.pause_ms and utt.seq + utt.framer.pending:  # a trailing <break/> after speech
+                rate = utt.out.sample_rate
+                frames = utt.framer.push(audio.silence(utt.pause_ms, rate))
+                utt.audio_s += utt.pause_ms / 1000
             tail = utt.framer.flush()
             effects.extend(self._frames(utt, frames + ([tail] if tail is not None else [])))
         else:
@@ -391,7 +522,7 @@ class Session:
         return effects
 
     def _stats(self, utt: Utterance) -> dict[str, float]:
-        audio_s = utt.native_samples / utt.voice.native_rate
+        audio_s = utt.audio_s
 
         def ms(t: float | None) -> float:
             return round((t - utt.created) * 1000, 1) if t is not None else -1.0

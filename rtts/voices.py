@@ -259,11 +259,17 @@ def _add_styles(found: _Found, path: Path) -> None:
             found.kokoro_styles[name] = StyleFile(path, None if path.suffix == ".npy" else name)
 
 
+def _kokoro_langs(name: str) -> tuple[str, ...]:
+    """Every Kokoro voice speaks every language; the one it was made for comes first."""
+    first = {"j": "ja", "z": "zh", "a": "en", "b": "en"}.get(name[:1], KOKORO_LANGS[0])
+    return (first, *(lang for lang in KOKORO_LANGS if lang != first))
+
+
 def _kokoro_voice(name: str) -> VoiceInfo:
     return VoiceInfo(
         id=f"kokoro/{name}",
         name=f"Kokoro {name}",
-        langs=KOKORO_LANGS,
+        langs=_kokoro_langs(name),
         engine="kokoro",
         native_rate=KOKORO_RATE,
         model=KokoroEngine.key,
@@ -283,6 +289,6 @@ def _make_engines(found: _Found, cache_dir: Path, threads: int, old: dict[str, E
     for key, (model, config) in found.piper.items():
         piper = old.get(key)
         if not (isinstance(piper, PiperEngine) and piper.model_path == model and piper.config == config):
-            piper = PiperEngine(key, model, config, threads)
+            piper = PiperEngine(key, model, config, threads, cache_dir=cache_dir)
         engines[key] = piper
     return engines

@@ -53,3 +53,24 @@ def open_raw(port: int, rcvbuf: int | None = 4096, headers: str = "") -> socket.
 
 def send_msg(sock: socket.socket, **msg: object) -> None:
     sock.sendall(frame(msgpack.packb(msg)))
+
+
+def read_frame(sock: socket.socket) -> tuple[int, bytes]:
+    """One unmasked server frame: (opcode, payload)."""
+
+    def exact(n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            chunk = sock.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError("closed")
+            out += chunk
+        return out
+
+    b0, b1 = exact(2)
+    n = b1 & 0x7F
+    if n == 126:
+        n = struct.unpack("!H", exact(2))[0]
+    elif n == 127:
+        n = struct.unpack("!Q", exact(8))[0]
+    return b0 & 0x0F, exact(n)

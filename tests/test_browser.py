@@ -439,17 +439,24 @@ def test_kiosk_shows_the_caption_of_the_sentence_being_spoken(server: ServerThre
     page.wait_for_function("t => document.getElementById('caption').textContent === t", arg=second, timeout=60_000)
     utt = page.evaluate("[...window.rtts.utterances.keys()][0]")
     marks = page.evaluate("id => window.rtts.utterances.get(id).marks", utt)
-    assert [m["text"] for m in marks] == [first, second]
+    # The first sentence may arrive as two units (the first is cut short for a fast start);
+    # the caption still shows whole sentences.
+    assert " ".join(m["text"] for m in marks) == f"{first} {second}" and marks[-1]["text"] == second
     assert page.evaluate("window.rtts.stats.caption") == second
+    shown = {text for _, _, text in page.evaluate("window.seen")}
+    assert first in shown  # grown from its first unit to the whole sentence, not replaced by "station."
     shoot(page, "kiosk-1280x720.png")
     rec = wait_played_out(page, utt)
     assert rec["received"] >= 0.95 * rec["sent"]
-    # The caption followed the marks: the first sentence until playback reached the
-    # second's pts, the second from then on.
+    # The caption followed the marks: the first sentence (grown unit by unit) until
+    # playback reached the second's pts, the second from then on.
     seen = [(pos, text) for sid, pos, text in page.evaluate("window.seen") if sid == utt and pos > 0]
-    assert {text for _, text in seen} == {first, second}
+    assert {text for _, text in seen} >= {first, second}
     for pos, text in seen:
-        assert text == (first if pos < marks[1]["pts"] else second), (pos, text, marks)
+        if pos < marks[-1]["pts"]:
+            assert first.startswith(text), (pos, text, marks)
+        else:
+            assert text == second, (pos, text, marks)
     page.wait_for_function("document.getElementById('caption').classList.contains('idle')")
 
     phone = new_page(PHONE)

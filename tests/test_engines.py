@@ -89,7 +89,7 @@ def test_builtin_voices_come_first(registry: VoiceRegistry) -> None:
     assert registry.default_voice == DEFAULT_VOICE == PIPER
     assert registry.get(PIPER).native_rate == 22050
     assert registry.get(KOKORO).native_rate == 24000
-    assert registry.get(KOKORO).langs == ("en",)
+    assert registry.get(KOKORO).langs == ("ja", "en", "zh")  # made for Japanese, speaks all three
     assert registry.get(KOKORO).as_dict()["engine"] == "kokoro"
     assert set(registry.engines) == {"kokoro", PIPER}
 
@@ -244,7 +244,7 @@ def test_bad_arguments_fail_before_synthesis(tmp_path: Path) -> None:
         voice = registry.get(voice_id)
         engine = registry.engine_for(voice)
         with pytest.raises(ValueError):
-            engine.synthesize("Hello.", voice, "ja", 1.0)
+            engine.synthesize("Hello.", voice, "ko", 1.0)
         with pytest.raises(ValueError):
             engine.synthesize("Hello.", voice, "en", 0.0)
         assert not engine.loaded

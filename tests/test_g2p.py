@@ -157,8 +157,8 @@ def test_kokoro_phonemes_only_use_vocab(kokoro: KokoroEngine, vocab: set[str], t
 
 
 def test_kokoro_rejects_other_languages(kokoro: KokoroEngine) -> None:
-    with pytest.raises(ValueError, match="'ja'"):
-        kokoro.phonemize("こんにちは", "jf_alpha", "ja")
+    with pytest.raises(ValueError, match="'ko'"):
+        kokoro.phonemize("안녕하세요", "jf_alpha", "ko")
 
 
 def _same_modulo_split_whitespace(pieces: list[str], original: str) -> bool:

@@ -55,7 +55,7 @@ def check_stream(msgs: list, utt_id: str, rate: int, frame_ms: int, width: int) 
     assert all(0 <= m.pts < total for m in marks)
     assert set(end.stats) == {"queue_ms", "ttfa_ms", "audio_ms", "rtf"}
     assert end.stats["audio_ms"] == pytest.approx(total * 1000 / rate, rel=0.02)
-    assert 0 < end.stats["ttfa_ms"] and 0 < end.stats["rtf"] < 5
+    assert 0 < end.stats["ttfa_ms"] and 0 <= end.stats["rtf"] < 5  # 0 when the phrase cache answered
     return np.concatenate([audio.decode(f.data, msgs[0].format) for f in frames])
 
 
@@ -122,7 +122,8 @@ def test_cancel_mid_utterance(client: Client):
 
 
 def test_interrupt_barges_in(client: Client):
-    client.send(type="speak", id="a", text=PARAGRAPH, voice=PIPER)
+    # Long enough that it cannot be finished when the interrupt arrives (Piper runs ~10x real time).
+    client.send(type="speak", id="a", text=PARAGRAPH * 6, voice=PIPER)
     client.until(protocol.Audio)
     client.send(type="speak", id="b", text="Attention please.", voice=PIPER, interrupt=True)
     msgs = client.until(protocol.End)
@@ -204,8 +205,9 @@ def test_disconnect_mid_utterance_frees_the_thread(server: ServerThread):
 def test_clients_share_the_thread(server: ServerThread):
     with Client(server.url) as a, Client(server.url) as b:
         a.recv(), b.recv()
-        a.send(type="speak", id="a", text=PARAGRAPH, voice=PIPER)
-        b.send(type="speak", id="b", text=PARAGRAPH, voice=PIPER)
+        # Texts no other test speaks, so the phrase cache cannot answer for the engine.
+        a.send(type="speak", id="a", text="Alpha one. " + PARAGRAPH, voice=PIPER)
+        b.send(type="speak", id="b", text="Bravo two. " + PARAGRAPH, voice=PIPER)
         ma, mb = a.utterance("a"), b.utterance("b")
         check_stream(ma, "a", 24000, 20, 2)
         check_stream(mb, "b", 24000, 20, 2)

@@ -294,3 +294,135 @@ def test_hello_changes_defaults_for_later_utterances():
     (job,) = submits(send(session, type="speak", id="a", text="Hi."))
     assert job.voice.id == "kokoro/b" and job.speed == 1.5
     assert errors(send(session, type="hello", voice="missing")) == ["unknown_voice"]
+
+
+# ---------------------------------------------------------------- languages
+
+
+MIXED_VOICES = {
+    "piper/a": VoiceInfo("piper/a", "A", ("en",), "piper", 22050, "piper/a"),
+    "kokoro/j": VoiceInfo("kokoro/j", "J", ("ja", "en", "zh"), "kokoro", 24000, "kokoro", "j"),
+    "kokoro/z": VoiceInfo("kokoro/z", "Z", ("zh", "en", "ja"), "kokoro", 24000, "kokoro", "z"),
+}
+
+
+class MixedCatalog:
+    voices = MIXED_VOICES
+    default_voice = "piper/a"
+
+    def loaded_voices(self) -> list[str]:
+        return []
+
+
+def make_mixed(**overrides) -> Session:
+    cfg = Config(cache_dir="/tmp/rtts-test", models_dir="/tmp/rtts-test", **overrides)
+    return Session("s1", cfg, MixedCatalog(), Clock())
+
+
+def speak_all_jobs(session: Session, first_effects, seconds=0.3):
+    effects, jobs = list(first_effects), []
+    queue = submits(first_effects)
+    while queue:
+        job = queue.pop(0)
+        jobs.append(job)
+        more = run_job(session, job, seconds=seconds, pieces=3)
+        effects += more
+        queue += submits(more)
+    return effects, jobs
+
+
+@pytest.mark.parametrize("rate", [16000, 22050, 24000, 48000])
+def test_mixed_text_goes_to_each_languages_voice_with_seamless_audio(rate):
+    session = make_mixed(lang_voices=(("zh", "kokoro/z"), ("ja", "kokoro/j")))
+    sent(send(session, type="hello", v=1, sample_rate=rate, frame_ms=20 if rate != 22050 else 40))
+    text = "Hello，欢迎来到杭州！今日は東京です。"
+    effects, jobs = speak_all_jobs(session, send(session, type="speak", id="m", text=text))
+    assert [(j.voice.id, j.lang, j.text) for j in jobs] == [
+        ("piper/a", "en", "Hello，"),
+        ("kokoro/z", "zh", "欢迎来到杭州！"),
+        ("kokoro/j", "ja", "今日は東京です。"),
+    ]
+    frames = sent(effects, protocol.Audio)
+    n = audio.frame_samples(rate, 20 if rate != 22050 else 40)
+    assert [f.seq for f in frames] == list(range(len(frames)))
+    assert [f.pts for f in frames] == [i * n for i in range(len(frames))]
+    assert all(len(f.data) == n * 2 for f in frames[:-1])
+    total = sum(len(f.data) for f in frames) // 2
+    # Two units ("Hello，欢迎来到杭州！" and the Japanese sentence): three 0.3 s jobs at their
+    # native rates, resampled, with one sentence pause, and no gap where the rate changes.
+    marks = sent(effects, protocol.Mark)
+    assert [(m.voice, m.lang, m.kind) for m in marks] == [
+        ("piper/a", "en", "sentence"), ("kokoro/z", "zh", "segment"), ("kokoro/j", "ja", "sentence")
+    ]
+    assert [m.pts / rate for m in marks] == pytest.approx([0, 0.3, 0.6 + 0.25], abs=0.002)
+    assert total / rate == pytest.approx(0.9 + 0.25, abs=0.002)
+    (start,) = sent(effects, protocol.Start)
+    assert start.voice == "piper/a"
+    (end,) = sent(effects, protocol.End)
+    assert end.reason == "done" and end.stats["audio_ms"] == pytest.approx(1000 * total / rate, abs=25)
+
+
+def test_segments_within_a_unit_are_marked_and_keep_one_voice_when_it_speaks_both():
+    session = make_mixed(first_unit_chars_kokoro=40)  # the whole sentence is one unit
+    effects, jobs = speak_all_jobs(session, send(session, type="speak", id="m", text="请打开 Bluetooth 设置。", voice="kokoro/z"))
+    assert [(j.voice.id, j.lang) for j in jobs] == [("kokoro/z", "zh"), ("kokoro/z", "en"), ("kokoro/z", "zh")]
+    marks = sent(effects, protocol.Mark)
+    assert [m.kind for m in marks] == ["sentence", "segment", "segment"]
+    assert [m.text for m in marks] == ["请打开", "Bluetooth", "设置。"]
+
+
+def test_lang_hint_decides_han_and_default_voices_come_from_the_catalog():
+    session = make_mixed(lang_voices=())
+    _, jobs = speak_all_jobs(session, send(session, type="speak", id="a", text="東京駅", lang="ja"))
+    assert [(j.voice.id, j.lang) for j in jobs] == [("kokoro/j", "ja")]
+    _, jobs = speak_all_jobs(session, send(session, type="speak", id="b", text="東京駅"))
+    assert [(j.voice.id, j.lang) for j in jobs] == [("kokoro/z", "zh")]
+
+
+def test_unsupported_languages_are_refused_with_a_stable_code():
+    session = make_mixed()
+    for lang in ("ko", "yue", "zh-HK"):
+        assert errors(send(session, type="speak", id="k", text="Hi.", lang=lang)) == ["unsupported_language"]
+    assert errors(send(session, type="speak", id="k", text="안녕하세요. Hello.")) == ["unsupported_language"]
+    # Streaming text learns of the language late: the utterance ends with an error, the session goes on.
+    effects = send(session, type="append", id="s", text="Hello there. ")
+    effects += speak_all_jobs(session, effects)[0]
+    effects += send(session, type="append", id="s", text="안녕하세요. ")
+    effects += send(session, type="flush", id="s")
+    assert "unsupported_language" in errors(effects)
+    assert sent(effects, protocol.End)[-1].reason == "error"
+    effects, jobs = speak_all_jobs(session, send(session, type="speak", id="ok", text="Fine."))
+    assert sent(effects, protocol.End)[-1].reason == "done"
+
+
+def test_break_markup_adds_exact_silence_and_unknown_tags_are_ignored():
+    session = make_mixed()
+    text = '<speak>One <break time="500ms"/> two <blink>three</blink></speak>'
+    effects, jobs = speak_all_jobs(session, send(session, type="speak", id="b", text=text))
+    assert [j.text for j in jobs] == ["One", "two three"]
+    frames = sent(effects, protocol.Audio)
+    total = sum(len(f.data) for f in frames) // 2
+    assert total / 24000 == pytest.approx(0.6 + 0.5, abs=0.02)
+    marks = sent(effects, protocol.Mark)
+    assert marks[1].pts / 24000 == pytest.approx(0.3 + 0.5, abs=0.01)
+
+
+def test_break_markup_split_across_appends_and_spelled_spans():
+    session = make_mixed()
+    effects = send(session, type="append", id="a", text="Code <say-as interpret-as='char")
+    effects += send(session, type="append", id="a", text="acters'>AB1</say-as> now <bre")
+    effects += send(session, type="append", id="a", text='ak time="1s"/>done.')
+    effects += send(session, type="flush", id="a")
+    effects, jobs = speak_all_jobs(session, effects)
+    assert [j.text for j in jobs] == ["Code ay bee 1 now", "done."]
+    assert sent(effects, protocol.End)[-1].reason == "done"
+
+
+def test_lexicon_reaches_the_engine_text_but_not_the_marks():
+    from rtts.text.lexicon import Lexicon
+
+    cfg = Config(cache_dir="/tmp/rtts-test", models_dir="/tmp/rtts-test")
+    session = Session("s", cfg, MixedCatalog(), Clock(), lexicon=Lexicon.parse("Nguyen = Win\nXiaomi = /ʃaʊmi/"))
+    effects, jobs = speak_all_jobs(session, send(session, type="speak", id="l", text="Nguyen likes Xiaomi."))
+    assert jobs[0].text == "Win likes \ue002ʃaʊmi\ue003."
+    assert sent(effects, protocol.Mark)[0].text == "Nguyen likes Xiaomi."

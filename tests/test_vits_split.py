@@ -129,3 +129,19 @@ def test_piper_streams_inside_a_sentence(piper: tuple[PiperEngine, VoiceInfo]) -
     audio = np.concatenate(chunks)
     assert 2.0 < len(audio) / engine.sample_rate < 8.0
     assert np.max(np.abs(audio)) <= 1.0
+
+
+@pytest.mark.slow
+def test_the_cut_is_kept_on_disk_and_reused(piper: tuple[PiperEngine, VoiceInfo], tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from rtts.engines.vits_split import split_files
+
+    engine, _ = piper
+    first = PiperEngine(engine.key, engine.model_path, engine.config, threads=1, cache_dir=tmp_path)
+    first.load()
+    files = split_files(engine.model_path, tmp_path)
+    assert first.streaming and all(f.is_file() for f in files)
+    stamps = [f.stat().st_mtime_ns for f in files]
+    again = PiperEngine(engine.key, engine.model_path, engine.config, threads=1, cache_dir=tmp_path)
+    again.load()
+    assert again.streaming and [f.stat().st_mtime_ns for f in files] == stamps
+    assert again.hop == first.hop == 256

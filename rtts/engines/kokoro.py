@@ -30,8 +30,9 @@ import numpy as np
 from rtts.engines import ort
 from rtts.engines.base import EngineError, VoiceInfo
 from rtts.engines.trim import trim_silence
-from rtts.g2p import espeak
+from rtts.g2p import espeak, kokoro_langs
 from rtts.g2p.split import split_phonemes
+from rtts.text.normalize_en import normalize_en
 
 __all__ = [
     "LANGS",
@@ -52,7 +53,7 @@ SAMPLE_RATE = 24_000
 MAX_TOKENS = 510
 STYLE_DIM = 256
 MODEL_FILE = "kokoro-v1.0.int8.onnx"
-LANGS = ("en",)
+LANGS = ("en", "zh", "ja")
 
 # espeak phonemes (multi-letter ones joined by the "^" tie) respelled in Kokoro v1.0's
 # alphabet, after misaki's EspeakFallback. Longest first, so "e^ɪ" is taken before "e".
@@ -303,6 +304,12 @@ class KokoroEngine:
         if not {"tokens", "style", "speed"} <= names:
             raise EngineError(f"not a Kokoro v1.0 model: inputs are {sorted(names)}")
         self._styles.update(builtin)
+        # The Mandarin and Japanese front ends load dictionaries (seconds); do it with the model.
+        for lang, word in (("zh", "你好"), ("ja", "こんにちは")):
+            try:
+                self.phonemize(word, "", lang)
+            except Exception as exc:  # a missing optional front end must not stop English
+                logger.warning("Kokoro %s front end unavailable: %s", lang, exc)
         self._session = session
 
     def unload(self) -> None:
@@ -316,10 +323,18 @@ class KokoroEngine:
         if lang not in LANGS:
             raise ValueError(f"Kokoro speaks {', '.join(LANGS)} here, not {lang!r}")
         name = voice.speaker if isinstance(voice, VoiceInfo) else voice
+        if lang == "zh":
+            return self._keep_known(kokoro_langs.with_lexicon(text, kokoro_langs.zh_phonemes))
+        if lang == "ja":
+            return self._keep_known(kokoro_langs.with_lexicon(text, kokoro_langs.ja_phonemes))
         # Kokoro's British voices (bf_*, bm_*) were trained on British phonemes.
         british = name.startswith("b")
-        ipa = espeak.phonemize(text, "en-gb" if british else "en-us", tie="^")
-        return self._keep_known(to_kokoro_phonemes(ipa, british))
+
+        def english(piece: str) -> str:
+            ipa = espeak.phonemize(normalize_en(piece), "en-gb" if british else "en-us", tie="^")
+            return to_kokoro_phonemes(ipa, british)
+
+        return self._keep_known(kokoro_langs.with_lexicon(text, english))
 
     def synthesize(self, text: str, voice: VoiceInfo, lang: str, speed: float) -> Iterator[np.ndarray]:
         if not (math.isfinite(speed) and speed > 0):

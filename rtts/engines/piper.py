@@ -30,10 +30,12 @@ import numpy as np
 
 from rtts.engines import ort
 from rtts.engines.base import EngineError, VoiceInfo
-from rtts.engines.vits_split import SplitError, split_vits
+from rtts.engines.vits_split import SplitError, cached_split, split_vits
 from rtts.engines.trim import trim_silence
 from rtts.g2p import espeak
 from rtts.g2p.split import split_phonemes
+from rtts.text.lexicon import split_phonemes as split_lexicon
+from rtts.text.normalize_en import normalize_en
 
 __all__ = ["PiperConfig", "PiperEngine", "phoneme_ids", "window_bounds"]
 
@@ -148,8 +150,12 @@ def window_bounds(frames: int, first: int = FIRST_WINDOW, largest: int = MAX_WIN
 class PiperEngine:
     """One Piper voice model (with all of its speakers)."""
 
-    def __init__(self, key: str, model_path: Path, config: PiperConfig, threads: int = 2) -> None:
+    def __init__(
+        self, key: str, model_path: Path, config: PiperConfig, threads: int = 2, cache_dir: Path | None = None
+    ) -> None:
+        """``cache_dir`` keeps the voice's two halves once cut (without it, it is cut at every load)."""
         self.key = key
+        self._cache_dir = cache_dir
         self.sample_rate = config.sample_rate
         self.model_path = model_path
         self.config = config
@@ -190,7 +196,21 @@ class PiperEngine:
         self._session = session
 
     def _load_split(self) -> None:
-        import onnx  # only needed at load; keeps listing voices light
+        if self._cache_dir is not None:
+            try:
+                encoder_path, decoder_path, meta = cached_split(self.model_path, self._cache_dir)
+            except OSError as exc:
+                logger.warning("%s: cannot keep the cut voice in %s (%s); cutting in memory", self.key, self._cache_dir, exc)
+            else:
+                encoder = ort.create_session(encoder_path, self._threads, self.model_path.name + " encoder")
+                self._check_inputs({i.name for i in encoder.get_inputs()})
+                decoder = ort.create_session(decoder_path, self._threads, self.model_path.name + " decoder")
+                self._latent = str(meta["latent"])
+                self._decoder_sid = "sid" in meta["decoder_inputs"]
+                self.hop = int(meta["hop"])
+                self._encoder, self._decoder = encoder, decoder
+                return
+        import onnx  # costs ~15 MB of RSS for good, hence the cache above
 
         try:
             model = onnx.load(str(self.model_path))
@@ -218,8 +238,19 @@ class PiperEngine:
         ort.release_memory()
 
     def phonemize(self, text: str) -> str:
-        """espeak-ng IPA for ``text`` in this voice's espeak voice, as Piper feeds it."""
-        return espeak.phonemize(text, self.config.espeak_voice)
+        """espeak-ng IPA for ``text`` in this voice's espeak voice, as Piper feeds it.
+
+        English text is normalized first (numbers, dates, money...); lexicon phonemes
+        pass through as written.
+        """
+        english = self.config.language == "en"
+
+        def g2p(piece: str) -> str:
+            return espeak.phonemize(normalize_en(piece) if english else piece, self.config.espeak_voice)
+
+        return " ".join(
+            p.strip() for p in (piece if ph else g2p(piece) for ph, piece in split_lexicon(text)) if p.strip()
+        )
 
     def synthesize(self, text: str, voice: VoiceInfo, lang: str, speed: float) -> Iterator[np.ndarray]:
         if not (math.isfinite(speed) and speed > 0):

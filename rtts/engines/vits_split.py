@@ -15,13 +15,19 @@ depends on nothing but ``z`` and, for multi-speaker voices, the speaker id input
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import subprocess
+import sys
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-import onnx
-from onnx import helper
+if TYPE_CHECKING:  # imported where used: see "the cut, kept on disk" below
+    import onnx
 
-__all__ = ["SplitError", "VitsSplit", "split_vits"]
+__all__ = ["SplitError", "VitsSplit", "cached_split", "split_vits"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +51,9 @@ class VitsSplit:
 
 def split_vits(model: onnx.ModelProto) -> VitsSplit:
     """Split ``model`` in memory; raise SplitError when it is not a VITS-shaped graph."""
+    import onnx
+    from onnx import helper
+
     graph = model.graph
     producer = {out: node for node in graph.node for out in node.output}
     initializers = {init.name for init in graph.initializer}
@@ -131,6 +140,8 @@ def _ancestors_of(name: str, producer: dict[str, onnx.NodeProto], initializers: 
 
 def _hop(graph: onnx.GraphProto) -> int:
     """Samples per latent frame: the product of the upsampling strides."""
+    from onnx import helper
+
     hop = 1
     for node in graph.node:
         if node.op_type == "ConvTranspose":
@@ -139,3 +150,67 @@ def _hop(graph: onnx.GraphProto) -> int:
                     for stride in helper.get_attribute_value(attr):
                         hop *= int(stride)
     return hop
+
+
+# ---------------------------------------------------------------- the cut, kept on disk
+#
+# Cutting needs the ``onnx`` package, which costs ~15 MB of RSS that the server would
+# keep after unloading every model (and 0.4 s per load). So the server cuts a voice
+# once, in a child process (``python -m rtts.engines.vits_split MODEL DIR``), and
+# later loads the two halves from the cache directory.
+
+
+def split_files(model: Path, cache_dir: Path) -> tuple[Path, Path, Path]:
+    """Where the halves of ``model`` and their description are cached (named by size and mtime)."""
+    stat = model.stat()
+    stem = f"{model.stem}-{stat.st_size}-{stat.st_mtime_ns}"
+    folder = cache_dir / "piper-split"
+    return folder / f"{stem}.encoder.onnx", folder / f"{stem}.decoder.onnx", folder / f"{stem}.json"
+
+
+def cached_split(model: Path, cache_dir: Path) -> tuple[Path, Path, dict]:
+    """The cached halves and description of ``model``, cutting it in a child process first if needed.
+
+    Raises SplitError when the voice cannot be cut (remembered, so it is not retried),
+    OSError when the cache cannot be written.
+    """
+    encoder, decoder, meta_path = split_files(model, cache_dir)
+    if not meta_path.is_file():
+        meta_path.parent.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "rtts.engines.vits_split", str(model), str(cache_dir)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=Path(__file__).resolve().parents[2],  # so a checkout's rtts is found too
+        )
+        if done.returncode != 0 or not meta_path.is_file():
+            raise OSError(f"cutting {model.name} failed: {done.stderr.strip()[-500:]}")
+    meta = json.loads(meta_path.read_text())
+    if meta.get("error"):
+        raise SplitError(meta["error"])
+    return encoder, decoder, meta
+
+
+def _write_split(model_path: Path, cache_dir: Path) -> None:
+    import onnx
+
+    encoder, decoder, meta_path = split_files(model_path, cache_dir)
+    try:
+        split = split_vits(onnx.load(str(model_path)))
+    except SplitError as exc:
+        meta: dict = {"error": str(exc)}
+    else:
+        for path, half in ((encoder, split.encoder), (decoder, split.decoder)):
+            tmp = path.with_suffix(".tmp")
+            tmp.write_bytes(half.SerializeToString())
+            os.replace(tmp, path)
+        meta = {"latent": split.latent, "decoder_inputs": list(split.decoder_inputs), "hop": split.hop}
+    # The description is written last: its presence means the halves are complete.
+    tmp = meta_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(meta))
+    os.replace(tmp, meta_path)
+
+
+if __name__ == "__main__":
+    _write_split(Path(sys.argv[1]), Path(sys.argv[2]))

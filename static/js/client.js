@@ -15,6 +15,10 @@ function newId(prefix) {
   return `${prefix}${counter}-${Math.random().toString(36).slice(2, 6)}`;
 }
 
+const SENTENCE_END = /[.!?。！？…]["'”’)\]]*$/u;
+const CJK_END = /[\u3000-\u9fff\uff00-\uffef]$/u;
+const CJK_START = /^[\u3000-\u9fff\uff00-\uffef]/u;
+
 export class RttsClient extends EventTarget {
   // settings: {token, voice, lang, speed, sampleRate, prebufferMs}; voice/lang/speed
   // go with each utterance, sampleRate and token with `hello`.
@@ -255,13 +259,22 @@ export class RttsClient extends EventTarget {
     this._emit("sounddone", { id, flushed: Boolean(flushed) });
   }
 
-  // The caption is the text of the last `mark` whose audio has started playing.
+  // The caption is the sentence of the last `mark` whose audio has started playing. The
+  // server cuts the first sentence short so sound starts early, so a mark can continue the
+  // sentence of the one before it: join marks back to the previous sentence end.
   _updateCaption(rec, pos) {
     let index = -1;
     for (let i = 0; i < rec.marks.length; i++) if (rec.marks[i].pts <= pos) index = i;
     if (index < 0) return;
     if (this.caption && this.caption.id === rec.id && this.caption.index === index) return;
-    this._setCaption({ id: rec.id, index, text: rec.marks[index].text, pts: rec.marks[index].pts });
+    let first = index;
+    while (first > 0 && !SENTENCE_END.test(rec.marks[first - 1].text)) first--;
+    let text = "";
+    for (let i = first; i <= index; i++) {
+      const part = rec.marks[i].text;
+      text += text && !CJK_END.test(text) && !CJK_START.test(part) ? " " + part : part;
+    }
+    this._setCaption({ id: rec.id, index, text, pts: rec.marks[index].pts });
   }
 
   _setCaption(caption) {

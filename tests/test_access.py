@@ -12,7 +12,7 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from rtts import admission, protocol
+from rtts import access, protocol
 
 from .conftest import Client, RttsProcess, ServerThread, make_config
 
@@ -30,15 +30,15 @@ def status_of(url: str, **kw) -> int:  # type: ignore[no-untyped-def]
 
 
 def test_token_subprotocol_round_trips_and_compares():
-    proto = admission.encode_token(TOKEN)
+    proto = access.encode_token(TOKEN)
     assert proto.startswith("rtts.auth.") and "=" not in proto and " " not in proto
-    assert admission.subprotocol_token(["rtts.v1", proto]) == (True, TOKEN)
-    assert admission.subprotocol_token(["rtts.v1"]) == (False, None)
-    assert admission.subprotocol_token(["rtts.auth.%%%"]) == (True, None)
-    assert admission.token_ok(TOKEN, TOKEN) and not admission.token_ok(None, TOKEN)
-    assert not admission.token_ok(TOKEN + "x", TOKEN)
-    assert admission.select_subprotocol(["rtts.v1", proto]) == "rtts.v1"
-    assert admission.select_subprotocol([proto]) is None
+    assert access.subprotocol_token(["rtts.v1", proto]) == (True, TOKEN)
+    assert access.subprotocol_token(["rtts.v1"]) == (False, None)
+    assert access.subprotocol_token(["rtts.auth.%%%"]) == (True, None)
+    assert access.token_ok(TOKEN, TOKEN) and not access.token_ok(None, TOKEN)
+    assert not access.token_ok(TOKEN + "x", TOKEN)
+    assert access.select_subprotocol(["rtts.v1", proto]) == "rtts.v1"
+    assert access.select_subprotocol([proto]) is None
 
 
 @pytest.mark.parametrize(
@@ -58,16 +58,16 @@ def test_token_subprotocol_round_trips_and_compares():
     ],
 )
 def test_origin_rules(origin, host, allowed, ok):
-    assert admission.origin_allowed(origin, host, allowed) is ok
+    assert access.origin_allowed(origin, host, allowed) is ok
 
 
 def test_forwarded_for_is_believed_only_from_trusted_proxies():
     trusted = ("10.0.0.0/8",)
-    assert admission.client_address("203.0.113.9", "1.2.3.4", trusted) == "203.0.113.9"
-    assert admission.client_address("10.0.0.2", "198.51.100.7", trusted) == "198.51.100.7"
+    assert access.client_address("203.0.113.9", "1.2.3.4", trusted) == "203.0.113.9"
+    assert access.client_address("10.0.0.2", "198.51.100.7", trusted) == "198.51.100.7"
     # A client cannot pick its address by sending its own X-Forwarded-For through the proxy.
-    assert admission.client_address("10.0.0.2", "6.6.6.6, 198.51.100.7", trusted) == "198.51.100.7"
-    assert admission.client_address("10.0.0.2", None, trusted) == "10.0.0.2"
+    assert access.client_address("10.0.0.2", "6.6.6.6, 198.51.100.7", trusted) == "198.51.100.7"
+    assert access.client_address("10.0.0.2", None, trusted) == "10.0.0.2"
 
 
 # ---------------------------------------------------------------- live server
@@ -90,7 +90,7 @@ def guarded(tmp_path_factory: pytest.TempPathFactory):
 
 
 def test_token_in_subprotocol_skips_hello(guarded: ServerThread):
-    with connect(guarded.url, compression=None, subprotocols=["rtts.v1", admission.encode_token(TOKEN)]) as ws:
+    with connect(guarded.url, compression=None, subprotocols=["rtts.v1", access.encode_token(TOKEN)]) as ws:
         assert ws.subprotocol == "rtts.v1"
         assert TOKEN not in str(ws.response.headers) and "rtts.auth" not in str(ws.response.headers)
         ready = protocol.decode_server(ws.recv(10))
@@ -109,7 +109,7 @@ def test_token_in_subprotocol_skips_hello(guarded: ServerThread):
 
 
 def test_wrong_token_in_subprotocol_is_401_before_the_upgrade(guarded: ServerThread):
-    assert status_of(guarded.url, subprotocols=["rtts.v1", admission.encode_token("guess")]) == 401
+    assert status_of(guarded.url, subprotocols=["rtts.v1", access.encode_token("guess")]) == 401
     assert status_of(guarded.url, subprotocols=["rtts.v1", "rtts.auth.!!"]) == 401
 
 
@@ -151,7 +151,7 @@ def readyz(srv: ServerThread) -> tuple[int, dict]:
 def test_caps_per_address_and_in_total(guarded: ServerThread):
     def open_as(address: str):  # type: ignore[no-untyped-def]
         return Client(guarded.url, additional_headers={"X-Forwarded-For": address},
-                      subprotocols=["rtts.v1", admission.encode_token(TOKEN)])
+                      subprotocols=["rtts.v1", access.encode_token(TOKEN)])
 
     a1, a2 = open_as("192.0.2.1"), open_as("192.0.2.1")
     with pytest.raises(InvalidStatus) as info:
@@ -197,11 +197,11 @@ def test_the_token_never_reaches_the_log(tmp_path):
     """Debug logging, a token in the header, in hello and in /tts: not one copy in the log."""
     with RttsProcess(tmp_path, "--log-level", "debug", env={"RTTS_TOKEN": TOKEN}) as proc:
         proc.wait_listening()
-        with connect(proc.url, compression=None, subprotocols=["rtts.v1", admission.encode_token(TOKEN)]) as ws:
+        with connect(proc.url, compression=None, subprotocols=["rtts.v1", access.encode_token(TOKEN)]) as ws:
             ws.recv(10)
             ws.send(msgpack.packb({"type": "hello", "v": 1, "token": TOKEN}))
             ws.recv(10)
-        assert status_of(proc.url, subprotocols=["rtts.v1", admission.encode_token(TOKEN + "x")]) == 401
+        assert status_of(proc.url, subprotocols=["rtts.v1", access.encode_token(TOKEN + "x")]) == 401
         with Client(proc.url) as c:
             c.send(type="hello", v=1, token=TOKEN + "x")
             c.recv()
@@ -211,6 +211,29 @@ def test_the_token_never_reaches_the_log(tmp_path):
         assert proc.stop() == 0
     log = proc.log
     assert "DEBUG" in log and "connected from" in log  # debug logging was on
-    encoded = admission.encode_token(TOKEN)[len("rtts.auth.") :]
+    encoded = access.encode_token(TOKEN)[len("rtts.auth.") :]
     for needle in (TOKEN, encoded, TOKEN.encode().hex(), "kiosk-7"):
         assert needle not in log
+
+
+def test_access_settings_from_flags_and_environment(tmp_path):
+    import argparse
+
+    from rtts import config
+
+    (tmp_path / "token").write_text("tok-1\n")
+    parser = argparse.ArgumentParser()
+    config.add_flags(parser)
+    cfg = config.from_args(
+        parser.parse_args(["--token-file", str(tmp_path / "token"), "--allow-origin", "https://a.example, https://b.example"]),
+        {},
+    )
+    assert cfg.token == "tok-1" and cfg.allow_origin == ("https://a.example", "https://b.example")
+    env = {"RTTS_TOKEN_FILE": str(tmp_path / "token"), "RTTS_PRELOAD": "yes", "RTTS_TRUSTED_PROXIES": "10.0.0.1 10.0.0.2"}
+    cfg = config.from_args(parser.parse_args([]), env)
+    assert cfg.token == "tok-1" and cfg.preload is True and cfg.trusted_proxies == ("10.0.0.1", "10.0.0.2")
+    (tmp_path / "empty").write_text("\n")
+    with pytest.raises(ValueError, match="empty"):
+        config.from_args(parser.parse_args(["--token-file", str(tmp_path / "empty")]), {})
+    with pytest.raises(ValueError, match="shutdown-timeout"):
+        config.Config(drain_grace=5, shutdown_timeout=5)

@@ -1,0 +1,164 @@
+"""The small SSML subset kiosks need, turned into plain text before units are cut.
+
+Understood tags:
+
+* ``<break time="500ms"/>`` (or ``"1.5s"``, or ``strength="weak|medium|strong|x-strong"``):
+  a pause, at most 10 s.
+* ``<say-as interpret-as="characters">ABC123</say-as>`` (also ``spell-out``, ``digits``,
+  ``telephone``): read character by character.
+* ``<sub alias="World Wide Web">WWW</sub>``: read the alias instead.
+
+Every other tag (``<speak>``, ``<p>``, ``<prosody>``, a misspelt one...) is ignored
+and its content read, so markup never fails a request. Text that only looks like a
+tag ("a < b", "<3") is read as text. ``&lt; &gt; &amp; &quot; &apos;`` are decoded.
+
+A pause travels through unit splitting as a private-use sentinel (``BREAK``); the
+session cuts units at it with :func:`pieces`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from .normalize_en import LETTERS
+
+BREAK_OPEN: Final = "\ue000"
+BREAK_CLOSE: Final = "\ue001"
+MAX_BREAK_MS: Final = 10_000
+# Private-use characters the sentinels use are removed from client text first.
+_PRIVATE: Final = re.compile("[\ue000-\ue00f]")
+_TAG: Final = re.compile(
+    r"<\s*(?P<close>/)?\s*(?P<name>[A-Za-z][\w:.-]*)(?P<attrs>(?:\s+[\w:.-]+\s*=\s*(?:\"[^\"<>]*\"|'[^'<>]*'))*)\s*(?P<empty>/)?\s*>"
+)
+_ATTR: Final = re.compile(r"([\w:.-]+)\s*=\s*(?:\"([^\"]*)\"|'([^']*)')")
+_TIME: Final = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s)?\s*$", re.IGNORECASE)
+_STRENGTH_MS: Final = {"none": 0, "x-weak": 100, "weak": 200, "medium": 400, "strong": 700, "x-strong": 1200}
+_SPELL: Final = frozenset({"characters", "spell-out", "digits", "telephone", "verbatim"})
+_ENTITIES: Final = {"&lt;": "<", "&gt;": ">", "&amp;": "&", "&quot;": '"', "&apos;": "'"}
+_ENTITY: Final = re.compile("|".join(_ENTITIES))
+_SPLIT: Final = re.compile(f"{BREAK_OPEN}(\\d+){BREAK_CLOSE}")
+_HOLD_MAX: Final = 2048  # an unfinished tag longer than this is read as text
+
+
+def break_text(ms: int) -> str:
+    return f"{BREAK_OPEN}{ms}{BREAK_CLOSE}"
+
+
+def spell_out(text: str) -> str:
+    """Character by character: letters by their English names, digits and CJK one at a time."""
+    out = []
+    for ch in text:
+        if ch.isascii() and ch.upper() in LETTERS:
+            out.append(LETTERS[ch.upper()])
+        elif not ch.isspace():
+            out.append(ch)
+    return " ".join(out)
+
+
+def _attrs(raw: str) -> dict[str, str]:
+    return {m.group(1).lower(): m.group(2) if m.group(2) is not None else m.group(3) for m in _ATTR.finditer(raw)}
+
+
+def _break_ms(attrs: dict[str, str]) -> int:
+    if "time" in attrs:
+        m = _TIME.match(attrs["time"])
+        if m is None:
+            return _STRENGTH_MS["medium"]
+        value = float(m.group(1)) * (1000 if (m.group(2) or "ms").lower() == "s" else 1)
+        return int(min(MAX_BREAK_MS, value))
+    return _STRENGTH_MS.get(attrs.get("strength", "medium").lower(), _STRENGTH_MS["medium"])
+
+
+def render(text: str) -> str:
+    """Markup → plain text with break sentinels (see the module docstring)."""
+    text = _PRIVATE.sub("", text)
+    if "<" not in text and "&" not in text:
+        return text
+    out: list[str] = []
+    stack: list[tuple[str, str | None, int]] = []  # (tag, action, index in out where its content starts)
+    pos = 0
+    for m in _TAG.finditer(text):
+        out.append(_ENTITY.sub(lambda e: _ENTITIES[e.group(0)], text[pos : m.start()]))
+        pos = m.end()
+        name = m.group("name").lower()
+        attrs = _attrs(m.group("attrs"))
+        if m.group("close"):
+            for i in range(len(stack) - 1, -1, -1):
+                if stack[i][0] == name:
+                    _, action, start = stack[i]
+                    del stack[i:]
+                    _apply(out, action, start)
+                    break
+            continue
+        if name == "break":
+            out.append(f" {break_text(_break_ms(attrs))} ")
+            continue
+        if m.group("empty"):
+            continue
+        action = None
+        if name == "say-as" and attrs.get("interpret-as", "").lower() in _SPELL:
+            action = "spell"
+        elif name == "sub" and "alias" in attrs:
+            action = "alias:" + attrs["alias"]
+        stack.append((name, action, len(out)))
+    out.append(_ENTITY.sub(lambda e: _ENTITIES[e.group(0)], text[pos:]))
+    while stack:  # unclosed tags still apply to the rest of the text
+        _, action, start = stack.pop()
+        _apply(out, action, start)
+    return "".join(out)
+
+
+def _apply(out: list[str], action: str | None, start: int) -> None:
+    if action is None:
+        return
+    content = "".join(out[start:])
+    del out[start:]
+    out.append(spell_out(content) if action == "spell" else action.removeprefix("alias:"))
+
+
+def pieces(unit_text: str) -> list[str | int]:
+    """A unit's text split at breaks: text pieces (stripped, non-empty) and pause lengths in ms."""
+    out: list[str | int] = []
+    for i, part in enumerate(_SPLIT.split(unit_text)):
+        if i % 2:
+            out.append(int(part))
+        elif part.strip():
+            out.append(part.strip())
+    return out
+
+
+class MarkupStream:
+    """``render`` for text arriving in pieces: holds back a tag (or a say-as/sub span) until it is complete."""
+
+    def __init__(self) -> None:
+        self._held = ""
+
+    def feed(self, text: str) -> str:
+        text = self._held + text
+        cut = _unfinished(text)
+        if cut is None or len(text) - cut > _HOLD_MAX:
+            self._held = ""
+            return render(text)
+        self._held = text[cut:]
+        return render(text[:cut])
+
+    def flush(self) -> str:
+        text, self._held = self._held, ""
+        return render(text)
+
+
+def _unfinished(text: str) -> int | None:
+    """Where an unfinished tag, or an open say-as/sub span, starts; None if there is none."""
+    lt = text.rfind("<")
+    if lt >= 0 and ">" not in text[lt:] and re.match(r"<\s*/?\s*[A-Za-z]?[\w:.\-\s=\"']*$", text[lt:]):
+        start: int | None = lt
+    else:
+        start = None
+    for name in ("say-as", "sub"):
+        opened = [m.start() for m in _TAG.finditer(text) if m.group("name").lower() == name and not m.group("close")]
+        closed = [m.start() for m in _TAG.finditer(text) if m.group("name").lower() == name and m.group("close")]
+        if len(opened) > len(closed):
+            first_open = opened[len(closed)]
+            start = first_open if start is None else min(start, first_open)
+    return start

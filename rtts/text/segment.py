@@ -1,0 +1,117 @@
+"""Split a text unit into runs of one language each: en, zh, ja or ko.
+
+Scripts decide: Latin letters are English, kana Japanese, Hangul Korean. Han
+characters are Japanese in a sentence that has kana (or when the request says ``ja``),
+else Mandarin. Digits, punctuation and spaces belong to no script: they stay with
+the run before them, except that a run touching the next CJK run across a space
+("Gate 5号") goes with that one, so "3号" is read in Chinese and "Platform 3" in
+English. Joining the segments' text gives back the input.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+LANGS: Final = ("en", "zh", "ja", "ko")
+
+# Script of one character, or None for neutral ones (digits, punctuation, spaces, symbols).
+_KANA: Final = re.compile(r"[\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
+_HAN: Final = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3005\u3007\u303b]")
+_HANGUL: Final = re.compile(r"[\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]")
+_LATIN: Final = re.compile(r"[A-Za-z\u00c0-\u024f\uff21-\uff3a\uff41-\uff5a]")
+# The long-vowel mark and middle dot are kana punctuation: neutral, but they make a text Japanese.
+# Han is read as Japanese or Chinese sentence by sentence.
+_SENTENCE: Final = re.compile(r"[^。！？!?\n]+[。！？!?\n]*|[。！？!?\n]+")
+_KANA_ONLY: Final = re.compile(r"[\u3040-\u30ff\uff66-\uff9f]")
+
+
+@dataclass(frozen=True)
+class Segment:
+    lang: str
+    text: str
+
+
+def script_of(ch: str) -> str | None:
+    """"latin", "han", "kana", "hangul" or None."""
+    if _LATIN.match(ch):
+        return "latin"
+    if _KANA.match(ch):
+        return "kana"
+    if _HAN.match(ch):
+        return "han"
+    if _HANGUL.match(ch):
+        return "hangul"
+    return None
+
+
+def is_japanese(text: str) -> bool:
+    """Has kana: Han characters here are read in Japanese."""
+    return _KANA_ONLY.search(text) is not None
+
+
+def segment(text: str, hint: str | None = None, default: str = "en") -> list[Segment]:
+    """Language runs of ``text`` (see the module docstring).
+
+    ``hint`` is the request's language: ``ja`` makes Han Japanese, ``zh`` keeps it
+    Mandarin even next to kana-less Japanese. ``default`` is the language of a text
+    with no letters at all ("12:30"), when there is no hint.
+    """
+    runs: list[tuple[str | None, str]] = []  # (lang or None for neutral, text)
+    for sentence in _SENTENCE.findall(text):
+        han = "ja" if hint == "ja" or (hint != "zh" and is_japanese(sentence)) else "zh"
+        by_script = {"latin": "en", "kana": "ja", "han": han, "hangul": "ko"}
+        for ch in sentence:
+            script = script_of(ch)
+            lang = by_script[script] if script else None
+            if runs and runs[-1][0] == lang:
+                runs[-1] = (lang, runs[-1][1] + ch)
+            else:
+                runs.append((lang, ch))
+    out: list[Segment] = []
+    pending = ""  # neutral text waiting for a lang (only at the start)
+    for i, (lang, chunk) in enumerate(runs):
+        if lang is not None:
+            if out and out[-1].lang == lang:
+                out[-1] = Segment(lang, out[-1].text + pending + chunk)
+            else:
+                out.append(Segment(lang, pending + chunk))
+            pending = ""
+            continue
+        nxt = runs[i + 1][0] if i + 1 < len(runs) else None
+        if not out:
+            pending += chunk
+            continue
+        keep, give = _share(chunk, out[-1].lang, nxt)
+        out[-1] = Segment(out[-1].lang, out[-1].text + keep)
+        pending = give
+    if pending:
+        lang = hint if hint in LANGS else default
+        if out:
+            out[-1] = Segment(out[-1].lang, out[-1].text + pending)
+        else:
+            out.append(Segment(lang, pending))
+    return out
+
+
+def _share(neutral: str, prev: str, nxt: str | None) -> tuple[str, str]:
+    """Split a neutral run between the segment before it and the one after.
+
+    Text is handed over only across a space, to the side it touches: "Platform 3 到了"
+    keeps "3" in English, "Gate 5号" gives "5号" to Chinese, "价格是 $5 a month" gives
+    "$5" to English.
+    """
+    if nxt is None or nxt == prev:
+        return neutral, ""
+    if prev == "en":
+        cut = max(neutral.rfind(" "), neutral.rfind("\u3000"))
+        if cut < 0:
+            return neutral, ""
+        return neutral[: cut + 1], neutral[cut + 1 :]
+    if nxt == "en":
+        cut = neutral.find(" ")
+        if cut < 0:
+            return neutral, ""
+        return neutral[: cut + 1], neutral[cut + 1 :]
+    return neutral, ""
