@@ -38,7 +38,7 @@ SENTENCES = [
 
 
 def speak(page: Page, voice: str, text: str) -> dict:  # type: ignore[type-arg]
-    before = page.evaluate("window.rtts.stats.underruns")
+    before = page.evaluate("[window.rtts.stats.underruns, window.rtts.stats.audibleUnderruns]")
     utt = page.evaluate(
         "([voice, text]) => { window.rtts.configure({voice}); return window.rtts.speak(text); }", [voice, text]
     )
@@ -49,7 +49,8 @@ def speak(page: Page, voice: str, text: str) -> dict:  # type: ignore[type-arg]
         timeout=120_000,
     )
     rec = page.evaluate("id => window.rtts.stats.utterances[id]", utt)
-    rec["underruns"] = page.evaluate("window.rtts.stats.underruns") - before
+    after = page.evaluate("[window.rtts.stats.underruns, window.rtts.stats.audibleUnderruns]")
+    rec["underruns"] = f"{after[0] - before[0]} ({after[1] - before[1]} audible)"
     return rec  # type: ignore[no-any-return]
 
 

@@ -291,7 +291,8 @@ function refresh() {
     scheduled = false;
     const st = client.stats;
     $("f-buffered").textContent = ms(st.bufferedMs);
-    $("f-underruns").textContent = st.underruns ? `${st.underruns} (${Math.round(st.starvedMs)} ms silent)` : "0";
+    $("f-underruns").textContent = st.underruns
+      ? `${st.underruns}, ${st.audibleUnderruns} audible (${Math.round(st.starvedMs)} ms)` : "0";
     $("f-rtt").textContent = client.conn.rttMs === null ? "—" : `${client.conn.rttMs.toFixed(1)} ms`;
     $("f-audio").textContent = `${st.audio}${st.sampleRate ? ` · ${st.sampleRate} Hz` : ""}`;
     $("f-stop").textContent = ms(st.lastStopMs);

@@ -296,7 +296,8 @@ export class RttsClient extends EventTarget {
     const st = this.player.status;
     return {
       state: this.conn.state, audio: this.audioState, sampleRate: this.player.sampleRate,
-      bufferedMs: this.player.bufferedMs(), underruns: st.underruns, starvedMs: this.player.sampleRate
+      bufferedMs: this.player.bufferedMs(), underruns: st.underruns, audibleUnderruns: st.audibleUnderruns,
+      starvedMs: this.player.sampleRate
         ? (st.starved / this.player.sampleRate) * 1000 : 0,
       caption: this.caption ? this.caption.text : null, lastStopMs: this.lastStopMs ?? null,
       utterances,
