@@ -72,10 +72,12 @@ class Config:
     admission_max_wait: float = 2.0  # seconds
     phrase_cache_mb: float = 16.0
     # Longest first unit of an utterance, per engine: the first unit alone decides the
-    # time to first audio. Piper pays its encoder per unit (~0.5 ms a phoneme on 2 cores);
-    # Kokoro decodes a whole unit before any audio (~0.6 s per second of speech), so its
-    # first unit is kept to about two words. See docs/benchmarks.md.
-    first_unit_chars_piper: int = 24
+    # time to first audio. Piper streams inside a unit and pays only its encoder up
+    # front (~30 ms + 0.5 ms a phoneme on 2 cores), so its first unit stays a phrase
+    # (and a kiosk caption stays a sentence); Kokoro decodes a whole unit before any
+    # audio (~0.6 s per second of speech), so its first unit is about two words.
+    # See docs/benchmarks.md.
+    first_unit_chars_piper: int = 40
     first_unit_chars_kokoro: int = 16
 
     def __post_init__(self) -> None:

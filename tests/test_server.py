@@ -125,7 +125,7 @@ def test_interrupt_barges_in(client: Client):
     # Long enough that it cannot be finished when the interrupt arrives (Piper runs ~10x real time).
     client.send(type="speak", id="a", text=PARAGRAPH * 6, voice=PIPER)
     client.until(protocol.Audio)
-    client.send(type="speak", id="b", text="Attention please.", voice=PIPER, interrupt=True)
+    client.send(type="speak", id="b", text="Attention please, a new announcement.", voice=PIPER, interrupt=True)
     msgs = client.until(protocol.End)
     assert msgs[-1].id == "a" and msgs[-1].reason == "cancelled"
     check_stream(client.utterance("b"), "b", 24000, 20, 2)
