@@ -103,7 +103,7 @@ function fillLangs() {
   const ready = client.conn.ready;
   const voice = ready && ready.voices.find((v) => v.id === els.voice.value);
   const keep = client.settings.lang;
-  els.lang.replaceChildren(new Option("Voice default", ""));
+  els.lang.replaceChildren(new Option("Auto (from the text)", ""));
   for (const code of (voice && voice.langs) || []) els.lang.append(new Option(code, code, false, code === keep));
   if (!els.lang.value) client.configure({ lang: "" });
 }
