@@ -12,7 +12,7 @@ one at a time, and prints per utterance:
 
     python3 -m rtts serve --port 8700 --idle-unload 0 &
     python3 benchmarks/browser_ttfa.py --url http://127.0.0.1:8700 \\
-        --voices piper/en_US-joe-medium,kokoro/jf_alpha
+        --voices piper/en_US-joe-medium,kokoro/jf_alpha [--stops 6]
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ SENTENCES = [
 
 
 def speak(page: Page, voice: str, text: str) -> dict:  # type: ignore[type-arg]
-    before = page.evaluate("window.rtts.stats.underruns")
+    before = page.evaluate("[window.rtts.stats.underruns, window.rtts.stats.audibleUnderruns]")
     utt = page.evaluate(
         "([voice, text]) => { window.rtts.configure({voice}); return window.rtts.speak(text); }", [voice, text]
     )
@@ -49,8 +49,29 @@ def speak(page: Page, voice: str, text: str) -> dict:  # type: ignore[type-arg]
         timeout=120_000,
     )
     rec = page.evaluate("id => window.rtts.stats.utterances[id]", utt)
-    rec["underruns"] = page.evaluate("window.rtts.stats.underruns") - before
+    after = page.evaluate("[window.rtts.stats.underruns, window.rtts.stats.audibleUnderruns]")
+    rec["underruns"] = f"{after[0] - before[0]} ({after[1] - before[1]} audible)"
     return rec  # type: ignore[no-any-return]
+
+
+def stop_latency(page: Page, voice: str, rounds: int) -> list[tuple[float, str]]:
+    """Stop one second into a long utterance: milliseconds until the worklet's output
+    is silent (as the page measures it), and the server's `end` reason."""
+    out = []
+    for k in range(rounds):
+        text = f"Round {k}. " + "This long sentence keeps going for a while so that Stop has something to cut. " * 4
+        utt = page.evaluate(
+            "([voice, text]) => { window.rtts.configure({voice}); return window.rtts.speak(text); }", [voice, text]
+        )
+        page.wait_for_function(
+            "id => (window.rtts.stats.utterances[id] || {}).played > window.rtts.stats.sampleRate",
+            arg=utt, timeout=120_000,
+        )
+        ms = page.evaluate("window.rtts.stop()")
+        page.wait_for_function("id => window.rtts.stats.utterances[id].reason", arg=utt, timeout=60_000)
+        out.append((ms, page.evaluate("id => window.rtts.stats.utterances[id].reason", utt)))
+        page.wait_for_timeout(300)
+    return out
 
 
 def main() -> int:
@@ -58,6 +79,7 @@ def main() -> int:
     ap.add_argument("--url", default="http://127.0.0.1:8765", help="the rtts HTTP base URL")
     ap.add_argument("--voices", default="piper/en_US-joe-medium")
     ap.add_argument("--chromium", default="/usr/bin/chromium")
+    ap.add_argument("--stops", type=int, default=0, help="also time this many Stops (first voice)")
     args = ap.parse_args()
 
     rows = []
@@ -72,6 +94,7 @@ def main() -> int:
                 u = speak(page, voice, text)
                 rows.append((voice, text, u["ttfaMs"], u["firstSoundMs"], u["serverTtfaMs"],
                              u["received"] / u["sent"], u["underruns"], u["stats"]["rtf"]))
+        stops = stop_latency(page, args.voices.split(",")[0], args.stops) if args.stops else []
         browser.close()
 
     print("| voice | text | page TTFA ms | page first sound ms | server ttfa_ms | page − server ms "
@@ -87,6 +110,11 @@ def main() -> int:
         med = [statistics.median(r[i] for r in mine) for i in (2, 3, 4)]
         print(f"{voice}: median page TTFA {med[0]:.1f} ms, first sound {med[1]:.1f} ms, "
               f"server ttfa_ms {med[2]:.1f} ms (page − server {med[0] - med[2]:.1f} ms)")
+    if stops:
+        ms = sorted(m for m, _ in stops)
+        print(f"Stop → silence over {len(ms)} stops: {', '.join(f'{m:.1f}' for m, _ in stops)} ms "
+              f"(median {statistics.median(ms):.1f}, max {ms[-1]:.1f}); server end reasons: "
+              f"{', '.join(sorted({r for _, r in stops}))}")
     return 0
 
 

@@ -366,7 +366,9 @@ def test_units_respect_limits(text: str, lim: tuple[int, int]) -> None:
 def test_char_by_char_stream_keeps_the_text(text: str, lim: tuple[int, int]) -> None:
     units = stream(text, first_max_chars=lim[0], max_chars=lim[1])
     whole = split_units(text, first_max_chars=lim[0], max_chars=lim[1])
-    assert "".join(texts(units)) == "".join(texts(whole))
+    # Whitespace at a unit boundary is dropped (a pause replaces it), and streaming may cut
+    # where the whole text did not ("Hello、\tHello"), so compare without whitespace.
+    assert "".join("".join(texts(units)).split()) == "".join("".join(texts(whole)).split())
     assert_covers(text, units)
     if units:
         assert len(units[0].text) <= lim[0]

@@ -103,7 +103,7 @@ function fillLangs() {
   const ready = client.conn.ready;
   const voice = ready && ready.voices.find((v) => v.id === els.voice.value);
   const keep = client.settings.lang;
-  els.lang.replaceChildren(new Option("Voice default", ""));
+  els.lang.replaceChildren(new Option("Auto (from the text)", ""));
   for (const code of (voice && voice.langs) || []) els.lang.append(new Option(code, code, false, code === keep));
   if (!els.lang.value) client.configure({ lang: "" });
 }
@@ -155,7 +155,7 @@ els.text.addEventListener("input", () => {
   if (!typing) typing = { id: client.newTypingId(), sent: "" };
   if (!value.startsWith(typing.sent)) {
     // Sent text cannot be taken back; only what is typed at the end is spoken.
-    notice("Only text added at the end is spoken in type-along mode.");
+    notice("Only text added at the end is spoken in type-along mode.", "info");
     typing.sent = value;
     return;
   }
@@ -245,7 +245,7 @@ client.addEventListener("ready", (e) => {
 
 client.addEventListener("start", (e) => {
   const wait = e.detail.expectedWaitMs;
-  if (wait !== null && wait > 1000) notice(`Speech starts in about ${(wait / 1000).toFixed(1)} s: a voice is loading or other streams go first.`);
+  if (wait !== null && wait > 1000) notice(`Speech starts in about ${(wait / 1000).toFixed(1)} s: a voice is loading or other streams go first.`, "info");
 });
 
 client.addEventListener("error", (e) => {
@@ -253,17 +253,19 @@ client.addEventListener("error", (e) => {
   notice(`${err.code}: ${err.message}`);
 });
 
-watchReadyz((body) => {
+const readyz = watchReadyz((body) => {
   if (!body) return; // the socket's state already says the server is down
   $("f-loaded").textContent = body.loaded.length ? body.loaded.join(", ") : "none (loads on first use)";
   $("f-loading").textContent = body.loading.length ? body.loading.join(", ") : "—";
 });
+client.addEventListener("firstaudio", () => readyz.now());
 
 // ------------------------------------------------------------ figures
 
 let notices = 0;
-function notice(text) {
+function notice(text, kind = "error") {
   els.notice.textContent = text;
+  els.notice.dataset.kind = kind;
   els.notice.hidden = false;
   const mine = ++notices;
   setTimeout(() => { if (mine === notices) hideNotice(); }, 6000);
@@ -289,7 +291,8 @@ function refresh() {
     scheduled = false;
     const st = client.stats;
     $("f-buffered").textContent = ms(st.bufferedMs);
-    $("f-underruns").textContent = st.underruns ? `${st.underruns} (${Math.round(st.starvedMs)} ms silent)` : "0";
+    $("f-underruns").textContent = st.underruns
+      ? `${st.underruns}, ${st.audibleUnderruns} audible (${Math.round(st.starvedMs)} ms)` : "0";
     $("f-rtt").textContent = client.conn.rttMs === null ? "—" : `${client.conn.rttMs.toFixed(1)} ms`;
     $("f-audio").textContent = `${st.audio}${st.sampleRate ? ` · ${st.sampleRate} Hz` : ""}`;
     $("f-stop").textContent = ms(st.lastStopMs);

@@ -296,7 +296,8 @@ export class RttsClient extends EventTarget {
     const st = this.player.status;
     return {
       state: this.conn.state, audio: this.audioState, sampleRate: this.player.sampleRate,
-      bufferedMs: this.player.bufferedMs(), underruns: st.underruns, starvedMs: this.player.sampleRate
+      bufferedMs: this.player.bufferedMs(), underruns: st.underruns, audibleUnderruns: st.audibleUnderruns,
+      starvedMs: this.player.sampleRate
         ? (st.starved / this.player.sampleRate) * 1000 : 0,
       caption: this.caption ? this.caption.text : null, lastStopMs: this.lastStopMs ?? null,
       utterances,
@@ -309,9 +310,13 @@ export class RttsClient extends EventTarget {
 }
 
 // Polls /readyz: which models are loaded or loading right now, plus load on the server.
+// Returns {now(), stop()}: now() polls at once (say, when an utterance starts, which
+// is when a model has just loaded).
 export function watchReadyz(callback, everyMs = 2000) {
   let stopped = false;
+  let timer = null;
   async function tick() {
+    clearTimeout(timer);
     if (stopped) return;
     try {
       const r = await fetch("/readyz", { cache: "no-store" });
@@ -319,8 +324,8 @@ export function watchReadyz(callback, everyMs = 2000) {
     } catch (err) {
       callback(null, err);
     }
-    setTimeout(tick, everyMs);
+    timer = setTimeout(tick, everyMs);
   }
   tick();
-  return () => { stopped = true; };
+  return { now: tick, stop: () => { stopped = true; clearTimeout(timer); } };
 }

@@ -30,7 +30,7 @@ export class Player extends EventTarget {
     this.ctx = null;
     this.node = null;
     this.sampleRate = 0;
-    this.status = { buffered: 0, playing: false, id: null, pos: 0, underruns: 0, starved: 0 };
+    this.status = { buffered: 0, playing: false, id: null, pos: 0, underruns: 0, audibleUnderruns: 0, starved: 0 };
     this._flushWaiters = [];
     this._opening = null;
     this._pending = []; // messages for a worklet that is still being created

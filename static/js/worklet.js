@@ -16,6 +16,7 @@
 
 const FADE = 64; // samples of fade in/out around gaps and flushes (~3 ms at 24 kHz)
 const MAX_REFILL_S = 0.5;
+const AUDIBLE = 0.01; // -40 dBFS: quieter than this where a gap begins, and it is not heard
 
 class RttsPlayer extends AudioWorkletProcessor {
   constructor(options) {
@@ -32,6 +33,7 @@ class RttsPlayer extends AudioWorkletProcessor {
     this.played = new Map(); // id -> samples played
     this.changed = new Set(); // ids whose `received` changed since the last status
     this.underruns = 0;
+    this.audibleUnderruns = 0;
     this.starved = 0; // samples of silence output during underruns
     this.fadeIn = 0; // samples left of a fade-in
     this.tail = null; // fade-out samples still to play after a flush
@@ -179,6 +181,11 @@ class RttsPlayer extends AudioWorkletProcessor {
       this.refill = Math.min(this.refill * 2, Math.round(sampleRate * MAX_REFILL_S));
       this.starved += n - i;
       const fade = Math.min(FADE, i);
+      // A gap inside speech is heard; one inside a pause (often the leading silence,
+      // while the server's second window is still on its way) is not. Count both.
+      let peak = 0;
+      for (let k = i - fade; k < i; k++) peak = Math.max(peak, Math.abs(out[k]));
+      if (peak > AUDIBLE) this.audibleUnderruns++;
       for (let k = 0; k < fade; k++) out[i - fade + k] *= 1 - (k + 1) / fade;
       this.playing = false;
       this.dirty = true;
@@ -207,6 +214,7 @@ class RttsPlayer extends AudioWorkletProcessor {
       id: this.current,
       pos: this.current === null ? 0 : this.played.get(this.current) || 0,
       underruns: this.underruns,
+      audibleUnderruns: this.audibleUnderruns,
       starved: this.starved,
       received,
       frame: currentFrame,
