@@ -285,32 +285,6 @@ class _CatalogView:
     def default_voice(self) -> str:
         return self._service.registry.default_voice
 
-    async def preload_default(self) -> bool:
-        """Load the default voice's model now; True when it loaded."""
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[bool] = loop.create_future()
-        model = self.registry.voices[self.registry.default_voice].model
-        self.worker.preload(model, lambda ok: done.done() or done.set_result(ok))
-        if any(v.engine == "kokoro" for v in self.registry.voices.values()):
-            # The Mandarin and Japanese front ends take seconds to load: start now, in a daemon
-            # thread that neither delays ready nor holds up shutdown.
-            kokoro_langs.warm_up()
-        return await done
-
-    async def rescan(self) -> tuple[list[str], list[str]]:
-        """Look at the models directory again (SIGHUP); returns (added, removed) voice ids."""
-        before = set(self.registry.voices)
-        await asyncio.to_thread(self.registry.rescan)
-        after = set(self.registry.voices)
-        added, removed = sorted(after - before), sorted(before - after)
-        log.info(
-            "rescan: %d voices; added %s; removed %s",
-            len(after),
-            ", ".join(added) or "none",
-            ", ".join(removed) or "none",
-        )
-        return added, removed
-
     def loaded_voices(self) -> list[str]:
         return self._service.loaded_voices()
 
