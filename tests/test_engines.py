@@ -23,6 +23,7 @@ from rtts.engines.piper import PiperEngine
 from rtts.engines.trim import trim_silence
 from rtts.g2p import split_phonemes
 from rtts.voices import DEFAULT_VOICE, VoiceRegistry
+from .texts import LONG_TEXT
 
 KOKORO = "kokoro/jf_alpha"
 PIPER = "piper/en_US-joe-medium"
@@ -35,16 +36,6 @@ BUILTINS = [
     PIPER,
 ]
 SENTENCE = "The quick brown fox jumps over the lazy dog."
-# Well over 510 Kokoro tokens in one sentence, so it has to be split at commas.
-LONG_TEXT = (
-    "It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of "
-    "foolishness, it was the epoch of belief, it was the epoch of incredulity, it was the season of Light, "
-    "it was the season of Darkness, it was the spring of hope, it was the winter of despair, we had "
-    "everything before us, we had nothing before us, we were all going direct to Heaven, we were all going "
-    "direct the other way. In short, the period was so far like the present period, that some of its "
-    "noisiest authorities insisted on its being received, for good or for evil, in the superlative degree "
-    "of comparison only."
-)
 
 
 @pytest.fixture(scope="module")

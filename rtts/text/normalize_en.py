@@ -9,10 +9,10 @@ money before decimals). The golden table in tests/test_normalize_en.py is the sp
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Final
 
 from .numbers_en import cardinal, decimal, digits, ordinal, year
+from .rules import Rule, alternation, apply_rules
 
 MONTHS: Final = (
     "January February March April May June July August September October November December".split()
@@ -272,9 +272,7 @@ def _signed(m: re.Match[str]) -> str:
     return f"minus {_number(m.group(1))}"
 
 
-_Rule = tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]
-
-_RULES: Final[list[_Rule]] = [
+_RULES: Final[list[Rule]] = [
     # Abbreviations first, while their periods are still there.
     # "Baker St." is a street, "St. Louis" a saint.
     (re.compile(r"\b([A-Z][a-z]+) St\.(?! [A-Z])(\s*$)?"),
@@ -304,7 +302,7 @@ _RULES: Final[list[_Rule]] = [
     (re.compile(rf"(?<![\w.])({_DEC})\s?%"), _percent),
     (re.compile(r"(?<![\w.])(\d+)\s?/\s?(\d+)(?![\w./])"), _fraction),
     # Units after a number.
-    (re.compile(rf"(?<![\w.])(?P<v>{_DEC})\s?(?P<u>{'|'.join(re.escape(u) for u in sorted(_UNITS, key=len, reverse=True))})(?![\w/])"),
+    (re.compile(rf"(?<![\w.])(?P<v>{_DEC})\s?(?P<u>{alternation(_UNITS)})(?![\w/])"),
      _unit),
     (re.compile(r"\b(\d[\d,]*)(?:st|nd|rd|th)\b"), _ordinal),
     (re.compile(r"#\s?(\d+)\b"), _hash_number),
@@ -327,8 +325,7 @@ def normalize_en(text: str) -> str:
     """Rewrite numbers, dates, times, money, units, abbreviations and acronyms as words."""
     if _ALL_CAPS.fullmatch(text) and len(_WORD.findall(text)) > 3:
         text = text.lower()  # SHOUTED TEXT is words, not acronyms
-    for pattern, repl in _RULES:
-        text = pattern.sub(repl, text)
+    text = apply_rules(_RULES, text)
     return re.sub(r"[ \t]{2,}", " ", text).strip()
 
 

@@ -11,11 +11,11 @@ tests/test_normalize_ja.py is the spec.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Final
 
 from .normalize_zh import FULLWIDTH
 from .romaji import katakana_words
+from .rules import Rule, alternation, apply_rules
 
 _DIGIT_KANA: Final = ("ゼロ", "イチ", "ニー", "サン", "ヨン", "ゴー", "ロク", "ナナ", "ハチ", "キュー")
 _CURRENCY: Final = {"¥": "円", "$": "ドル", "€": "ユーロ", "£": "ポンド", "₩": "ウォン"}
@@ -74,9 +74,7 @@ def _unit(m: re.Match[str]) -> str:
     return sign + _plain(value.lstrip("+-")) + _UNITS[m.group(2)]
 
 
-_Rule = tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]
-
-_RULES: Final[list[_Rule]] = [
+_RULES: Final[list[Rule]] = [
     # Dates: 2026-03-15, 2026/3/15, 3/15 (month/day, the Japanese order).
     (re.compile(r"(?<!\d)(?P<y>\d{4})[-/.](?P<mo>\d{1,2})[-/.](?P<d>\d{1,2})(?![\d:])"), _date),
     (re.compile(r"(?<![\d/])(?P<y>)(?P<mo>\d{1,2})/(?P<d>\d{1,2})(?![\d/])"), _date),
@@ -90,7 +88,7 @@ _RULES: Final[list[_Rule]] = [
     (re.compile(r"(\d[\d,]*(?:\.\d+)?)%?\s?[-~〜–]\s?(\d[\d,]*(?:\.\d+)?)(%)"), _range),
     (re.compile(r"(?<=[\d時分秒日月年円度])\s?~\s?(?=\d)"), "から"),
     (re.compile(r"(\d+(?:\.\d+)?)\s?%"), r"\1パーセント"),
-    (re.compile(rf"([-+]?\d+(?:\.\d+)?)\s?({'|'.join(re.escape(u) for u in sorted(_UNITS, key=len, reverse=True))})(?![A-Za-z])"), _unit),
+    (re.compile(rf"([-+]?\d+(?:\.\d+)?)\s?({alternation(_UNITS)})(?![A-Za-z])"), _unit),
     (re.compile(r"(?<![\w.])-(\d)"), r"マイナス\1"),
     (re.compile(r"(\d{1,3}(?:,\d{3})+)"), lambda m: _plain(m.group(1))),
 ]
@@ -99,6 +97,4 @@ _RULES: Final[list[_Rule]] = [
 def normalize_ja(text: str) -> str:
     """Rewrite times, dates, money, percentages, ranges and phone numbers for OpenJTalk."""
     text = katakana_words(text.translate(FULLWIDTH).replace("〜", "~"))
-    for pattern, repl in _RULES:
-        text = pattern.sub(repl, text)
-    return text
+    return apply_rules(_RULES, text)

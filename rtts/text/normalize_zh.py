@@ -10,10 +10,11 @@ tests/test_normalize_zh.py is the spec.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Final
 
 import cn2an
+
+from .rules import Rule, alternation, apply_rules
 
 _DIGITS: Final = "零一二三四五六七八九"
 # Measure words after which 2 is 两 (两个人, 两点, 两天); 二 stays in 二月, 二号, 第二.
@@ -130,9 +131,7 @@ def _unit(m: re.Match[str]) -> str:
     return number(m.group(1)) + _UNITS[m.group(2)]
 
 
-_Rule = tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]
-
-_RULES: Final[list[_Rule]] = [
+_RULES: Final[list[Rule]] = [
     # Dates: 2026年3月15日, 2026-03-15, 2026/3/15, 3月15号, 2026年.
     (re.compile(r"(?P<y>\d{4})[-/.](?P<mo>\d{1,2})[-/.](?P<d>\d{1,2})(?P<dsuf>)(?![\d:])"), _date),
     (re.compile(r"(?:(?P<y>\d{4})年)?(?P<mo>\d{1,2})月(?:(?P<d>\d{1,2})(?P<dsuf>[日号]))?"), _date),
@@ -152,7 +151,7 @@ _RULES: Final[list[_Rule]] = [
     (re.compile(r"(\d+(?:\.\d+)?)\s?[-~～–—]\s?(\d+(?:\.\d+)?)([^\d\s]?)"), _range),
     (re.compile(r"(\d+(?:\.\d+)?)\s?[%％]"), _percent),
     (re.compile(r"(?<![\d/])(\d+)/(\d+)(?![\d/])"), _fraction),
-    (re.compile(rf"([-+]?\d+(?:\.\d+)?)\s?({'|'.join(re.escape(u) for u in sorted(_UNITS, key=len, reverse=True))})(?![A-Za-z])"), _unit),
+    (re.compile(rf"([-+]?\d+(?:\.\d+)?)\s?({alternation(_UNITS)})(?![A-Za-z])"), _unit),
     # 第3 → 第三 (ordinals never take 两).
     (re.compile(r"第(\d+)"), lambda m: "第" + cn2an.an2cn(m.group(1))),
     # Any other number is a quantity: 128元, 3点半, 2个, 1,200人, 3.5公里.
@@ -164,6 +163,4 @@ _RULES: Final[list[_Rule]] = [
 def normalize_zh(text: str) -> str:
     """Rewrite numbers, dates, times, money, percentages and ids in Chinese characters."""
     text = text.translate(FULLWIDTH)
-    for pattern, repl in _RULES:
-        text = pattern.sub(repl, text)
-    return text
+    return apply_rules(_RULES, text)
