@@ -92,7 +92,11 @@ def test_a_client_that_stops_reading_is_dropped_and_others_carry_on(tmp_path):
 
 
 def test_a_slow_reader_is_paced_not_dropped(tmp_path):
-    cfg = make_config(tmp_path, send_buffer=16384, send_stall=3.0)
+    # This reader takes about as long as the audio lasts. On loopback (MSS 64 KiB) TCP
+    # reopens its window in steps of about 128 KiB, which such a reader needs ~3 s to
+    # free: the stall limit must be well above that, or a reader that keeps reading
+    # looks stalled. (The stall itself is tested with a client that reads nothing.)
+    cfg = make_config(tmp_path, send_buffer=16384, send_stall=15.0)
     with ServerThread(cfg) as srv:
         with Client(srv.url, max_queue=2) as slow:
             slow.recv()
