@@ -12,6 +12,12 @@ one goes back on the heap, its engine iterator suspended, and resumes later. Wit
 Piper decoding in windows, one long sentence cannot hold the thread while another
 stream runs dry.
 
+Yielding has a price: the job's own client keeps playing while the others run. So a
+job yields only when the audio it has in hand outlasts the estimated compute of
+everything that would go before it, plus its own next chunk (``can_yield``);
+otherwise it first decodes on, building a buffer. When eight streams start at once,
+the first no longer runs dry while the other seven get their first audio.
+
 Repeated short units come from a ``PhraseCache`` without touching the thread. The
 worker also keeps a running estimate of each model's cost, from which
 ``estimate`` tells a new utterance how long it would wait and whether the thread
@@ -55,6 +61,21 @@ _PRIOR_LOAD_S = {"piper": 1.5, "kokoro": 2.0}
 # Seconds of speech per character of English text, for costing a unit before it runs.
 _SPEECH_S_PER_CHAR = 0.065
 _EWMA = 0.2  # weight of each new measurement in the running cost estimates
+# Compute seconds per character of a unit until its first chunk (Piper: encoder plus
+# the first window; Kokoro: the whole unit), until measured here.
+_PRIOR_FIRST_S_PER_CHAR = {"piper": 0.0025, "kokoro": 0.05}
+# What a yielding job keeps in hand beyond the estimates: their error, the next unit's
+# encoder (not yet queued when this one decides), sending and playback jitter. Measured
+# with benchmarks/latency.py's Piper paragraph streams on 2 cores: 0.05 s gave gaps at
+# 4 streams, 0.15 s at 6, 0.3 s none at 6 (8 exceed the thread: RTF ~0.13 each). A
+# larger guard delays the first audio of a stream that arrives while others play.
+YIELD_GUARD_S = 0.3
+
+
+def can_yield(slack_s: float, ahead_s: list[float], own_next_s: float, guard_s: float = YIELD_GUARD_S) -> bool:
+    """Whether a job whose client runs dry in ``slack_s`` seconds can let jobs costing
+    ``ahead_s`` run first and still have its own next chunk (``own_next_s``) in time."""
+    return slack_s > sum(ahead_s) + own_next_s + guard_s
 
 
 @dataclass(order=True)
@@ -69,6 +90,7 @@ class _Entry:
     compute_s: float = field(compare=False, default=0.0)
     kept: list[np.ndarray] | None = field(compare=False, default=None)  # chunks for the phrase cache
     samples: int = field(compare=False, default=0)
+    last_chunk_s: float = field(compare=False, default=0.0)  # compute of the latest chunk
 
 
 class InferenceWorker:
@@ -86,6 +108,7 @@ class InferenceWorker:
         # Running estimates, by engine kind ("piper", "kokoro"): compute/audio and load seconds.
         self.rtf = dict(_PRIOR_RTF)
         self.load_s = dict(_PRIOR_LOAD_S)
+        self.first_s_per_char = dict(_PRIOR_FIRST_S_PER_CHAR)
         self._current_entry: _Entry | None = None
         self._current_since = 0.0
         self._heap: list[_Entry] = []
@@ -104,6 +127,7 @@ class InferenceWorker:
         self.loads = 0
         self.unloads = 0
         self.requeues = 0
+        self.held_on = 0  # chunks a job decoded on instead of yielding, to keep its client fed
 
     # ------------------------------------------------------------ event-loop side
 
@@ -311,9 +335,16 @@ class InferenceWorker:
                 entry.chunks = iter(engine.synthesize(job.text, job.voice, job.lang, job.speed))
                 if self.cache.cacheable(job.text):
                     entry.kept = []
+            chunk_t0 = time.perf_counter()
             for chunk in entry.chunks:
                 if job.cancelled:
                     break
+                now_pc = time.perf_counter()
+                if entry.samples == 0 and job.text:
+                    kind = job.voice.engine
+                    per_char = (now_pc - t0) / len(job.text)
+                    self.first_s_per_char[kind] = (1 - _EWMA) * self.first_s_per_char.get(kind, per_char) + _EWMA * per_char
+                entry.last_chunk_s = now_pc - chunk_t0
                 self._emit(job, JobAudio(chunk))
                 entry.samples += len(chunk)
                 if entry.kept is not None:
@@ -323,6 +354,7 @@ class InferenceWorker:
                 job.deadline = max(job.deadline, now) + len(chunk) / job.voice.native_rate
                 if self._yield_to_sooner(entry, time.perf_counter() - t0):
                     return
+                chunk_t0 = time.perf_counter()
             if job.cancelled:
                 self._abandon(entry)
                 return
@@ -351,12 +383,31 @@ class InferenceWorker:
             top = self._heap[0] if self._heap else None
             if top is None or top.deadline >= job.deadline:
                 return False
+            ahead = [
+                self._turn_cost(e)
+                for e in self._heap
+                if e.job is not None and not e.job.cancelled and e.deadline < job.deadline
+            ]
+            # The next window is about twice the last (they double) but never more
+            # than the whole remaining unit, which this estimate may overshoot.
+            if not can_yield(job.deadline - time.monotonic(), ahead, 2 * entry.last_chunk_s):
+                self.held_on += 1
+                return False
             entry.compute_s += used_s
             entry.deadline = job.deadline
             heapq.heappush(self._heap, entry)
             self.requeues += 1
             self._cond.notify()
         return True
+
+    def _turn_cost(self, entry: _Entry) -> float:
+        """Estimated compute of an entry's next turn: its first chunk if it has not
+        started (cost grows with its text), else about twice its latest chunk."""
+        job = entry.job
+        assert job is not None
+        if entry.chunks is None:
+            return self.first_s_per_char.get(job.voice.engine, 0.05) * len(job.text) / job.speed
+        return 2 * entry.last_chunk_s
 
     def _learn(self, job: Job, entry: _Entry) -> None:
         """Fold a finished job's measured RTF into the estimate for its engine."""

@@ -13,7 +13,7 @@ import pytest
 from rtts import protocol
 from rtts.config import Config
 from rtts.engines.base import VoiceInfo
-from rtts.inference import InferenceWorker
+from rtts.inference import YIELD_GUARD_S, InferenceWorker, can_yield
 from rtts.jobs import Job, JobAudio, JobDone, JobEvent
 from rtts.phrase_cache import PhraseCache
 from rtts.session import Close, Send, Session, Submit
@@ -228,3 +228,33 @@ def test_server_reports_cache_hits_and_refuses_when_told(tmp_path: Path) -> None
         text = body.decode()
         assert "rtts_phrase_cache_hits_total 1.0" in text
         assert "rtts_phrase_cache_misses_total 1.0" in text
+
+
+def test_a_job_yields_only_with_enough_audio_in_hand() -> None:
+    # Nothing ahead: a little more than its own next chunk and the guard is enough.
+    assert can_yield(0.2 + YIELD_GUARD_S, [], 0.1)
+    assert not can_yield(0.05 + YIELD_GUARD_S, [], 0.1)
+    # Seven newcomers' first chunks (50 ms each) outlast a first window of 116 ms.
+    assert not can_yield(0.116, [0.05] * 7, 0.02)
+    assert can_yield(1.0, [0.05] * 7, 0.1)
+
+
+@pytest.mark.slow
+def test_a_playing_stream_builds_a_buffer_before_newcomers_go_first(worker: InferenceWorker) -> None:
+    worker.preload(worker._registry.voices[PIPER].model)
+    worker.events.clear()  # type: ignore[attr-defined]
+    held = worker.held_on
+    now = time.monotonic()
+    # "playing" is due first; five newcomers with nothing to play are queued behind it.
+    worker.submit(_job(worker, "playing", "The morning train to Boston leaves from platform four at ten thirty.", now - 1))
+    names = {f"new{i}" for i in range(5)}
+    for name in sorted(names):
+        worker.submit(_job(worker, name, "Passengers should have their tickets ready before boarding.", now))
+    _wait_done(worker, names | {"playing"})
+    events = worker.events  # type: ignore[attr-defined]
+    first_new = next(i for i, (_, n, e) in enumerate(events) if n != "playing" and isinstance(e, JobAudio))
+    before = sum(len(e.samples) for _, n, e in events[:first_new] if n == "playing" and isinstance(e, JobAudio))
+    # More than its first window (10 latent frames, 0.12 s) before anyone else ran: it
+    # decoded on instead of yielding at once.
+    assert worker.held_on > held
+    assert before / 22050 > 0.3, before / 22050
