@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rtts.engines import ort
 from rtts.engines.base import Engine, EngineError, VoiceInfo
 from rtts.engines.kokoro import MAX_TOKENS, KokoroEngine, KokoroPack, StyleFile, assemble_model
 from rtts.engines.piper import PiperEngine
@@ -337,3 +338,29 @@ def test_piper_multi_speaker_voice_passes_speaker(
         engine.synthesize(
             "Hi.", VoiceInfo("x", "x", ("en",), "piper", 22050, engine.key, speaker="5"), "en", 1.0
         )
+
+
+@pytest.mark.slow
+def test_optimized_graph_is_kept_and_speaks_the_same(tmp_path: Path, kokoro: KokoroEngine) -> None:
+    model = kokoro.model_path()
+    feeds = {
+        "tokens": np.array([[0, 50, 83, 54, 156, 57, 135, 0]], dtype=np.int64),
+        "style": np.full((1, 256), 0.1, dtype=np.float32),
+        "speed": np.array([1.0], dtype=np.float32),
+    }
+    plain = ort.create_session(model, 2).run(None, feeds)[0]
+    first = ort.create_session(model, 2, cache_dir=tmp_path)  # optimizes, and keeps the result
+    kept = ort.optimized_path(model, tmp_path)
+    assert kept.is_file() and kept.stat().st_size > 1_000_000
+    again = ort.create_session(model, 2, cache_dir=tmp_path)  # loads the kept graph
+    np.testing.assert_array_equal(first.run(None, feeds)[0], plain)
+    np.testing.assert_array_equal(again.run(None, feeds)[0], plain)
+    # A damaged copy is made again, not fatal.
+    kept.write_bytes(b"not a model")
+    np.testing.assert_array_equal(ort.create_session(model, 2, cache_dir=tmp_path).run(None, feeds)[0], plain)
+    assert kept.stat().st_size > 1_000_000
+    # A cache that cannot be written (here: a file where the directory should be) only
+    # costs the optimization on every load.
+    blocked = tmp_path / "blocked"
+    blocked.write_text("")
+    np.testing.assert_array_equal(ort.create_session(model, 2, cache_dir=blocked).run(None, feeds)[0], plain)

@@ -299,7 +299,7 @@ class KokoroEngine:
         if self._session is not None:
             return
         builtin = _load_style(self._get_pack().voices)
-        session = ort.create_session(self.model_path(), self._threads)
+        session = ort.create_session(self.model_path(), self._threads, cache_dir=self._cache_dir)
         names = {i.name for i in session.get_inputs()}
         if not {"tokens", "style", "speed"} <= names:
             raise EngineError(f"not a Kokoro v1.0 model: inputs are {sorted(names)}")

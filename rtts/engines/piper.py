@@ -202,9 +202,13 @@ class PiperEngine:
             except OSError as exc:
                 logger.warning("%s: cannot keep the cut voice in %s (%s); cutting in memory", self.key, self._cache_dir, exc)
             else:
-                encoder = ort.create_session(encoder_path, self._threads, self.model_path.name + " encoder")
+                encoder = ort.create_session(
+                    encoder_path, self._threads, self.model_path.name + " encoder", self._cache_dir
+                )
                 self._check_inputs({i.name for i in encoder.get_inputs()})
-                decoder = ort.create_session(decoder_path, self._threads, self.model_path.name + " decoder")
+                decoder = ort.create_session(
+                    decoder_path, self._threads, self.model_path.name + " decoder", self._cache_dir
+                )
                 self._latent = str(meta["latent"])
                 self._decoder_sid = "sid" in meta["decoder_inputs"]
                 self.hop = int(meta["hop"])
