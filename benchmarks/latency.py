@@ -18,8 +18,9 @@ drives it over WebSocket with protocol v1:
   and an underrun is a frame that arrives more than 5 ms after the audio before it ran
   out. Piper streams speak the paragraph; Kokoro streams three short sentences. A level
   with underruns ends the climb for that engine;
-* RSS of the server process (psutil): with nothing loaded, with both models loaded,
-  the peak over the whole run, and after the idle unload;
+* RSS of the server, its inference process included (psutil: the process and its
+  children): with nothing loaded, with both models loaded, the peak over the whole
+  run, and after the idle unload;
 * a cold connection after the unload: connect -> first Piper audio, then the same for
   Kokoro on a second server whose default voice is Kokoro (a connection preloads the
   default voice, and a request for the other model would wait behind that load).
@@ -116,16 +117,26 @@ class ServerProcess:
         except OSError:
             return False
 
+    def _rss(self) -> int:
+        """Bytes resident in the server and its children (the inference process)."""
+        total = self.ps.memory_info().rss
+        for child in self.ps.children(recursive=True):
+            try:
+                total += child.memory_info().rss
+            except psutil.Error:
+                pass  # ended between the listing and the reading
+        return total
+
     def _sample(self) -> None:
         while not self._stop.is_set():
             try:
-                self.peak = max(self.peak, self.ps.memory_info().rss)
+                self.peak = max(self.peak, self._rss())
             except psutil.Error:
                 return
             time.sleep(0.02)
 
     def rss_mb(self) -> float:
-        return self.ps.memory_info().rss / 2**20
+        return self._rss() / 2**20
 
     def loaded(self) -> list[str]:
         return json.loads(self.http("/readyz"))["loaded"]

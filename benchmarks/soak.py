@@ -16,8 +16,9 @@ random mix of what real clients do:
 * ``stall``      a client that never reads again: the server must drop it after the stall limit;
 * ``garbage``    random bytes, a text frame and an unknown type: each answered by ``error``.
 
-Every 5 s it samples the server's RSS, open fds and threads (psutil) and its asyncio task
-count and open connections (``/metrics``). It reports the RSS slope after warm-up (least
+Every 5 s it samples the RSS, open fds and threads of the server and its inference
+process (psutil) and the server's asyncio task count and open connections
+(``/metrics``). It reports the RSS slope after warm-up (least
 squares, MB/hour), counts before and after (fds, threads, tasks, connections, once idle),
 unexpected errors, and underruns: audio frames that arrived after the moment a player
 that started with a 200 ms buffer would have needed them. Exit status 0 when nothing
@@ -310,12 +311,22 @@ class Server:
         return out
 
     def sample(self, t0: float) -> dict[str, float]:
-        mem = self.ps.memory_info()
+        # The models run in the server's child (the inference process): count it too.
+        procs = [self.ps, *self.ps.children(recursive=True)]
+        totals = {"rss": 0, "fds": 0, "threads": 0}
+        for proc in procs:
+            try:
+                totals["rss"] += proc.memory_info().rss
+                totals["fds"] += proc.num_fds()
+                totals["threads"] += proc.num_threads()
+            except psutil.NoSuchProcess:
+                if proc is self.ps:
+                    raise
         return {
             "t": round(time.monotonic() - t0, 1),
-            "rss_mb": round(mem.rss / 2**20, 2),
-            "fds": self.ps.num_fds(),
-            "threads": self.ps.num_threads(),
+            "rss_mb": round(totals["rss"] / 2**20, 2),
+            "fds": totals["fds"],
+            "threads": totals["threads"],
             **self.metrics(),
         }
 

@@ -206,9 +206,10 @@ def test_disconnect_mid_utterance_frees_the_thread(server: ServerThread):
 def test_clients_share_the_thread(server: ServerThread):
     with Client(server.url) as a, Client(server.url) as b:
         a.recv(), b.recv()
-        # Texts no other test speaks, so the phrase cache cannot answer for the engine.
-        a.send(type="speak", id="a", text="Alpha one. " + PARAGRAPH, voice=PIPER)
-        b.send(type="speak", id="b", text="Bravo two. " + PARAGRAPH, voice=PIPER)
+        # Sentences no other test speaks, so the phrase cache cannot answer for the engine.
+        sentences = PARAGRAPH.split(". ")
+        a.send(type="speak", id="a", text=". ".join(f"Alpha, {x}" for x in sentences), voice=PIPER)
+        b.send(type="speak", id="b", text=". ".join(f"Bravo, {x}" for x in sentences), voice=PIPER)
         ma, mb = a.utterance("a"), b.utterance("b")
         check_stream(ma, "a", 24000, 20, 2)
         check_stream(mb, "b", 24000, 20, 2)

