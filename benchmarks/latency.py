@@ -20,7 +20,8 @@ drives it over WebSocket with protocol v1:
   with underruns ends the climb for that engine;
 * RSS of the server, its inference process included (psutil: the process and its
   children): with nothing loaded, with both models loaded, the peak over the whole
-  run, and after the idle unload;
+  run, and after the idle unload (which follows one Mandarin and Japanese utterance,
+  so the front ends' dictionaries have been loaded);
 * a cold connection after the unload: connect -> first Piper audio, then the same for
   Kokoro on a second server whose default voice is Kokoro (a connection preloads the
   default voice, and a request for the other model would wait behind that load).
@@ -72,6 +73,7 @@ TEXTS = {
     ),
 }
 SHORT_SENTENCES = "Your table is ready. Please follow me. Enjoy your meal."
+CJK_TEXT = "你好，欢迎来到杭州。今日は東京です。"  # spoken once before the idle unload
 LEVELS = (1, 2, 4, 8, 16)
 RATE = 24000
 UNDERRUN_TOLERANCE_S = 0.005
@@ -200,9 +202,12 @@ async def connect(url: str):  # type: ignore[no-untyped-def]
     return ws
 
 
-async def speak(ws, utt_id: str, text: str, voice: str, sent: float | None = None) -> Stream:  # type: ignore[no-untyped-def]
+async def speak(ws, utt_id: str, text: str, voice: str, sent: float | None = None, lang: str | None = "en") -> Stream:  # type: ignore[no-untyped-def]
     stream = Stream()
-    await ws.send(msgpack.packb({"type": "speak", "id": utt_id, "text": text, "voice": voice, "lang": "en"}))
+    request = {"type": "speak", "id": utt_id, "text": text, "voice": voice}
+    if lang:
+        request["lang"] = lang
+    await ws.send(msgpack.packb(request))
     stream.sent = sent if sent is not None else time.perf_counter()
     while True:
         msg = msgpack.unpackb(await ws.recv())
@@ -238,6 +243,14 @@ async def concurrent(url: str, voice: str, text: str, n: int) -> list[Stream]:
     finally:
         for ws in sockets:
             await ws.close()
+
+
+async def cjk_once(url: str) -> str:
+    ws = await connect(url)
+    try:
+        return (await speak(ws, "cjk", CJK_TEXT, KOKORO, lang=None)).reason
+    finally:
+        await ws.close()
 
 
 async def cold(url: str, voice: str, text: str) -> float:
@@ -347,6 +360,11 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict:
                       f"TTFA p50 {ms(pct([s.ttfa for s in streams], 50))}", flush=True)
                 if sum(under) or r["concurrency"][(engine, n)]["failed"]:
                     break  # more streams will only do worse
+        # Mandarin and Japanese once, so that their front ends' dictionaries are in
+        # the figures too (RSS after the unload included).
+        reason = asyncio.run(cjk_once(server.url))
+        if reason != "done":
+            raise RuntimeError(f"zh/ja utterance: {reason}")
         r["rss_peak"] = server.peak / 2**20
         print("waiting for the idle unload ...", flush=True)
         r["unload_after_s"] = server.wait_unloaded()

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .engines.base import EngineError, VoiceInfo
+from .engines import ort_host
 from .engines.ort import release_memory
 from .jobs import Job, JobAudio, JobDone, JobEvent, JobFailed
 from .phrase_cache import PhraseCache
@@ -233,6 +234,17 @@ class InferenceWorker:
 
     def unload_all(self) -> None:
         self._control(self._unload_all)
+
+    def warm_front_ends(self) -> None:
+        """Have the inference process load the zh and ja front ends in the background."""
+
+        def action() -> None:
+            try:
+                ort_host.HOST.warm_up()
+            except EngineError as exc:
+                log.warning("cannot warm the zh/ja front ends: %s", exc)
+
+        self._control(action)
 
     @property
     def queue_depth(self) -> int:

@@ -18,7 +18,6 @@ import prometheus_client as prom
 
 from . import protocol
 from .config import Config
-from .g2p import kokoro_langs
 from .inference import InferenceWorker
 from .jobs import Job
 from .phrase_cache import PhraseCache
@@ -168,9 +167,9 @@ class Service:
         model = self.registry.voices[self.registry.default_voice].model
         self.worker.preload(model, lambda ok: done.done() or done.set_result(ok))
         if any(v.engine == "kokoro" for v in self.registry.voices.values()):
-            # The Mandarin and Japanese front ends take seconds to load: start now, in a daemon
-            # thread that neither delays ready nor holds up shutdown.
-            kokoro_langs.warm_up()
+            # The Mandarin and Japanese front ends take seconds to load: start now, in a
+            # thread of the inference process that delays neither ready nor other requests.
+            self.worker.warm_front_ends()
         return await done
 
     async def rescan(self) -> tuple[list[str], list[str]]:

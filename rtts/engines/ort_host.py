@@ -4,7 +4,8 @@ Once imported, onnxruntime cannot be unloaded: its library and the memory it kee
 for itself stay in the process after every model is dropped (92 MB idle instead of
 50 MB, measured with benchmarks/latency.py). So every session lives in one child
 process, started when the first model loads and ended when the last one is dropped
-(an idle unload), which gives all of that memory back. It also contains a crash: a
+(an idle unload), which gives all of that memory back, with the Mandarin and
+Japanese front ends' dictionaries, which live there too. It also contains a crash: a
 model that kills the child fails one request, and the next one starts a new child
 and loads the model again.
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -98,6 +100,19 @@ class Host:
             inputs = self.call("inputs", sid)
         return RemoteSession(self, sid, generation, inputs, spec)
 
+    def g2p(self, lang: str, text: str) -> str:
+        """Mandarin or Japanese phonemes from the front end in the child (see
+        ``g2p.kokoro_langs``), starting the child if needed."""
+        with self.lock:
+            self._ensure_child()
+            return str(self.call("g2p", lang, text))
+
+    def warm_up(self) -> None:
+        """Have the child load the zh and ja front ends in the background."""
+        with self.lock:
+            self._ensure_child()
+            self.call("warm")
+
     def reload(self, spec: tuple) -> tuple[int, int]:
         model, threads, name, cache_dir = spec
         with self.lock:
@@ -114,7 +129,8 @@ class Host:
         self._dropped.append(at)
 
     def release(self) -> None:
-        """End the child if no session is left in it: its memory goes back to the OS."""
+        """End the child if no session is left in it: its memory goes back to the OS
+        (the front ends' too: the next zh or ja request loads them again)."""
         with self.lock:
             self._flush_drops()
             if not self._live and self._proc is not None:
@@ -210,6 +226,7 @@ HOST = Host()
 
 def _serve(inbox: Connection, outbox: Connection) -> None:
     from rtts.engines import ort
+    from rtts.g2p import kokoro_langs
 
     sessions: dict[int, Any] = {}
     while True:
@@ -228,6 +245,11 @@ def _serve(inbox: Connection, outbox: Connection) -> None:
             elif op == "run":
                 sid, names, feeds = args
                 outbox.send(("ok", sessions[sid].run(names, feeds)))
+            elif op == "g2p":
+                outbox.send(("ok", kokoro_langs.local_phonemes(*args)))
+            elif op == "warm":
+                kokoro_langs.warm_up()
+                outbox.send(("ok", None))
             elif op == "drop":
                 sessions.pop(args[0], None)  # no answer: the parent does not wait
             else:
@@ -239,4 +261,9 @@ def _serve(inbox: Connection, outbox: Connection) -> None:
 
 
 if __name__ == "__main__":
+    # SIGTERM from systemd (sent to the whole unit) and SIGINT from a terminal (sent to
+    # the whole process group) are for the server, which drains first and still needs
+    # this process meanwhile; it ends when the server closes the pipe or exits.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _serve(Connection(int(sys.argv[1]), writable=False), Connection(int(sys.argv[2]), readable=False))
