@@ -24,6 +24,7 @@ from .phrase_cache import PhraseCache
 from .text.lexicon import FILE_NAME as LEXICON_FILE
 from .text.lexicon import Lexicon
 from .session import Close, Drop, Effect, Send, Session, Submit
+from .engines import ort_host
 from .engines.base import VoiceInfo
 from .voices import VoiceRegistry
 
@@ -83,6 +84,18 @@ class Metrics:
             "times a running job went back on the queue for one due sooner",
             lambda: service.worker.requeues,
             r,
+        )
+        _LiveCounter(
+            "rtts_held_on",
+            "chunks a job decoded on instead of yielding, to outlast the work queued before it",
+            lambda: service.worker.held_on,
+            r,
+        )
+        _LiveCounter("rtts_inference_process_starts", "inference processes started (loads after an idle "
+                     "unload, or after a crash)", lambda: ort_host.HOST.starts, r)
+        prom.Gauge("rtts_inference_process_resident_bytes", "RSS of the inference process (models, "
+                   "ONNX Runtime, zh/ja dictionaries); 0 when it is not running", registry=r).set_function(
+            ort_host.HOST.resident_bytes
         )
 
     def observe(self, message: protocol.ServerMessage) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import time
 import urllib.error
 import urllib.request
@@ -254,6 +255,10 @@ def test_metrics_count_what_happened(server: ServerThread, client: Client):
                  "rtts_queue_depth", "rtts_models_loaded"):
         assert name in text
     assert 'rtts_utterances_total{reason="done"}' in text
+    # The models are loaded (the utterance just ran): the inference process is up.
+    rss = re.search(r"^rtts_inference_process_resident_bytes (\S+)$", text, re.M)
+    assert rss is not None and float(rss.group(1)) > 50 * 2**20
+    assert re.search(r"^rtts_inference_process_starts_total [1-9]", text, re.M)
 
 
 def test_token_is_required_when_set(tmp_path):

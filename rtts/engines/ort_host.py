@@ -92,6 +92,17 @@ class Host:
     def pid(self) -> int | None:
         return self._proc.pid if self.running and self._proc is not None else None
 
+    def resident_bytes(self) -> int:
+        """The child's RSS (Linux), 0 when there is no child."""
+        pid = self.pid
+        if pid is None:
+            return 0
+        try:
+            with open(f"/proc/{pid}/statm", encoding="ascii") as f:
+                return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            return 0
+
     def open(self, model: Path | bytes, threads: int, name: str, cache_dir: Path | None) -> RemoteSession:
         """Load a model in the child (starting it if needed); EngineError when it cannot."""
         spec = (model, threads, name, cache_dir)
