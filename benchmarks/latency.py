@@ -325,8 +325,22 @@ def verdict(ok: bool | None) -> str:
     return "—" if ok is None else ("met" if ok else "**missed**")
 
 
+def cpu_times() -> list[int]:
+    """The machine's CPU time counters (/proc/stat: user ... steal), in ticks."""
+    with open("/proc/stat", encoding="ascii") as f:
+        return [int(x) for x in f.readline().split()[1:9]]
+
+
+def steal_share(before: list[int], after: list[int]) -> float:
+    """Share of CPU time the hypervisor gave to other guests between two readings:
+    on a shared VM it slows every timing here, ours and the peers' alike."""
+    delta = [b - a for a, b in zip(before, after)]
+    return delta[7] / sum(delta) if sum(delta) else 0.0
+
+
 def measure(args: argparse.Namespace, workdir: Path) -> dict:
     r: dict = {"ttfa": {}, "rtf": {}, "concurrency": {}, "machine": {}}
+    cpu_start = cpu_times()
     server = ServerProcess(args.idle_unload, workdir / "server.log")
     r["command_server"] = server.command
     try:
@@ -393,6 +407,7 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict:
         "cpus": len(os.sched_getaffinity(0)),
         "cpu": platform.processor() or platform.machine(),
         "load": os.getloadavg(),
+        "steal": steal_share(cpu_start, cpu_times()),
     }
     return r
 
@@ -412,7 +427,8 @@ def report(r: dict, command: str) -> str:
     lines = [
         f"Command: `{command}` (server: `{r['command_server']}`).",
         f"Machine: {r['machine']['cpus']} CPUs ({r['machine']['cpu']}), load average at the end "
-        f"{', '.join(f'{x:.2f}' for x in r['machine']['load'])}; run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
+        f"{', '.join(f'{x:.2f}' for x in r['machine']['load'])}, CPU time stolen by other guests of the host "
+        f"{r['machine'].get('steal', 0):.0%}; run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
         "",
         "| measure | rtts | peer, same text and model | peer ÷ rtts | target | |",
         "|---|---|---|---|---|---|",
