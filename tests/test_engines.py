@@ -20,6 +20,7 @@ import pytest
 from rtts.engines import ort
 from rtts.engines.base import Engine, EngineError, VoiceInfo
 from rtts.engines.kokoro import MAX_TOKENS, KokoroEngine, KokoroPack, StyleFile, assemble_model
+from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, cached_kokoro_cut, drop_pad_frames
 from rtts.engines.piper import PiperEngine
 from rtts.engines.trim import trim_silence
 from rtts.g2p import split_phonemes
@@ -364,3 +365,38 @@ def test_optimized_graph_is_kept_and_speaks_the_same(tmp_path: Path, kokoro: Kok
     blocked = tmp_path / "blocked"
     blocked.write_text("")
     np.testing.assert_array_equal(ort.create_session(model, 2, cache_dir=blocked).run(None, feeds)[0], plain)
+
+
+def test_pad_frames_are_dropped_but_a_few() -> None:
+    durations = np.array([12.0, 3.0, 4.0, 15.0])  # pad, two tokens, pad: 34 frames
+    features, f0, energy = np.zeros((1, 8, 34)), np.arange(68.0)[None, :], np.arange(68.0)[None, :]
+    feat, f, e = drop_pad_frames(durations, features, f0, energy, keep=3)
+    assert feat.shape == (1, 8, 34 - 9 - 12)  # 9 of the leading 12 and 12 of the trailing 15
+    assert f[0, 0] == 18 and f[0, -1] == 2 * (34 - 12) - 1 and e.shape == f.shape  # twice the frame rate
+    # Pads no longer than what is kept, or durations that do not fit the frames: unchanged.
+    assert drop_pad_frames(np.array([2.0, 5.0, 3.0]), features[..., :10], f0[:, :20], energy[:, :20])[0].shape[-1] == 10
+    forty = np.zeros((1, 8, 40)), np.zeros((1, 80)), np.zeros((1, 80))
+    assert drop_pad_frames(np.array([30.0, 30.0]), *forty)[0].shape[-1] == 40
+
+
+@pytest.mark.slow
+def test_kokoro_cut_reproduces_the_whole_model_and_drops_its_edge_silence(kokoro: KokoroEngine) -> None:
+    kokoro.load()
+    assert kokoro._decoder is not None, "the built-in model should be cut"
+    predictor_path, decoder_path, _ = cached_kokoro_cut(kokoro.model_path(), kokoro._cache_dir)  # type: ignore[arg-type]
+    whole = ort.create_session(kokoro.model_path(), 2)
+    predictor, decoder = ort.create_session(predictor_path, 2), ort.create_session(decoder_path, 2)
+    voice = VoiceInfo("kokoro/jf_alpha", "jf_alpha", ("en",), "kokoro", 24000, "kokoro", "jf_alpha")
+    tokens = [kokoro._get_vocab()[ch] for ch in kokoro.phonemize("Your table is ready.", voice, "en")]
+    style = kokoro._style("jf_alpha")[len(tokens) - 1][np.newaxis, :]
+    feeds = {"tokens": np.array([[0, *tokens, 0]], dtype=np.int64), "style": style, "speed": np.array([1.0], np.float32)}
+    durations, features, f0, energy = predictor.run(None, feeds)
+    uncut = decoder.run(None, {FEATURES: features, F0: f0, ENERGY: energy, "style": style})[0]
+    np.testing.assert_allclose(uncut, whole.run(None, feeds)[0], atol=1e-5)
+    # Without the pads' frames: less audio generated, the same speech once trimmed.
+    trimmed = decoder.run(None, dict(zip([FEATURES, F0, ENERGY], drop_pad_frames(durations, features, f0, energy)),
+                                     style=style))[0]
+    assert trimmed.size <= uncut.size - 0.2 * 24000  # the leading pad: 13 frames, 3 kept
+    spoken = np.concatenate(list(kokoro.synthesize("Your table is ready.", voice, "en", 1.0)))
+    reference = trim_silence(np.clip(uncut.ravel(), -1, 1), 24000)
+    assert abs(spoken.size - reference.size) < 0.15 * 24000

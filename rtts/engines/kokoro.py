@@ -29,6 +29,7 @@ import numpy as np
 
 from rtts.engines import ort
 from rtts.engines.base import EngineError, VoiceInfo
+from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, CutError, cached_kokoro_cut, drop_pad_frames
 from rtts.engines.trim import trim_silence
 from rtts.g2p import espeak, kokoro_langs
 from rtts.g2p.split import split_phonemes
@@ -273,7 +274,9 @@ class KokoroEngine:
         self._styles: dict[str, np.ndarray] = {}
         self._vocab: dict[str, int] | None = None
         self._dropped: set[str] = set()
-        self._session = None
+        self._session = None  # the whole model, or the predictor when cut
+        self._predictor = None
+        self._decoder = None
 
     @property
     def loaded(self) -> bool:
@@ -299,17 +302,40 @@ class KokoroEngine:
         if self._session is not None:
             return
         builtin = _load_style(self._get_pack().voices)
-        session = ort.create_session(self.model_path(), self._threads, cache_dir=self._cache_dir)
+        model = self.model_path()
+        cut = self._load_cut(model)
+        if cut is not None:
+            self._predictor, self._decoder = cut
+            session = self._predictor
+        else:
+            session = ort.create_session(model, self._threads, cache_dir=self._cache_dir)
         names = {i.name for i in session.get_inputs()}
         if not {"tokens", "style", "speed"} <= names:
+            self._predictor = self._decoder = None
             raise EngineError(f"not a Kokoro v1.0 model: inputs are {sorted(names)}")
         self._styles.update(builtin)
         self._session = session
 
+    def _load_cut(self, model: Path) -> tuple[ort.RemoteSession, ort.RemoteSession] | None:
+        """Predictor and decoder sessions (see ``kokoro_cut``), or None to run the model whole."""
+        if self._cache_dir is None:
+            return None
+        try:
+            predictor_path, decoder_path, _ = cached_kokoro_cut(model, self._cache_dir)
+        except CutError as exc:
+            logger.info("Kokoro runs whole: %s", exc)
+            return None
+        except OSError as exc:
+            logger.warning("Kokoro runs whole: cannot keep its cut in %s (%s)", self._cache_dir, exc)
+            return None
+        predictor = ort.create_session(predictor_path, self._threads, "Kokoro predictor", self._cache_dir)
+        decoder = ort.create_session(decoder_path, self._threads, "Kokoro decoder", self._cache_dir)
+        return predictor, decoder
+
     def unload(self) -> None:
         if self._session is None:
             return
-        self._session = None
+        self._session = self._predictor = self._decoder = None
         ort.release_memory()
 
     def phonemize(self, text: str, voice: VoiceInfo | str, lang: str) -> str:
@@ -360,7 +386,12 @@ class KokoroEngine:
             "speed": np.array([speed], dtype=np.float32),
         }
         try:
-            out = session.run(None, feeds)[0]
+            if self._decoder is not None:
+                durations, features, f0, energy = session.run(None, feeds)
+                features, f0, energy = drop_pad_frames(durations, features, f0, energy)
+                out = self._decoder.run(None, {FEATURES: features, F0: f0, ENERGY: energy, "style": feeds["style"]})[0]
+            else:
+                out = session.run(None, feeds)[0]
         except Exception as exc:  # ORT's own exception types
             raise EngineError(f"Kokoro inference failed: {exc}") from exc
         audio = np.clip(np.asarray(out, dtype=np.float32).ravel(), -1.0, 1.0)

@@ -15,14 +15,13 @@ depends on nothing but ``z`` and, for multi-speaker voices, the speaker id input
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from rtts.engines.graph_cut import cached_cut, cut_files, write_cut
 
 if TYPE_CHECKING:  # imported where used: see "the cut, kept on disk" below
     import onnx
@@ -154,18 +153,15 @@ def _hop(graph: onnx.GraphProto) -> int:
 
 # ---------------------------------------------------------------- the cut, kept on disk
 #
-# Cutting needs the ``onnx`` package, which costs ~15 MB of RSS that the server would
-# keep after unloading every model (and 0.4 s per load). So the server cuts a voice
-# once, in a child process (``python -m rtts.engines.vits_split MODEL DIR``), and
-# later loads the two halves from the cache directory.
+# Made once by a child process (``python -m rtts.engines.vits_split MODEL DIR``), so the
+# server never imports ``onnx``; see ``graph_cut``.
+
+_FOLDER, _HALVES = "piper-split", ("encoder", "decoder")
 
 
 def split_files(model: Path, cache_dir: Path) -> tuple[Path, Path, Path]:
     """Where the halves of ``model`` and their description are cached (named by size and mtime)."""
-    stat = model.stat()
-    stem = f"{model.stem}-{stat.st_size}-{stat.st_mtime_ns}"
-    folder = cache_dir / "piper-split"
-    return folder / f"{stem}.encoder.onnx", folder / f"{stem}.decoder.onnx", folder / f"{stem}.json"
+    return cut_files(model, cache_dir, _FOLDER, _HALVES)
 
 
 def cached_split(model: Path, cache_dir: Path) -> tuple[Path, Path, dict]:
@@ -174,43 +170,14 @@ def cached_split(model: Path, cache_dir: Path) -> tuple[Path, Path, dict]:
     Raises SplitError when the voice cannot be cut (remembered, so it is not retried),
     OSError when the cache cannot be written.
     """
-    encoder, decoder, meta_path = split_files(model, cache_dir)
-    if not meta_path.is_file():
-        meta_path.parent.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(
-            [sys.executable, "-m", "rtts.engines.vits_split", str(model), str(cache_dir)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            cwd=Path(__file__).resolve().parents[2],  # so a checkout's rtts is found too
-        )
-        if done.returncode != 0 or not meta_path.is_file():
-            raise OSError(f"cutting {model.name} failed: {done.stderr.strip()[-500:]}")
-    meta = json.loads(meta_path.read_text())
-    if meta.get("error"):
-        raise SplitError(meta["error"])
-    return encoder, decoder, meta
+    return cached_cut("rtts.engines.vits_split", model, cache_dir, _FOLDER, _HALVES, SplitError)
 
 
-def _write_split(model_path: Path, cache_dir: Path) -> None:
-    import onnx
-
-    encoder, decoder, meta_path = split_files(model_path, cache_dir)
-    try:
-        split = split_vits(onnx.load(str(model_path)))
-    except SplitError as exc:
-        meta: dict = {"error": str(exc)}
-    else:
-        for path, half in ((encoder, split.encoder), (decoder, split.decoder)):
-            tmp = path.with_suffix(".tmp")
-            tmp.write_bytes(half.SerializeToString())
-            os.replace(tmp, path)
-        meta = {"latent": split.latent, "decoder_inputs": list(split.decoder_inputs), "hop": split.hop}
-    # The description is written last: its presence means the halves are complete.
-    tmp = meta_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(meta))
-    os.replace(tmp, meta_path)
+def _cut(model: onnx.ModelProto) -> tuple[onnx.ModelProto, onnx.ModelProto, dict]:
+    split = split_vits(model)
+    meta = {"latent": split.latent, "decoder_inputs": list(split.decoder_inputs), "hop": split.hop}
+    return split.encoder, split.decoder, meta
 
 
 if __name__ == "__main__":
-    _write_split(Path(sys.argv[1]), Path(sys.argv[2]))
+    write_cut(Path(sys.argv[1]), Path(sys.argv[2]), _FOLDER, _HALVES, _cut, SplitError)

@@ -1,0 +1,95 @@
+"""Kokoro v1.0 cut between its duration/prosody predictor and its decoder.
+
+Kokoro pads every input with a token at each end, and its predictor gives those pads
+long durations: about 0.25 s of silence before a unit and 0.6 s after it, which the
+decoder generates at the same cost as speech (95 % of a run is the decoder) and
+``trim_silence`` then throws away. That is up to two fifths of a short unit's
+compute, and of its time to first audio. Cut after the predictor, the engine sees the
+durations and drops the pads' frames (all but ``KEEP_PAD_FRAMES``) before decoding.
+
+The cut is at the tensors where the predictor hands over to the decoder (found by
+the research in ../shared/research/performance.md §6 and benchmarks/kokoro_split.py):
+the aligned text features and the frame-rate F0 and energy curves; the durations are
+a fourth output of the predictor. These are names in the one Kokoro export rtts uses,
+whose sha256 is checked when it is assembled; any other graph is refused
+(``CutError``) and then runs whole. Uncut, predictor then decoder give exactly the
+audio of the whole model (tests/test_engines.py).
+
+Made once by a child process (``python -m rtts.engines.kokoro_cut MODEL DIR``); see
+``graph_cut``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from rtts.engines.graph_cut import cached_cut, write_cut
+
+if TYPE_CHECKING:
+    import onnx
+
+__all__ = ["CutError", "KEEP_PAD_FRAMES", "cached_kokoro_cut", "cut_kokoro", "drop_pad_frames"]
+
+DURATIONS = "/encoder/Clip_output_0"  # frames per input token, pads included
+FEATURES = "/encoder/MatMul_1_output_0"  # 1 x channels x frames
+F0 = "/encoder/Reshape_output_0"  # 1 x 2·frames
+ENERGY = "/encoder/Reshape_1_output_0"  # 1 x 2·frames
+# Frames (25 ms each) of a pad kept on each side, so a word's onset and decay are not
+# clipped; trim_silence then keeps its own short pad.
+KEEP_PAD_FRAMES = 3
+
+_FOLDER, _HALVES = "kokoro-cut", ("predictor", "decoder")
+
+
+class CutError(ValueError):
+    """The graph is not the Kokoro v1.0 export this cut was made for."""
+
+
+def cut_kokoro(model: onnx.ModelProto) -> tuple[onnx.ModelProto, onnx.ModelProto, dict]:
+    import onnx
+    from onnx import helper
+
+    graph = model.graph
+    produced = {out for node in graph.node for out in node.output}
+    missing = [name for name in (DURATIONS, FEATURES, F0, ENERGY) if name not in produced]
+    inputs = {i.name for i in graph.input}
+    if missing or not {"tokens", "style", "speed"} <= inputs or len(graph.output) != 1:
+        raise CutError(f"not the Kokoro v1.0 graph this cut knows (missing {missing or 'inputs'})")
+    known = {v.name for v in graph.value_info}
+    for name in (DURATIONS, FEATURES, F0, ENERGY):
+        if name not in known:  # the extractor names cut tensors from shape inference
+            graph.value_info.append(helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
+    extractor = onnx.utils.Extractor(model)
+    predictor = extractor.extract_model(["tokens", "style", "speed"], [DURATIONS, FEATURES, F0, ENERGY])
+    decoder = extractor.extract_model([FEATURES, F0, ENERGY, "style"], [graph.output[0].name])
+    if {i.name for i in decoder.graph.input} != {FEATURES, F0, ENERGY, "style"}:
+        raise CutError("the decoder would need more than the predictor's outputs and the style")
+    return predictor, decoder, {"outputs": [DURATIONS, FEATURES, F0, ENERGY]}
+
+
+def cached_kokoro_cut(model: Path, cache_dir: Path) -> tuple[Path, Path, dict]:
+    """The kept predictor and decoder of ``model``, cut in a child process first if needed."""
+    return cached_cut("rtts.engines.kokoro_cut", model, cache_dir, _FOLDER, _HALVES, CutError)
+
+
+def drop_pad_frames(
+    durations: np.ndarray, features: np.ndarray, f0: np.ndarray, energy: np.ndarray, keep: int = KEEP_PAD_FRAMES
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The decoder's inputs without the pad tokens' frames, but ``keep`` on each side."""
+    frames = features.shape[-1]
+    per = f0.shape[-1] // frames if frames else 1  # F0 and energy run at twice the frame rate
+    d = np.asarray(durations).ravel()
+    lead = max(0, int(d[0]) - keep) if d.size else 0
+    trail = max(0, int(d[-1]) - keep) if d.size > 1 else 0
+    if lead + trail >= frames:
+        return features, f0, energy
+    stop = frames - trail
+    return features[..., lead:stop], f0[..., lead * per : stop * per], energy[..., lead * per : stop * per]
+
+
+if __name__ == "__main__":
+    write_cut(Path(sys.argv[1]), Path(sys.argv[2]), _FOLDER, _HALVES, cut_kokoro, CutError)
