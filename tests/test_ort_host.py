@@ -153,3 +153,16 @@ def test_idle_unload_ends_the_inference_process(tmp_path: Path) -> None:
             assert c.until(protocol.End)[-1].reason == "done"
             assert len(server.children()) == 1
     assert "Traceback" not in proc.log
+
+
+@pytest.mark.slow
+def test_the_inference_process_ends_when_the_server_is_killed(tmp_path: Path) -> None:
+    with RttsProcess(tmp_path) as proc:
+        proc.wait_listening()
+        with Client(proc.url) as c:
+            c.recv()
+            c.send(type="speak", id="a", text="Load the model.", voice=PIPER)
+            assert c.until(protocol.End)[-1].reason == "done"
+            (child,) = psutil.Process(proc.proc.pid).children()
+            proc.proc.kill()  # no drain, no goodbye: the pipe closes with the process
+        child.wait(10)  # raises psutil.TimeoutExpired if it lingers
