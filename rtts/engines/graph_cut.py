@@ -74,10 +74,10 @@ def write_cut(
         meta = {"error": str(exc)}
     else:
         for path, half in ((first, a), (second, b)):
-            tmp = path.with_suffix(".tmp")
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")  # two servers may cut at once
             tmp.write_bytes(half.SerializeToString())
             os.replace(tmp, path)
     # The description is written last: its presence means the halves are complete.
-    tmp = meta_path.with_suffix(".tmp")
+    tmp = meta_path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(meta))
     os.replace(tmp, meta_path)
