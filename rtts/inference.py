@@ -73,6 +73,11 @@ _PRIOR_FIRST_S_PER_CHAR = {"piper": 0.0025, "kokoro": 0.05}
 YIELD_GUARD_S = 0.3
 
 
+def _fold(estimates: dict[str, float], kind: str, measured: float) -> None:
+    """Move a running estimate towards a new measurement (exponentially weighted)."""
+    estimates[kind] = (1 - _EWMA) * estimates.get(kind, measured) + _EWMA * measured
+
+
 def can_yield(slack_s: float, ahead_s: list[float], own_next_s: float, guard_s: float = YIELD_GUARD_S) -> bool:
     """Whether a job whose client runs dry in ``slack_s`` seconds can let jobs costing
     ``ahead_s`` run first and still have its own next chunk (``own_next_s``) in time."""
@@ -353,9 +358,7 @@ class InferenceWorker:
                     break
                 now_pc = time.perf_counter()
                 if entry.samples == 0 and job.text:
-                    kind = job.voice.engine
-                    per_char = (now_pc - t0) / len(job.text)
-                    self.first_s_per_char[kind] = (1 - _EWMA) * self.first_s_per_char.get(kind, per_char) + _EWMA * per_char
+                    _fold(self.first_s_per_char, job.voice.engine, (now_pc - t0) / len(job.text))
                 entry.last_chunk_s = now_pc - chunk_t0
                 self._emit(job, JobAudio(chunk))
                 entry.samples += len(chunk)
@@ -400,9 +403,7 @@ class InferenceWorker:
                 for e in self._heap
                 if e.job is not None and not e.job.cancelled and e.deadline < job.deadline
             ]
-            # The next window is about twice the last (they double) but never more
-            # than the whole remaining unit, which this estimate may overshoot.
-            if not can_yield(job.deadline - time.monotonic(), ahead, 2 * entry.last_chunk_s):
+            if not can_yield(job.deadline - time.monotonic(), ahead, self._turn_cost(entry)):
                 self.held_on += 1
                 return False
             entry.compute_s += used_s
@@ -414,7 +415,8 @@ class InferenceWorker:
 
     def _turn_cost(self, entry: _Entry) -> float:
         """Estimated compute of an entry's next turn: its first chunk if it has not
-        started (cost grows with its text), else about twice its latest chunk."""
+        started (cost grows with its text), else about twice its latest chunk (Piper's
+        windows double; the estimate may overshoot the end of a unit)."""
         job = entry.job
         assert job is not None
         if entry.chunks is None:
@@ -426,9 +428,7 @@ class InferenceWorker:
         audio_s = entry.samples / job.voice.native_rate
         if audio_s < 0.2:
             return  # too short to say anything about the rate
-        measured = entry.compute_s / audio_s
-        kind = job.voice.engine
-        self.rtf[kind] = (1 - _EWMA) * self.rtf.get(kind, measured) + _EWMA * measured
+        _fold(self.rtf, job.voice.engine, entry.compute_s / audio_s)
 
     def _abandon(self, entry: _Entry) -> None:
         self.jobs_skipped += 1

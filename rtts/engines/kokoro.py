@@ -274,9 +274,8 @@ class KokoroEngine:
         self._styles: dict[str, np.ndarray] = {}
         self._vocab: dict[str, int] | None = None
         self._dropped: set[str] = set()
-        self._session = None  # the whole model, or the predictor when cut
-        self._predictor = None
-        self._decoder = None
+        self._session = None  # the whole model, or its predictor when cut (kokoro_cut)
+        self._decoder = None  # the decoder when cut
 
     @property
     def loaded(self) -> bool:
@@ -303,18 +302,15 @@ class KokoroEngine:
             return
         builtin = _load_style(self._get_pack().voices)
         model = self.model_path()
-        cut = self._load_cut(model)
-        if cut is not None:
-            self._predictor, self._decoder = cut
-            session = self._predictor
-        else:
-            session = ort.create_session(model, self._threads, cache_dir=self._cache_dir)
+        session, decoder = self._load_cut(model) or (
+            ort.create_session(model, self._threads, cache_dir=self._cache_dir),
+            None,
+        )
         names = {i.name for i in session.get_inputs()}
         if not {"tokens", "style", "speed"} <= names:
-            self._predictor = self._decoder = None
             raise EngineError(f"not a Kokoro v1.0 model: inputs are {sorted(names)}")
         self._styles.update(builtin)
-        self._session = session
+        self._session, self._decoder = session, decoder
 
     def _load_cut(self, model: Path) -> tuple[ort.RemoteSession, ort.RemoteSession] | None:
         """Predictor and decoder sessions (see ``kokoro_cut``), or None to run the model whole."""
@@ -335,7 +331,7 @@ class KokoroEngine:
     def unload(self) -> None:
         if self._session is None:
             return
-        self._session = self._predictor = self._decoder = None
+        self._session = self._decoder = None
         ort.release_memory()
 
     def phonemize(self, text: str, voice: VoiceInfo | str, lang: str) -> str:
