@@ -341,7 +341,7 @@ def steal_share(before: list[int], after: list[int]) -> float:
 def measure(args: argparse.Namespace, workdir: Path) -> dict:
     r: dict = {"ttfa": {}, "rtf": {}, "concurrency": {}, "machine": {}}
     cpu_start = cpu_times()
-    server = ServerProcess(args.idle_unload, workdir / "server.log")
+    server = ServerProcess(args.idle_unload, workdir / "server.log", *args.server_arg)
     r["command_server"] = server.command
     try:
         r["rss_start"] = server.rss_mb()
@@ -389,7 +389,7 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict:
         server.stop()
     # A connection preloads the default voice (Piper above), which a Kokoro request would
     # wait behind; a Kokoro deployment makes Kokoro the default, so measure it that way.
-    server = ServerProcess(args.idle_unload, workdir / "server-kokoro.log", "--default-voice", KOKORO)
+    server = ServerProcess(args.idle_unload, workdir / "server-kokoro.log", "--default-voice", KOKORO, *args.server_arg)
     try:
         asyncio.run(ttfa_runs(server.url, KOKORO, TEXTS["sentence"], 1))
         server.wait_unloaded()
@@ -511,6 +511,8 @@ def main() -> int:
     parser.add_argument("--levels", type=lambda s: [int(x) for x in s.split(",")], default=list(LEVELS),
                         help="concurrent streams to try, e.g. 1,2,4,8,16")
     parser.add_argument("--idle-unload", type=float, default=5.0)
+    parser.add_argument("--server-arg", action="append", default=[], metavar="ARG",
+                        help="pass ARG to rtts serve, e.g. --server-arg=--first-unit-chars-piper=30 (repeatable)")
     parser.add_argument("--peers-python", default="/work/peers-venv/bin/python")
     parser.add_argument("--peer-repeats", type=int, default=3, help="runs per text for each peer (default 3)")
     parser.add_argument("--no-peers", dest="peers", action="store_false")
