@@ -22,33 +22,24 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from rtts.config import Config  # noqa: E402
 from rtts.engines import ort as rort  # noqa: E402
 from rtts.engines.kokoro import KokoroEngine, _load_style  # noqa: E402
 from rtts.engines.trim import trim_silence  # noqa: E402
 from rtts.voices import VoiceRegistry  # noqa: E402
+from kokoro_split import best  # noqa: E402  (the best of a few runs, as that experiment times)
 
 SENTENCE = "The quick brown fox jumps over the lazy dog near the river bank."
 UNITS = ["The quick brown", "Your table is ready.", SENTENCE]
 STYLE = "jf_alpha"
 RATE = 24_000
-
-
-def best(fn: Callable[[], object], runs: int) -> tuple[float, object]:
-    times, out = [], None
-    for _ in range(runs):
-        t = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t)
-    return min(times), out
 
 
 class Kokoro:
