@@ -207,6 +207,8 @@ def add_flags(parser: argparse.ArgumentParser, names: list[str] | None = None) -
         env = "RTTS_" + name.upper()
         default = defaults.get(name)
         shown = "none" if default == () else default if default not in (None, 0) else "auto"
+        if isinstance(default, tuple) and default and isinstance(default[0], tuple):
+            shown = ",".join(f"{k}={v}" for k, v in default)  # as it is typed: zh=kokoro/jm_kumo
         if name == "drain_grace":
             shown = default
         flag = "--" + name.replace("_", "-")
