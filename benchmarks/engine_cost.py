@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Where Kokoro's time goes, and what the engine does about it (docs/benchmarks.md, issue 4).
+"""Where the engines' time goes, and what they do about it (docs/benchmarks.md, issue 4).
 
-    python3 benchmarks/engine_cost.py [load] [silence] [cut] [float-convs] [spinning]
+    python3 benchmarks/engine_cost.py [load] [silence] [cut] [float-convs] [spinning] [piper]
 
 With no argument, every experiment runs (a few minutes on 2 cores). Each prints a
 table; times are the best of ``--runs`` runs, so a busy machine inflates them less.
@@ -15,6 +15,11 @@ table; times are the best of ``--runs`` runs, so a busy machine inflates them le
 * ``float-convs``: the 87 ConvInteger nodes rewritten as float Conv (weights
   dequantized once), against the int8 model: speed and file size.
 * ``spinning``: ONNX Runtime's intra-op threads allowed to spin, against not.
+* ``piper``: the Piper engine as it runs (encoder cut before its flow, windows sized
+  by the audio in hand) against the previous build's way (whole encoder, then windows
+  of 10 frames doubling up to 128): time to the first chunk for a waiting listener,
+  and compute ÷ audio for a waiting listener and for a sentence that starts with 2 s
+  of audio in hand.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ class Kokoro:
     """The built-in Kokoro engine, for its phonemes, styles and model file."""
 
     def __init__(self, cache_dir: Path) -> None:
+        self.cache_dir = cache_dir
         registry = VoiceRegistry.discover(None, cache_dir, threads=2)
         self.voice = registry.voices[f"kokoro/{STYLE}"]
         engine = registry.engine_for(self.voice)
@@ -187,7 +193,63 @@ def spinning(k: Kokoro, runs: int) -> None:
         print(f"| {label} | {', '.join(f'{r:.2f}' for r in rtfs)} |")
 
 
-EXPERIMENTS = {"load": load, "silence": silence, "cut": cut, "float-convs": float_convs, "spinning": spinning}
+def piper(k: Kokoro, runs: int) -> None:
+    import time
+
+    from rtts.engines.piper import PiperEngine, phoneme_ids
+
+    registry = VoiceRegistry.discover(None, k.cache_dir, threads=2)
+    voice = registry.voices["piper/en_US-joe-medium"]
+    engine = registry.engine_for(voice)
+    assert isinstance(engine, PiperEngine)
+    engine.load()
+    if engine._prior is None:
+        raise SystemExit("the engine did not cut Piper's encoder before its flow (see the log)")
+    before = PiperEngine(engine.key, engine.model_path, engine.config, 2, k.cache_dir)
+    before._load_flow_cut = lambda path: None  # type: ignore[method-assign]  # the whole encoder
+    before.load()
+    rate = engine.sample_rate
+
+    def previous_build(text: str) -> tuple[float, float, float]:
+        t0 = time.perf_counter()
+        latent = before.encode(phoneme_ids(before.phonemize(text), before.config), None, 1.0)
+        chunks = before.decode_windows(latent, None)  # windows of 10 frames, doubling up to 128
+        first = next(chunks)
+        took_first = time.perf_counter() - t0
+        samples = first.size + sum(c.size for c in chunks)
+        return took_first, time.perf_counter() - t0, samples / rate
+
+    def now(text: str, lead_s: float) -> tuple[float, float, float]:
+        t0 = time.perf_counter()
+        chunks = engine.synthesize(text, voice, "en", 1.0, lead_s)
+        first = next(chunks)
+        took_first = time.perf_counter() - t0
+        samples = first.size + sum(c.size for c in chunks)
+        return took_first, time.perf_counter() - t0, samples / rate
+
+    texts = ["The morning train to Boston leaves from", "Passengers should have their tickets ready before boarding.", SENTENCE]
+    print("\n| unit | first chunk, before | first chunk, now | RTF before | RTF now, listener waiting | RTF now, 2 s in hand |")
+    print("|---|---|---|---|---|---|")
+    for text in texts:
+        rows = [
+            [previous_build(text) for _ in range(runs)],
+            [now(text, 0.0) for _ in range(runs)],
+            [now(text, 2.0) for _ in range(runs)],
+        ]
+        firsts = [min(r[0] for r in row) for row in rows]
+        rtfs = [min(r[1] / r[2] for r in row) for row in rows]
+        print(f"| {text!r} | {firsts[0] * 1000:.0f} ms | {firsts[1] * 1000:.0f} ms | {rtfs[0]:.3f} | {rtfs[1]:.3f} | {rtfs[2]:.3f} |")
+    print("\n| unit | phoneme ids | latent frames | encoder before its flow | flow |\n|---|---|---|---|---|")
+    for text in texts:
+        ids = phoneme_ids(engine.phonemize(text), engine.config)
+        took_prior, (z_p, mask) = best(lambda ids=ids: engine.prior(ids, None, 1.0), runs)
+        took_flow, _ = best(lambda z_p=z_p, mask=mask: engine.flow(z_p, mask, None, 0, z_p.shape[-1]), runs)
+        print(f"| {text!r} | {len(ids)} | {z_p.shape[-1]} | {took_prior * 1000:.0f} ms | {took_flow * 1000:.0f} ms |")
+
+
+EXPERIMENTS = {
+    "load": load, "silence": silence, "cut": cut, "float-convs": float_convs, "spinning": spinning, "piper": piper,
+}
 
 
 def main() -> int:

@@ -349,7 +349,9 @@ class InferenceWorker:
                     return
                 t0 = time.perf_counter()  # the load is not part of this job's RTF
                 engine = self._registry.engine_for(job.voice)
-                entry.chunks = iter(engine.synthesize(job.text, job.voice, job.lang, job.speed))
+                # Audio the client holds that this job's first chunk may take its time behind.
+                lead_s = 0.0 if job.opens else max(0.0, job.deadline - time.monotonic())
+                entry.chunks = iter(engine.synthesize(job.text, job.voice, job.lang, job.speed, lead_s))
                 if self.cache.cacheable(job.text):
                     entry.kept = []
             chunk_t0 = time.perf_counter()
@@ -415,13 +417,13 @@ class InferenceWorker:
 
     def _turn_cost(self, entry: _Entry) -> float:
         """Estimated compute of an entry's next turn: its first chunk if it has not
-        started (cost grows with its text), else about twice its latest chunk (Piper's
-        windows double; the estimate may overshoot the end of a unit)."""
+        started (cost grows with its text), else a few times its latest chunk (Piper's
+        windows grow fourfold; the estimate may overshoot the end of a unit)."""
         job = entry.job
         assert job is not None
         if entry.chunks is None:
             return self.first_s_per_char.get(job.voice.engine, 0.05) * len(job.text) / job.speed
-        return 2 * entry.last_chunk_s
+        return 4 * entry.last_chunk_s
 
     def _learn(self, job: Job, entry: _Entry) -> None:
         """Fold a finished job's measured RTF into the estimate for its engine."""

@@ -48,6 +48,10 @@ class Job:
     # runs the job with the earliest deadline first, so a stream about to starve goes
     # ahead of one with audio in hand.
     deadline: float
+    # The utterance's first job: its first audio is awaited now (a client may stop
+    # what it plays for it, and time to first audio is what a listener notices),
+    # however much audio of an earlier utterance the client still holds.
+    opens: bool = False
     sink: Callable[[Job, JobEvent], None] | None = None
     # Written by the event loop, read by the inference thread between chunks; a plain
     # bool is enough because it only ever goes False → True.

@@ -392,7 +392,7 @@ class Session:
         part = utt.parts[0]
         assert isinstance(part, Part)
         deadline = self._play_until if self._play_until else now
-        job = Job(utt.id, part.speak, part.voice, part.lang, utt.speed, deadline)
+        job = Job(utt.id, part.speak, part.voice, part.lang, utt.speed, deadline, opens=not utt.started)
         if not utt.started:
             wait, load = self._estimate(job)
             late = wait > self._config.admission_max_wait or load > 1.0

@@ -371,6 +371,17 @@ def test_segments_within_a_unit_are_marked_and_keep_one_voice_when_it_speaks_bot
     assert [m.text for m in marks] == ["请打开", "Bluetooth", "设置。"]
 
 
+def test_only_an_utterances_first_job_opens_it():
+    # The worker does not let the first job's audio wait behind what the client still plays.
+    session = make_mixed()
+    text = "Hello there, this first sentence is long enough to be cut. And a second one."
+    _, jobs = speak_all_jobs(session, send(session, type="speak", id="a", text=text))
+    _, again = speak_all_jobs(session, send(session, type="speak", id="b", text=text))
+    assert len(jobs) >= 3
+    assert [j.opens for j in jobs] == [True] + [False] * (len(jobs) - 1)
+    assert [j.opens for j in again] == [True] + [False] * (len(again) - 1)
+
+
 def test_lang_hint_decides_han_and_default_voices_come_from_the_catalog():
     session = make_mixed(lang_voices=())
     _, jobs = speak_all_jobs(session, send(session, type="speak", id="a", text="東京駅", lang="ja"))

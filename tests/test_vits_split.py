@@ -8,7 +8,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from rtts.engines.base import VoiceInfo
-from rtts.engines.piper import DECODE_MARGIN, FIRST_WINDOW, PiperEngine, window_bounds
+from rtts.engines.piper import DECODE_MARGIN, FIRST_WINDOW, MAX_WINDOW, WINDOW_GROWTH, PiperEngine, next_window, window_bounds
 from rtts.engines.vits_split import SplitError, split_vits
 from rtts.voices import VoiceRegistry
 
@@ -87,6 +87,21 @@ def test_window_bounds_tile_the_latent() -> None:
     assert window_bounds(500)[0] == (0, FIRST_WINDOW)
 
 
+def test_a_window_is_as_long_as_the_audio_in_hand_can_pay_for() -> None:
+    cost = 0.0005  # s per latent frame
+    # A listener waiting (no time to spare): the short first window.
+    assert next_window(0, 300, 0, -0.01, cost) == FIRST_WINDOW
+    assert next_window(0, 300, 0, 0.0, cost) == FIRST_WINDOW
+    # 0.05 s pays for 100 frames, margins included.
+    assert next_window(0, 300, 0, 0.05, cost) == 100 - 2 * DECODE_MARGIN
+    # Growth is capped: fourfold the window before, and MAX_WINDOW.
+    assert next_window(10, 300, 10, 1.0, cost) == 10 + 10 * WINDOW_GROWTH
+    assert next_window(0, 1000, 0, 10.0, cost) == MAX_WINDOW
+    # A remainder under half a window is folded in: a later sentence in one window.
+    assert next_window(0, 300, 0, 10.0, cost) == 300
+    assert next_window(290, 300, 200, 0.0, cost) == 300
+
+
 @pytest.fixture(scope="module")
 def piper(tmp_path_factory: pytest.TempPathFactory) -> tuple[PiperEngine, VoiceInfo]:
     registry = VoiceRegistry.discover(None, tmp_path_factory.mktemp("cache"), threads=2)
@@ -132,16 +147,122 @@ def test_piper_streams_inside_a_sentence(piper: tuple[PiperEngine, VoiceInfo]) -
 
 
 @pytest.mark.slow
+def test_a_sentence_after_audio_in_hand_is_decoded_in_bigger_windows(piper: tuple[PiperEngine, VoiceInfo]) -> None:
+    engine, voice = piper
+    text = "A later sentence of a paragraph starts while the one before it still plays."
+    waiting = list(engine.synthesize(text, voice, "en", 1.0, lead_s=0.0))
+    in_hand = list(engine.synthesize(text, voice, "en", 1.0, lead_s=3.0))
+    assert len(waiting) >= 3 and len(waiting[0]) < 0.2 * engine.sample_rate
+    assert len(in_hand) <= 2 and len(in_hand[0]) > 1.0 * engine.sample_rate
+
+
+@pytest.mark.slow
 def test_the_cut_is_kept_on_disk_and_reused(piper: tuple[PiperEngine, VoiceInfo], tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from rtts.engines.graph_cut import cut_files
     from rtts.engines.vits_split import split_files
 
     engine, _ = piper
     first = PiperEngine(engine.key, engine.model_path, engine.config, threads=1, cache_dir=tmp_path)
     first.load()
     files = split_files(engine.model_path, tmp_path)
-    assert first.streaming and all(f.is_file() for f in files)
+    # The encoder half is cut once more, before its flow (vits_flow).
+    files += cut_files(files[0], tmp_path, "piper-flow", ("prior", "flow"))
+    assert first.streaming and first._prior is not None and all(f.is_file() for f in files)
     stamps = [f.stat().st_mtime_ns for f in files]
     again = PiperEngine(engine.key, engine.model_path, engine.config, threads=1, cache_dir=tmp_path)
     again.load()
     assert again.streaming and [f.stat().st_mtime_ns for f in files] == stamps
     assert again.hop == first.hop == 256
+
+
+def _toy_encoder(speakers: bool = False) -> onnx.ModelProto:
+    """A graph with a VITS encoder's shape: durations' noise upstream, then the prior
+    (mean + noise · σ · scale) and a flow of Convs masked along time."""
+    rng = np.random.default_rng(1)
+
+    def weight(name: str, *shape: int) -> onnx.TensorProto:
+        return helper.make_tensor(name, TensorProto.FLOAT, shape, rng.standard_normal(shape).astype(np.float32).ravel())
+
+    nodes = [
+        helper.make_node("RandomNormalLike", ["x"], ["dp_noise"], name="dp0"),  # the duration predictor's
+        helper.make_node("Add", ["x", "dp_noise"], ["h"], name="dp1"),
+        helper.make_node("Conv", ["h", "w0"], ["m"], name="e0", pads=[1, 1]),
+        helper.make_node("Conv", ["h", "w1"], ["logs"], name="e1", pads=[1, 1]),
+        helper.make_node("RandomNormalLike", ["m"], ["noise"], name="p0"),
+        helper.make_node("Exp", ["logs"], ["sigma"], name="p1"),
+        helper.make_node("Mul", ["noise", "sigma"], ["p2o"], name="p2"),
+        helper.make_node("Mul", ["p2o", "scale"], ["p3o"], name="p3"),
+        helper.make_node("Add", ["m", "p3o"], ["zp"], name="p4"),
+        helper.make_node("Conv", ["zp", "wf0"], ["f0"], name="f0", pads=[2, 2]),  # reach 2
+        helper.make_node("Mul", ["f0", "mask"], ["f1"], name="f1"),
+        helper.make_node("Conv", ["f1", "wf1"], ["f2"], name="f2", pads=[6, 6], dilations=[3]),  # reach 6
+    ]
+    inits = [weight(n, 4, 3, 3) for n in ("w0", "w1")] + [weight("wf0", 4, 4, 5), weight("wf1", 4, 4, 5)]
+    inits.append(helper.make_tensor("scale", TensorProto.FLOAT, [], [0.667]))
+    inputs = [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "T"]),
+        helper.make_tensor_value_info("mask", TensorProto.FLOAT, [1, 1, "T"]),
+    ]
+    last = "f2"
+    if speakers:
+        inputs.append(helper.make_tensor_value_info("sid", TensorProto.FLOAT, [1]))
+        nodes += [
+            helper.make_node("Reshape", ["sid", "shape"], ["g"], name="g0"),
+            helper.make_node("Add", ["f2", "g"], ["f3"], name="g1"),  # conditioning, broadcast over time
+        ]
+        inits.append(helper.make_tensor("shape", TensorProto.INT64, [3], [1, 1, 1]))
+        last = "f3"
+    nodes.append(helper.make_node("Mul", [last, "mask"], ["z"], name="f4"))
+    graph = helper.make_graph(
+        nodes, "toy", inputs, [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 4, "T"])], inits
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+
+
+@pytest.mark.parametrize("speakers", [False, True])
+def test_the_flow_is_found_where_the_noise_joins_the_prior(speakers: bool) -> None:
+    from rtts.engines.vits_flow import cut_flow
+
+    prior, flow, meta = cut_flow(_toy_encoder(speakers))
+    assert (meta["z_p"], meta["mask"], meta["latent"]) == ("zp", "mask", "z")
+    assert meta["flow_inputs"] == (["zp", "mask", "sid"] if speakers else ["zp", "mask"])
+    assert meta["margin"] == 2 + 6 + 8  # the Convs' reach, plus slack
+    flow_nodes = {n.name for n in flow.graph.node}
+    assert {"f0", "f1", "f2", "f4"} <= flow_nodes and not flow_nodes & {"p0", "dp0", "e0"}
+    assert [o.name for o in prior.graph.output] == ["zp", "mask"]
+
+
+def test_an_encoder_without_the_priors_noise_is_not_cut() -> None:
+    from rtts.engines.vits_flow import cut_flow
+
+    model = _toy_encoder()
+    for node in model.graph.node:
+        if node.op_type == "RandomNormalLike":
+            node.op_type, node.input[:] = "Identity", [node.input[0]]
+    with pytest.raises(SplitError):
+        cut_flow(model)
+
+
+@pytest.mark.slow
+def test_the_flow_in_two_windows_matches_the_whole_flow(piper: tuple[PiperEngine, VoiceInfo]) -> None:
+    engine, _ = piper
+    assert engine._prior is not None, "the built-in voice's encoder must be cut before its flow"
+    from rtts.engines.piper import phoneme_ids
+
+    ids = phoneme_ids(engine.phonemize("The first window needs the flow over its own frames only."), engine.config)
+    z_p, mask = engine.prior(ids, None, 1.0)
+    frames = z_p.shape[-1]
+    whole = engine.flow(z_p, mask, None, 0, frames)
+    head = FIRST_WINDOW + DECODE_MARGIN
+    parts = np.concatenate([engine.flow(z_p, mask, None, 0, head), engine.flow(z_p, mask, None, head, frames)], axis=-1)
+    diff = float(np.max(np.abs(parts - whole)))
+    print(f"flow in two windows vs whole ({frames} frames, margin {engine._flow_meta['margin']}): max abs diff {diff:.2e} of {np.max(np.abs(whole)):.1f}")
+    assert diff < 1e-5 * max(1.0, float(np.max(np.abs(whole))))
+    # Without its context the flow's windows would not join: the test can tell.
+    margin = engine._flow_meta["margin"]
+    engine._flow_meta["margin"] = 0
+    try:
+        bare = np.concatenate([engine.flow(z_p, mask, None, 0, head), engine.flow(z_p, mask, None, head, frames)], axis=-1)
+    finally:
+        engine._flow_meta["margin"] = margin
+    assert np.max(np.abs(bare - whole)) > 100 * diff

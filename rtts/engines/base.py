@@ -49,11 +49,16 @@ class Engine(Protocol):
     def unload(self) -> None:
         """Drop the ONNX session so its memory can be returned to the OS."""
 
-    def synthesize(self, text: str, voice: VoiceInfo, lang: str, speed: float) -> Iterator[np.ndarray]:
+    def synthesize(
+        self, text: str, voice: VoiceInfo, lang: str, speed: float, lead_s: float = 0.0
+    ) -> Iterator[np.ndarray]:
         """Speak one text unit; yield float32 mono chunks in [-1, 1] at ``sample_rate``.
 
         Loads the model if needed. Text longer than the model's input limit is split
         (never truncated). Yielding in pieces lets the caller stop between them.
+        ``lead_s`` is how much audio the listener already holds: an engine that
+        streams inside a unit may start with a bigger (cheaper per second) piece
+        when it is not needed at once; one that cannot stream ignores it.
         """
         ...
 

@@ -352,7 +352,10 @@ class KokoroEngine:
 
         return self._keep_known(kokoro_langs.with_lexicon(text, english))
 
-    def synthesize(self, text: str, voice: VoiceInfo, lang: str, speed: float) -> Iterator[np.ndarray]:
+    def synthesize(
+        self, text: str, voice: VoiceInfo, lang: str, speed: float, lead_s: float = 0.0
+    ) -> Iterator[np.ndarray]:
+        """See ``Engine.synthesize``; a Kokoro unit is one run, so ``lead_s`` changes nothing."""
         if not (math.isfinite(speed) and speed > 0):
             raise ValueError(f"speed must be a positive number, not {speed!r}")
         # Validate (and phonemize) now rather than on the generator's first step.

@@ -12,6 +12,13 @@ the first audio leaves after the encoder plus one short window. The decoder is
 convolutions only, so with ``DECODE_MARGIN`` frames of context on each side a window
 gives the same samples as decoding the whole latent at once (tests/test_vits_split.py
 measures the difference). A voice that cannot be cut is run whole, as before.
+
+The encoder is cut once more, before its flow (``vits_flow``), which is convolutions
+along time as well and about half of the encoder's time. When a listener is waiting
+(an utterance's first unit), the flow first runs over the frames of the first window
+only, and over the rest once that window is out. Otherwise it runs in one go, and the
+first window may be as long as the audio the listener already holds, since fewer
+windows mean fewer margins decoded twice.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import json
 import logging
 import math
 import re
+import time
 import unicodedata
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -30,6 +38,7 @@ import numpy as np
 
 from rtts.engines import ort
 from rtts.engines.base import EngineError, VoiceInfo
+from rtts.engines.vits_flow import cached_flow_cut
 from rtts.engines.vits_split import SplitError, cached_split, split_vits
 from rtts.engines.trim import trim_silence
 from rtts.g2p import espeak
@@ -37,7 +46,7 @@ from rtts.g2p.split import split_phonemes
 from rtts.text.lexicon import split_phonemes as split_lexicon
 from rtts.text.normalize_en import normalize_en
 
-__all__ = ["PiperConfig", "PiperEngine", "phoneme_ids", "window_bounds"]
+__all__ = ["PiperConfig", "PiperEngine", "next_window", "phoneme_ids", "window_bounds"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,11 +59,21 @@ _SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
 # joe-medium decoder's receptive field is about 10 frames: with 8 the windowed output
 # differs from one-shot by up to 9e-4, with 12 or more by 2e-7 (float rounding).
 DECODE_MARGIN = 12
-# Window sizes in latent frames (256 samples, 11.6 ms at 22.05 kHz): the first is short
-# for latency (~25 ms of compute on 2 cores), then each doubles, so a window is decoded
-# while the previous one plays, up to a size where the margins cost little (2x12/128).
+# Window sizes in latent frames (256 samples, 11.6 ms at 22.05 kHz). Each window is
+# as long as half of the audio the listener holds can pay for (its compute, measured
+# as it runs, margins and any flow it needs included): FIRST_WINDOW (~13 ms of compute
+# on 2 cores) when the listener is waiting, far more for a later sentence of a
+# paragraph, which starts while the one before it plays. Fewer windows mean fewer
+# margins decoded twice; on the latency benchmark's paragraph the decoder's work fell
+# by 13 % against windows that only doubled up to 128 frames (docs/benchmarks.md).
+# Growth is capped so one window never holds up other streams for long.
 FIRST_WINDOW = 10
-MAX_WINDOW = 128
+WINDOW_GROWTH = 4
+MAX_WINDOW = 256
+# Share of the audio in hand that computing the next window may take.
+_SPEND = 0.5
+# Compute per latent frame before any was measured (2-core box, quiet; s/frame).
+_PRIOR_COST = {"decode": 0.0006, "flow": 0.00025}
 
 
 @dataclass(frozen=True)
@@ -135,7 +154,7 @@ def phoneme_ids(phonemes: str, config: PiperConfig) -> list[int]:
 
 
 def window_bounds(frames: int, first: int = FIRST_WINDOW, largest: int = MAX_WINDOW) -> list[tuple[int, int]]:
-    """(start, stop) latent frames of each decoder window: ``first`` long, then doubling."""
+    """A fixed plan of (start, stop) windows: ``first`` long, then doubling up to ``largest``."""
     bounds = []
     start, size = 0, max(1, first)
     while start < frames:
@@ -145,6 +164,24 @@ def window_bounds(frames: int, first: int = FIRST_WINDOW, largest: int = MAX_WIN
         bounds.append((start, stop))
         start, size = stop, min(largest, size * 2)
     return bounds
+
+
+def next_window(start: int, frames: int, previous: int, budget_s: float, s_per_frame: float) -> int:
+    """Where the window from ``start`` ends, for ``budget_s`` of compute at ``s_per_frame``.
+
+    FIRST_WINDOW frames when there is no time to spare; else as many as the budget
+    pays for, margins included, at most WINDOW_GROWTH times the ``previous`` window
+    (0: none) and MAX_WINDOW. A remainder under half a window is folded in.
+    """
+    affordable = 0
+    if budget_s > 0 and s_per_frame > 0:
+        affordable = int(budget_s / s_per_frame) - 2 * DECODE_MARGIN
+    cap = min(MAX_WINDOW, previous * WINDOW_GROWTH) if previous else MAX_WINDOW
+    size = max(FIRST_WINDOW, min(cap, affordable))
+    stop = min(frames, start + size)
+    if frames - stop < size // 2:
+        stop = frames
+    return stop
 
 
 class PiperEngine:
@@ -161,9 +198,15 @@ class PiperEngine:
         self.config = config
         self._threads = threads
         self._session = None  # the whole voice, used when it cannot be cut
-        self._encoder = None
+        self._encoder = None  # ids -> latent, when the flow is not cut off (see _flow)
         self._decoder = None
         self._latent = ""
+        # The encoder cut once more (vits_flow): the prior gives z_p and the frame
+        # mask, the flow turns any window of them (with context) into the latent.
+        self._prior = None
+        self._flow = None
+        self._flow_meta: dict = {}
+        self._cost = dict(_PRIOR_COST)  # measured seconds per latent frame, by stage
         self._decoder_sid = False
         self.hop = 0  # output samples per latent frame; 0 until loaded split
         self._has_sid = False
@@ -176,12 +219,12 @@ class PiperEngine:
 
     @property
     def loaded(self) -> bool:
-        return self._session is not None or self._encoder is not None
+        return self._session is not None or self._decoder is not None
 
     @property
     def streaming(self) -> bool:
         """True when the voice was cut and decodes in windows."""
-        return self._encoder is not None
+        return self._decoder is not None
 
     def load(self) -> None:
         if self.loaded:
@@ -202,7 +245,7 @@ class PiperEngine:
             except OSError as exc:
                 logger.warning("%s: cannot keep the cut voice in %s (%s); cutting in memory", self.key, self._cache_dir, exc)
             else:
-                encoder = ort.create_session(
+                encoder = self._load_flow_cut(encoder_path) or ort.create_session(
                     encoder_path, self._threads, self.model_path.name + " encoder", self._cache_dir
                 )
                 self._check_inputs({i.name for i in encoder.get_inputs()})
@@ -212,7 +255,9 @@ class PiperEngine:
                 self._latent = str(meta["latent"])
                 self._decoder_sid = "sid" in meta["decoder_inputs"]
                 self.hop = int(meta["hop"])
-                self._encoder, self._decoder = encoder, decoder
+                if self._prior is None:
+                    self._encoder = encoder
+                self._decoder = decoder
                 return
         import onnx  # costs ~15 MB of RSS for good, hence the cache above
 
@@ -230,6 +275,20 @@ class PiperEngine:
         self.hop = split.hop
         self._encoder, self._decoder = encoder, decoder
 
+    def _load_flow_cut(self, encoder_path: Path) -> ort.RemoteSession | None:
+        """Load the encoder as prior and flow (returning the prior); None when it cannot be cut."""
+        assert self._cache_dir is not None
+        try:
+            prior_path, flow_path, meta = cached_flow_cut(encoder_path, self._cache_dir)
+        except (SplitError, OSError) as exc:
+            logger.info("%s runs its flow whole: %s", self.key, exc)
+            return None
+        name = self.model_path.name
+        prior = ort.create_session(prior_path, self._threads, name + " prior", self._cache_dir)
+        self._flow = ort.create_session(flow_path, self._threads, name + " flow", self._cache_dir)
+        self._prior, self._flow_meta = prior, meta
+        return prior
+
     def _check_inputs(self, names: set[str]) -> None:
         if not {"input", "input_lengths", "scales"} <= names:
             raise EngineError(f"{self.model_path} is not a Piper model: inputs are {sorted(names)}")
@@ -238,7 +297,7 @@ class PiperEngine:
     def unload(self) -> None:
         if not self.loaded:
             return
-        self._session = self._encoder = self._decoder = None
+        self._session = self._encoder = self._decoder = self._prior = self._flow = None
         ort.release_memory()
 
     def phonemize(self, text: str) -> str:
@@ -256,43 +315,80 @@ class PiperEngine:
             p.strip() for p in (piece if ph else g2p(piece) for ph, piece in split_lexicon(text)) if p.strip()
         )
 
-    def synthesize(self, text: str, voice: VoiceInfo, lang: str, speed: float) -> Iterator[np.ndarray]:
+    def synthesize(
+        self, text: str, voice: VoiceInfo, lang: str, speed: float, lead_s: float = 0.0
+    ) -> Iterator[np.ndarray]:
         if not (math.isfinite(speed) and speed > 0):
             raise ValueError(f"speed must be a positive number, not {speed!r}")
         if lang not in voice.langs:
             raise ValueError(f"voice {voice.id} speaks {', '.join(voice.langs)}, not {lang!r}")
         speaker = self._speaker_id(voice)
         phonemes = self.phonemize(text)
-        return self._generate(phonemes, speaker, speed)
+        return self._generate(phonemes, speaker, speed, lead_s)
 
-    def _generate(self, phonemes: str, speaker: int | None, speed: float) -> Iterator[np.ndarray]:
+    def _generate(self, phonemes: str, speaker: int | None, speed: float, lead_s: float) -> Iterator[np.ndarray]:
         if not phonemes:
             return
         self.load()
+        # When the listener runs out of audio (perf_counter time); moved on by every window.
+        dry = [time.perf_counter() + lead_s]
         for sentence in _SENTENCE_END.split(phonemes):
             for piece in split_phonemes(sentence, _MAX_PHONEMES):
                 ids = phoneme_ids(piece, self.config)
-                if self._encoder is None:
+                if self._decoder is None:
                     audio = self._run(ids, speaker, speed)
                     if audio.size:
                         yield audio
                     continue
-                latent = self.encode(ids, speaker, speed)
-                count = len(window_bounds(latent.shape[-1]))
-                yield from self._trimmed(self.decode_windows(latent, speaker), count)
+                yield from self._stream(ids, speaker, speed, dry)
 
-    def _trimmed(self, windows: Iterator[np.ndarray], count: int) -> Iterator[np.ndarray]:
-        """Trim the leading silence of the first audible window and the trailing of the last."""
-        rate = self.sample_rate
+    def _stream(self, ids: list[int], speaker: int | None, speed: float, dry: list[float]) -> Iterator[np.ndarray]:
+        """One piece's audio, window by window, each sized by the audio the listener
+        holds by then (until ``dry[0]``, which each window moves on); trimmed at both ends."""
+        frame_s = self.hop / self.sample_rate
+        if self._prior is None:
+            latent = self.encode(ids, speaker, speed)
+            z_p = mask = None
+            frames = ready = latent.shape[-1]
+        else:
+            z_p, mask = self.prior(ids, speaker, speed)
+            frames, ready = z_p.shape[-1], 0
+            latent = z_p[:, :, :0]
+        start = previous = 0
         leading = True
-        for index, window in enumerate(windows):
-            last = index == count - 1
-            window = np.clip(window, -1.0, 1.0)
+        while start < frames:
+            budget = _SPEND * (dry[0] - time.perf_counter())
+            rest_s = self._cost["flow"] * (frames - ready + int(self._flow_meta.get("margin", 0)))
+            if ready < frames and budget > rest_s:
+                # Time to spare: the rest of the flow in one run costs least.
+                latent = np.concatenate([latent, self.flow(z_p, mask, speaker, ready, frames)], axis=-1)
+                ready, budget = frames, budget - rest_s
+            per_frame = self._cost["decode"]
+            if ready < frames:  # this window's frames must go through the flow first
+                per_frame += self._cost["flow"]
+                budget -= 2 * self._cost["flow"] * int(self._flow_meta["margin"])
+            stop = next_window(start, frames, previous, budget, per_frame)
+            need = min(frames, stop + DECODE_MARGIN)
+            if ready < need:
+                # A listener is waiting: the flow over this window's frames only.
+                latent = np.concatenate([latent, self.flow(z_p, mask, speaker, ready, need)], axis=-1)
+                ready = need
+            (audio,) = self.decode_windows(latent, speaker, [(start, stop)])
+            audio = np.clip(audio, -1.0, 1.0)
+            last = stop == frames
             if leading or last:
-                window = trim_silence(window, rate, start=leading, end=last)
-            if window.size:
+                audio = trim_silence(audio, self.sample_rate, start=leading, end=last)
+            # As the scheduler reckons it: playback (re)starts now if the listener ran dry.
+            dry[0] = max(dry[0], time.perf_counter()) + (stop - start) * frame_s
+            previous, start = stop - start, stop
+            if audio.size:
                 leading = False
-                yield window
+                yield audio
+
+    def _timed(self, stage: str, frames: int, t0: float) -> None:
+        """Fold the measured compute per frame of one run into ``stage``'s estimate."""
+        if frames > 0:
+            self._cost[stage] = 0.7 * self._cost[stage] + 0.3 * (time.perf_counter() - t0) / frames
 
     def _speaker_id(self, voice: VoiceInfo) -> int | None:
         if self.config.num_speakers <= 1:
@@ -318,6 +414,9 @@ class PiperEngine:
 
     def encode(self, ids: list[int], speaker: int | None, speed: float) -> np.ndarray:
         """The latent (1 x channels x frames) for phoneme ids; all of VITS's noise is drawn here."""
+        if self._prior is not None:
+            z_p, mask = self.prior(ids, speaker, speed)
+            return self.flow(z_p, mask, speaker, 0, z_p.shape[-1])
         session = self._encoder
         if session is None:
             raise EngineError(f"{self.key} was unloaded during synthesis")
@@ -325,6 +424,39 @@ class PiperEngine:
             return session.run([self._latent], self._feeds(ids, speaker, speed))[0]
         except Exception as exc:  # ORT's own exception types
             raise EngineError(f"{self.key} encoder failed: {exc}") from exc
+
+    def prior(self, ids: list[int], speaker: int | None, speed: float) -> tuple[np.ndarray, np.ndarray]:
+        """z_p and the frame mask (both laid out along latent frames); the noise is drawn here."""
+        session = self._prior
+        if session is None:
+            raise EngineError(f"{self.key} was unloaded during synthesis")
+        meta = self._flow_meta
+        try:
+            z_p, mask = session.run([meta["z_p"], meta["mask"]], self._feeds(ids, speaker, speed))
+        except Exception as exc:  # ORT's own exception types
+            raise EngineError(f"{self.key} encoder failed: {exc}") from exc
+        if mask.shape[-1] != z_p.shape[-1]:
+            raise EngineError(f"{self.key}: the flow's mask is not laid out along the latent frames")
+        return z_p, mask
+
+    def flow(self, z_p: np.ndarray, mask: np.ndarray, speaker: int | None, start: int, stop: int) -> np.ndarray:
+        """Latent frames ``start:stop``, from the flow over them with its receptive field on each side."""
+        session = self._flow
+        if session is None:
+            raise EngineError(f"{self.key} was unloaded during synthesis")
+        meta = self._flow_meta
+        margin = int(meta["margin"])
+        lo, hi = max(0, start - margin), min(z_p.shape[-1], stop + margin)
+        feeds = {meta["z_p"]: z_p[:, :, lo:hi], meta["mask"]: mask[:, :, lo:hi]}
+        if "sid" in meta["flow_inputs"]:
+            feeds["sid"] = np.array([speaker or 0], dtype=np.int64)
+        t0 = time.perf_counter()
+        try:
+            z = session.run(None, feeds)[0]
+        except Exception as exc:  # ORT's own exception types
+            raise EngineError(f"{self.key} flow failed: {exc}") from exc
+        self._timed("flow", hi - lo, t0)
+        return z[:, :, start - lo : stop - lo]
 
     def decode(self, latent: np.ndarray, speaker: int | None) -> np.ndarray:
         """Decode a latent (or a slice of one) in one run; float32 samples, not clipped."""
@@ -334,19 +466,22 @@ class PiperEngine:
         feeds = {self._latent: np.ascontiguousarray(latent, dtype=np.float32)}
         if self._decoder_sid:
             feeds["sid"] = np.array([speaker or 0], dtype=np.int64)
+        t0 = time.perf_counter()
         try:
             out = session.run(None, feeds)[0]
         except Exception as exc:  # ORT's own exception types
             raise EngineError(f"{self.key} decoder failed: {exc}") from exc
+        self._timed("decode", latent.shape[-1], t0)
         return np.asarray(out, dtype=np.float32).ravel()
 
     def decode_windows(
-        self, latent: np.ndarray, speaker: int | None, first: int = FIRST_WINDOW, largest: int = MAX_WINDOW
+        self, latent: np.ndarray, speaker: int | None, bounds: list[tuple[int, int]] | None = None
     ) -> Iterator[np.ndarray]:
-        """Decode ``latent`` window by window; the pieces join into the one-shot decoding."""
+        """Decode ``latent`` window by window (``bounds``: by default ``window_bounds``);
+        the pieces join into the one-shot decoding."""
         frames = latent.shape[-1]
         hop, margin = self.hop, DECODE_MARGIN
-        for start, stop in window_bounds(frames, first, largest):
+        for start, stop in window_bounds(frames) if bounds is None else bounds:
             lo, hi = max(0, start - margin), min(frames, stop + margin)
             audio = self.decode(latent[:, :, lo:hi], speaker)
             yield audio[(start - lo) * hop : (stop - lo) * hop]
