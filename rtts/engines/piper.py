@@ -72,6 +72,11 @@ WINDOW_GROWTH = 4
 MAX_WINDOW = 256
 # Share of the audio in hand that computing the next window may take.
 _SPEND = 0.5
+# Audio that has left the engine but not yet reached the listener: the part of a frame
+# the framer holds, the resampler's delay, delivery. Not counted as in hand.
+_HELD_BACK_S = 0.04
+# Each ONNX run costs this on top of its frames (the call to the inference process).
+_RUN_S = 0.003
 # Compute per latent frame before any was measured (2-core box, quiet; s/frame).
 _PRIOR_COST = {"decode": 0.0006, "flow": 0.00025}
 
@@ -345,7 +350,6 @@ class PiperEngine:
     def _stream(self, ids: list[int], speaker: int | None, speed: float, dry: list[float]) -> Iterator[np.ndarray]:
         """One piece's audio, window by window, each sized by the audio the listener
         holds by then (until ``dry[0]``, which each window moves on); trimmed at both ends."""
-        frame_s = self.hop / self.sample_rate
         if self._prior is None:
             latent = self.encode(ids, speaker, speed)
             z_p = mask = None
@@ -357,7 +361,7 @@ class PiperEngine:
         start = previous = 0
         leading = True
         while start < frames:
-            budget = _SPEND * (dry[0] - time.perf_counter())
+            budget = _SPEND * (dry[0] - time.perf_counter() - _HELD_BACK_S) - _RUN_S
             rest_s = self._cost["flow"] * (frames - ready + int(self._flow_meta.get("margin", 0)))
             if ready < frames and budget > rest_s:
                 # Time to spare: the rest of the flow in one run costs least.
@@ -366,7 +370,7 @@ class PiperEngine:
             per_frame = self._cost["decode"]
             if ready < frames:  # this window's frames must go through the flow first
                 per_frame += self._cost["flow"]
-                budget -= 2 * self._cost["flow"] * int(self._flow_meta["margin"])
+                budget -= 2 * self._cost["flow"] * int(self._flow_meta["margin"]) + _RUN_S
             stop = next_window(start, frames, previous, budget, per_frame)
             need = min(frames, stop + DECODE_MARGIN)
             if ready < need:
@@ -379,7 +383,9 @@ class PiperEngine:
             if leading or last:
                 audio = trim_silence(audio, self.sample_rate, start=leading, end=last)
             # As the scheduler reckons it: playback (re)starts now if the listener ran dry.
-            dry[0] = max(dry[0], time.perf_counter()) + (stop - start) * frame_s
+            # Only what is left after trimming counts: a first window may lose half of
+            # its 116 ms to leading silence.
+            dry[0] = max(dry[0], time.perf_counter()) + audio.size / self.sample_rate
             previous, start = stop - start, stop
             if audio.size:
                 leading = False
