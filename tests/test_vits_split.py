@@ -8,7 +8,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from rtts.engines.base import VoiceInfo
-from rtts.engines.piper import DECODE_MARGIN, FIRST_WINDOW, MAX_WINDOW, WINDOW_GROWTH, PiperEngine, next_window, window_bounds
+from rtts.engines.piper import DECODE_MARGIN, FIRST_WINDOW, LATER_WINDOW, MAX_WINDOW, WINDOW_GROWTH, PiperEngine, next_window, window_bounds
 from rtts.engines.vits_split import SplitError, split_vits
 from rtts.voices import VoiceRegistry
 
@@ -89,9 +89,11 @@ def test_window_bounds_tile_the_latent() -> None:
 
 def test_a_window_is_as_long_as_the_audio_in_hand_can_pay_for() -> None:
     cost = 0.0005  # s per latent frame
-    # A listener waiting (no time to spare): the short first window.
+    # A listener waiting (no time to spare): the short first window; later ones do not
+    # shrink below LATER_WINDOW, which would only fall further behind.
     assert next_window(0, 300, 0, -0.01, cost) == FIRST_WINDOW
     assert next_window(0, 300, 0, 0.0, cost) == FIRST_WINDOW
+    assert next_window(10, 300, 10, -0.01, cost) == 10 + LATER_WINDOW
     # 0.05 s pays for 100 frames, margins included.
     assert next_window(0, 300, 0, 0.05, cost) == 100 - 2 * DECODE_MARGIN
     # Growth is capped: fourfold the window before, and MAX_WINDOW.

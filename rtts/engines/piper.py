@@ -68,6 +68,12 @@ DECODE_MARGIN = 12
 # by 13 % against windows that only doubled up to 128 frames (docs/benchmarks.md).
 # Growth is capped so one window never holds up other streams for long.
 FIRST_WINDOW = 10
+# Windows after the first never shrink below this, even when the listener is short of
+# audio: a small window is mostly margins (10 frames decode 34), so on a slow or busy
+# CPU ever smaller windows would fall further behind instead of catching up.
+LATER_WINDOW = 20
+# Likewise the flow runs over at least this many frames past those it has done.
+FLOW_PIECE = 60
 WINDOW_GROWTH = 4
 MAX_WINDOW = 256
 # Share of the audio in hand that computing the next window may take.
@@ -174,15 +180,16 @@ def window_bounds(frames: int, first: int = FIRST_WINDOW, largest: int = MAX_WIN
 def next_window(start: int, frames: int, previous: int, budget_s: float, s_per_frame: float) -> int:
     """Where the window from ``start`` ends, for ``budget_s`` of compute at ``s_per_frame``.
 
-    FIRST_WINDOW frames when there is no time to spare; else as many as the budget
-    pays for, margins included, at most WINDOW_GROWTH times the ``previous`` window
-    (0: none) and MAX_WINDOW. A remainder under half a window is folded in.
+    As many frames as the budget pays for, margins included, at most WINDOW_GROWTH
+    times the ``previous`` window (0: none) and MAX_WINDOW; at least FIRST_WINDOW for
+    a unit's first window and LATER_WINDOW after it. A remainder under half a window
+    is folded in.
     """
     affordable = 0
     if budget_s > 0 and s_per_frame > 0:
         affordable = int(budget_s / s_per_frame) - 2 * DECODE_MARGIN
     cap = min(MAX_WINDOW, previous * WINDOW_GROWTH) if previous else MAX_WINDOW
-    size = max(FIRST_WINDOW, min(cap, affordable))
+    size = max(LATER_WINDOW if previous else FIRST_WINDOW, min(cap, affordable))
     stop = min(frames, start + size)
     if frames - stop < size // 2:
         stop = frames
@@ -374,9 +381,13 @@ class PiperEngine:
             stop = next_window(start, frames, previous, budget, per_frame)
             need = min(frames, stop + DECODE_MARGIN)
             if ready < need:
-                # A listener is waiting: the flow over this window's frames only.
-                latent = np.concatenate([latent, self.flow(z_p, mask, speaker, ready, need)], axis=-1)
-                ready = need
+                # A listener is waiting: the flow over the first two windows' frames
+                # (the second is then decoded at once, while the short first plays), or
+                # later over a piece big enough to be worth its context.
+                piece = LATER_WINDOW if start == 0 else FLOW_PIECE
+                upto = min(frames, max(need, ready + piece) if start else need + piece)
+                latent = np.concatenate([latent, self.flow(z_p, mask, speaker, ready, upto)], axis=-1)
+                ready = upto
             (audio,) = self.decode_windows(latent, speaker, [(start, stop)])
             audio = np.clip(audio, -1.0, 1.0)
             last = stop == frames
