@@ -338,9 +338,27 @@ def steal_share(before: list[int], after: list[int]) -> float:
     return delta[7] / sum(delta) if sum(delta) else 0.0
 
 
+def probe_ms() -> float:
+    """A fixed CPU workload (matrix products on one core), best of 3, in ms. This VM's
+    host lends it more or less CPU from one minute to the next (the same build's
+    timings moved by 2x within an hour), so the probe is taken before rtts is measured,
+    after it and after the peers: a rise means a slower host for that part, not code."""
+    import numpy as np
+
+    a = np.random.default_rng(0).standard_normal((192, 192)).astype(np.float32)
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(200):
+            a = np.tanh(a @ a.T * 0.01)
+        best = min(best, time.perf_counter() - t0)
+    return best * 1000
+
+
 def measure(args: argparse.Namespace, workdir: Path) -> dict:
     r: dict = {"ttfa": {}, "rtf": {}, "concurrency": {}, "machine": {}}
     cpu_start = cpu_times()
+    probes = [probe_ms()]
     server = ServerProcess(args.idle_unload, workdir / "server.log", *args.server_arg)
     r["command_server"] = server.command
     try:
@@ -400,16 +418,38 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict:
               f"{ms(r['cold_piper'])}", flush=True)
     finally:
         server.stop()
+    probes.append(probe_ms())
+    cpu_rtts = cpu_times()
     if args.peers:
         print("peers ...", flush=True)
         r["peers"] = run_peers(args.peers_python, args.peer_repeats, workdir)
+        probes.append(probe_ms())
     r["machine"] = {
         "cpus": len(os.sched_getaffinity(0)),
         "cpu": platform.processor() or platform.machine(),
         "load": os.getloadavg(),
         "steal": steal_share(cpu_start, cpu_times()),
+        "steal_rtts": steal_share(cpu_start, cpu_rtts),
+        "steal_peers": steal_share(cpu_rtts, cpu_times()) if args.peers else None,
+        "probes_ms": probes,
     }
+    print(f"  host probe {', '.join(f'{p:.0f}' for p in probes)} ms (before rtts, after it, after the peers)", flush=True)
     return r
+
+
+def host_drift(machine: dict) -> list[str]:
+    """A line on how fast the host was while rtts ran, and while the peers ran."""
+    probes = machine.get("probes_ms")
+    if not probes:
+        return []
+    line = (f"Host speed probe (`probe_ms`, a fixed CPU workload; higher is a slower host): "
+            f"{probes[0]:.0f} ms before rtts, {probes[1]:.0f} ms after it")
+    if len(probes) > 2:
+        line += f", {probes[2]:.0f} ms after the peers"
+    line += f"; CPU stolen while rtts ran {machine['steal_rtts']:.0%}"
+    if machine.get("steal_peers") is not None:
+        line += f", while the peers ran {machine['steal_peers']:.0%}"
+    return [line + "."]
 
 
 def report(r: dict, command: str) -> str:
@@ -429,6 +469,7 @@ def report(r: dict, command: str) -> str:
         f"Machine: {r['machine']['cpus']} CPUs ({r['machine']['cpu']}), load average at the end "
         f"{', '.join(f'{x:.2f}' for x in r['machine']['load'])}, CPU time stolen by other guests of the host "
         f"{r['machine'].get('steal', 0):.0%}; run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
+        *host_drift(r["machine"]),
         "",
         "| measure | rtts | peer, same text and model | peer ÷ rtts | target | |",
         "|---|---|---|---|---|---|",
