@@ -72,8 +72,6 @@ FIRST_WINDOW = 10
 # audio: a small window is mostly margins (10 frames decode 34), so on a slow or busy
 # CPU ever smaller windows would fall further behind instead of catching up.
 LATER_WINDOW = 20
-# Likewise the flow runs over at least this many frames past those it has done.
-FLOW_PIECE = 60
 WINDOW_GROWTH = 4
 MAX_WINDOW = 256
 # Share of the audio in hand that computing the next window may take.
@@ -382,10 +380,9 @@ class PiperEngine:
             need = min(frames, stop + DECODE_MARGIN)
             if ready < need:
                 # A listener is waiting: the flow over the first two windows' frames
-                # (the second is then decoded at once, while the short first plays), or
-                # later over a piece big enough to be worth its context.
-                piece = LATER_WINDOW if start == 0 else FLOW_PIECE
-                upto = min(frames, max(need, ready + piece) if start else need + piece)
+                # (the second is then decoded at once, while the short first plays); after
+                # that over all the rest at once, since every piece costs its context twice.
+                upto = min(frames, need + LATER_WINDOW) if start == 0 else frames
                 latent = np.concatenate([latent, self.flow(z_p, mask, speaker, ready, upto)], axis=-1)
                 ready = upto
             (audio,) = self.decode_windows(latent, speaker, [(start, stop)])
