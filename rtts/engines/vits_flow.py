@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rtts.engines.graph_cut import cached_cut, write_cut
-from rtts.engines.vits_split import SplitError
+from rtts.engines.vits_split import SplitError, ancestors
 
 if TYPE_CHECKING:
     import onnx
@@ -62,7 +62,7 @@ def cut_flow(model: onnx.ModelProto) -> tuple[onnx.ModelProto, onnx.ModelProto, 
     z_p = _noisy_prior(graph, consumers, latent, producer, initializers)
     # The flow: every node after z_p on a path to the latent.
     after = _descendants(z_p, consumers)
-    before_latent = _ancestors(latent, producer, initializers)
+    before_latent = ancestors(latent, producer, initializers)
     flow_nodes = [n for n in graph.node if any(o in after and o in before_latent for o in n.output)]
     made = {o for n in flow_nodes for o in n.output}
     crossing = sorted({i for n in flow_nodes for i in n.input if i and i not in made and i not in initializers} - {z_p})
@@ -70,12 +70,12 @@ def cut_flow(model: onnx.ModelProto) -> tuple[onnx.ModelProto, onnx.ModelProto, 
     # text) or per utterance (speaker conditioning, derived from rank <= 1 inputs).
     along_time, per_utterance = [], []
     for name in crossing:
-        sources = {a for a in _ancestors(name, producer, initializers) if a in ranks}
+        sources = {a for a in ancestors(name, producer, initializers) if a in ranks}
         (per_utterance if all(ranks[s] <= 1 for s in sources) else along_time).append(name)
     if len(along_time) != 1:
         raise SplitError(f"the flow takes {along_time or 'nothing'} besides z_p; expected one frame mask")
     (mask,) = along_time
-    speaker_inputs = sorted({a for name in per_utterance for a in _ancestors(name, producer, initializers) if a in ranks})
+    speaker_inputs = sorted({a for name in per_utterance for a in ancestors(name, producer, initializers) if a in ranks})
     if any(n.op_type.startswith("Random") for n in flow_nodes):
         raise SplitError("the flow would draw noise of its own")
 
@@ -118,7 +118,7 @@ def _noisy_prior(
         node = users[0]
         others = [i for i in node.input if i and i != name]
         name = node.output[0]
-        if node.op_type == "Add" and all(source not in _ancestors(i, producer, initializers) for i in others):
+        if node.op_type == "Add" and all(source not in ancestors(i, producer, initializers) for i in others):
             return name  # the mean plus the noise
     raise SplitError("could not follow the prior's noise to the flow's input")
 
@@ -132,20 +132,6 @@ def _descendants(name: str, consumers: dict[str, list[onnx.NodeProto]]) -> set[s
                 if o not in out:
                     out.add(o)
                     stack.append(o)
-    return out
-
-
-def _ancestors(name: str, producer: dict[str, onnx.NodeProto], initializers: set[str]) -> set[str]:
-    out: set[str] = set()
-    stack = [name]
-    while stack:
-        current = stack.pop()
-        if current in out or current in initializers:
-            continue
-        out.add(current)
-        node = producer.get(current)
-        if node is not None:
-            stack.extend(i for i in node.input if i)
     return out
 
 

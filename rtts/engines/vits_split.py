@@ -26,7 +26,7 @@ from rtts.engines.graph_cut import cached_cut, cut_files, write_cut
 if TYPE_CHECKING:  # imported where used: see "the cut, kept on disk" below
     import onnx
 
-__all__ = ["SplitError", "VitsSplit", "cached_split", "split_vits"]
+__all__ = ["SplitError", "VitsSplit", "ancestors", "cached_split", "split_vits"]
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ def split_vits(model: onnx.ModelProto) -> VitsSplit:
             needs.add(name)  # a graph input
             continue
         stack.extend(node.input)
-    if latent not in _ancestors_of(output, producer, initializers):
+    if latent not in ancestors(output, producer, initializers):
         raise SplitError(f"the output does not depend on {latent!r}")
     extra = sorted(needs)
     # Besides z the decoder may take per-utterance constants (a speaker id: rank <= 1),
@@ -117,13 +117,14 @@ def _find_latent(graph: onnx.GraphProto, producer: dict[str, onnx.NodeProto], in
             if not convs:
                 node = before
                 continue
-            best = max(convs, key=lambda c: len(_ancestors_of(c.input[0], producer, initializers)))
+            best = max(convs, key=lambda c: len(ancestors(c.input[0], producer, initializers)))
             return best.input[0]
         node = before
     raise SplitError("no Conv found before the first upsampling")
 
 
-def _ancestors_of(name: str, producer: dict[str, onnx.NodeProto], initializers: set[str]) -> set[str]:
+def ancestors(name: str, producer: dict[str, onnx.NodeProto], initializers: set[str]) -> set[str]:
+    """``name`` and every tensor it is computed from (initializers left out)."""
     out: set[str] = set()
     stack = [name]
     while stack:
