@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .engines.base import EngineError, VoiceInfo
+from .estimates import fold
 from .engines import ort_host
 from .engines.ort import release_memory
 from .jobs import Job, JobAudio, JobDone, JobEvent, JobFailed
@@ -61,7 +62,6 @@ _PRIOR_RTF = {"piper": 0.12, "kokoro": 0.65}
 _PRIOR_LOAD_S = {"piper": 1.5, "kokoro": 2.0}
 # Seconds of speech per character of English text, for costing a unit before it runs.
 _SPEECH_S_PER_CHAR = 0.065
-_EWMA = 0.2  # weight of each new measurement in the running cost estimates
 # Compute seconds per character of a unit until its first chunk (Piper: encoder plus
 # the first window; Kokoro: the whole unit), until measured here.
 _PRIOR_FIRST_S_PER_CHAR = {"piper": 0.0025, "kokoro": 0.05}
@@ -71,11 +71,6 @@ _PRIOR_FIRST_S_PER_CHAR = {"piper": 0.0025, "kokoro": 0.05}
 # 4 streams, 0.15 s at 6, 0.3 s none at 6 (8 exceed the thread: RTF ~0.13 each). A
 # larger guard delays the first audio of a stream that arrives while others play.
 YIELD_GUARD_S = 0.3
-
-
-def _fold(estimates: dict[str, float], kind: str, measured: float) -> None:
-    """Move a running estimate towards a new measurement (exponentially weighted)."""
-    estimates[kind] = (1 - _EWMA) * estimates.get(kind, measured) + _EWMA * measured
 
 
 def can_yield(slack_s: float, ahead_s: list[float], own_next_s: float, guard_s: float = YIELD_GUARD_S) -> bool:
@@ -360,7 +355,7 @@ class InferenceWorker:
                     break
                 now_pc = time.perf_counter()
                 if entry.samples == 0 and job.text:
-                    _fold(self.first_s_per_char, job.voice.engine, (now_pc - t0) / len(job.text))
+                    fold(self.first_s_per_char, job.voice.engine, (now_pc - t0) / len(job.text))
                 entry.last_chunk_s = now_pc - chunk_t0
                 self._emit(job, JobAudio(chunk))
                 entry.samples += len(chunk)
@@ -430,7 +425,7 @@ class InferenceWorker:
         audio_s = entry.samples / job.voice.native_rate
         if audio_s < 0.2:
             return  # too short to say anything about the rate
-        _fold(self.rtf, job.voice.engine, entry.compute_s / audio_s)
+        fold(self.rtf, job.voice.engine, entry.compute_s / audio_s)
 
     def _abandon(self, entry: _Entry) -> None:
         self.jobs_skipped += 1

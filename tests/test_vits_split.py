@@ -13,13 +13,19 @@ from rtts.engines.vits_split import SplitError, split_vits
 from rtts.voices import VoiceRegistry
 
 
-def _toy_vits(speakers: bool) -> onnx.ModelProto:
-    """A graph with VITS's shape and meaningless names: x -> (encoder) -> z -> Conv -> up."""
-    rng = np.random.default_rng(0)
+def _weights(seed: int):  # type: ignore[no-untyped-def]
+    """make(name, *shape): a random float initializer, reproducible from ``seed``."""
+    rng = np.random.default_rng(seed)
 
-    def weight(name: str, *shape: int) -> onnx.TensorProto:
+    def make(name: str, *shape: int) -> onnx.TensorProto:
         return helper.make_tensor(name, TensorProto.FLOAT, shape, rng.standard_normal(shape).astype(np.float32).ravel())
 
+    return make
+
+
+def _toy_vits(speakers: bool) -> onnx.ModelProto:
+    """A graph with VITS's shape and meaningless names: x -> (encoder) -> z -> Conv -> up."""
+    weight = _weights(0)
     nodes = [
         helper.make_node("Conv", ["x", "w0"], ["t0"], name="n0", pads=[1, 1]),  # "encoder"
         helper.make_node("Tanh", ["t0"], ["t1"], name="n1"),
@@ -180,11 +186,7 @@ def test_the_cut_is_kept_on_disk_and_reused(piper: tuple[PiperEngine, VoiceInfo]
 def _toy_encoder(speakers: bool = False) -> onnx.ModelProto:
     """A graph with a VITS encoder's shape: durations' noise upstream, then the prior
     (mean + noise · σ · scale) and a flow of Convs masked along time."""
-    rng = np.random.default_rng(1)
-
-    def weight(name: str, *shape: int) -> onnx.TensorProto:
-        return helper.make_tensor(name, TensorProto.FLOAT, shape, rng.standard_normal(shape).astype(np.float32).ravel())
-
+    weight = _weights(1)
     nodes = [
         helper.make_node("RandomNormalLike", ["x"], ["dp_noise"], name="dp0"),  # the duration predictor's
         helper.make_node("Add", ["x", "dp_noise"], ["h"], name="dp1"),
@@ -258,13 +260,12 @@ def test_the_flow_in_two_windows_matches_the_whole_flow(piper: tuple[PiperEngine
     head = FIRST_WINDOW + DECODE_MARGIN
     parts = np.concatenate([engine.flow(z_p, mask, None, 0, head), engine.flow(z_p, mask, None, head, frames)], axis=-1)
     diff = float(np.max(np.abs(parts - whole)))
-    print(f"flow in two windows vs whole ({frames} frames, margin {engine._flow_meta['margin']}): max abs diff {diff:.2e} of {np.max(np.abs(whole)):.1f}")
+    print(f"flow in two windows vs whole ({frames} frames, margin {engine._flow_margin}): max abs diff {diff:.2e} of {np.max(np.abs(whole)):.1f}")
     assert diff < 1e-5 * max(1.0, float(np.max(np.abs(whole))))
     # Without its context the flow's windows would not join: the test can tell.
-    margin = engine._flow_meta["margin"]
-    engine._flow_meta["margin"] = 0
+    margin, engine._flow_margin = engine._flow_margin, 0
     try:
         bare = np.concatenate([engine.flow(z_p, mask, None, 0, head), engine.flow(z_p, mask, None, head, frames)], axis=-1)
     finally:
-        engine._flow_meta["margin"] = margin
+        engine._flow_margin = margin
     assert np.max(np.abs(bare - whole)) > 100 * diff

@@ -15,10 +15,11 @@ measures the difference). A voice that cannot be cut is run whole, as before.
 
 The encoder is cut once more, before its flow (``vits_flow``), which is convolutions
 along time as well and about half of the encoder's time. When a listener is waiting
-(an utterance's first unit), the flow first runs over the frames of the first window
-only, and over the rest once that window is out. Otherwise it runs in one go, and the
-first window may be as long as the audio the listener already holds, since fewer
-windows mean fewer margins decoded twice.
+(an utterance's first unit), the flow first runs over the frames of the first two
+windows only, and over the rest once they are out. Every window is as long as the
+audio the listener holds can pay for (``next_window``), so a later sentence, which
+starts while the one before it plays, runs its flow in one go and decodes in one or
+two windows: fewer margins decoded twice.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from rtts.engines import ort
 from rtts.engines.base import EngineError, VoiceInfo
 from rtts.engines.vits_flow import cached_flow_cut
 from rtts.engines.vits_split import SplitError, cached_split, split_vits
+from rtts.estimates import fold
 from rtts.engines.trim import trim_silence
 from rtts.g2p import espeak
 from rtts.g2p.split import split_phonemes
@@ -64,9 +66,9 @@ DECODE_MARGIN = 12
 # as it runs, margins and any flow it needs included): FIRST_WINDOW (~13 ms of compute
 # on 2 cores) when the listener is waiting, far more for a later sentence of a
 # paragraph, which starts while the one before it plays. Fewer windows mean fewer
-# margins decoded twice; on the latency benchmark's paragraph the decoder's work fell
-# by 13 % against windows that only doubled up to 128 frames (docs/benchmarks.md).
-# Growth is capped so one window never holds up other streams for long.
+# margins decoded twice (``benchmarks/engine_cost.py piper`` compares with windows that
+# only doubled up to 128 frames). Growth is capped so one window never holds up other
+# streams for long.
 FIRST_WINDOW = 10
 # Windows after the first never shrink below this, even when the listener is short of
 # audio: a small window is mostly margins (10 frames decode 34), so on a slow or busy
@@ -82,7 +84,7 @@ _HELD_BACK_S = 0.04
 # Each ONNX run costs this on top of its frames (the call to the inference process).
 _RUN_S = 0.003
 # Compute per latent frame before any was measured (2-core box, quiet; s/frame).
-_PRIOR_COST = {"decode": 0.0006, "flow": 0.00025}
+_PRIOR_COST = {"decoder": 0.0006, "flow": 0.00025}
 
 
 @dataclass(frozen=True)
@@ -216,6 +218,7 @@ class PiperEngine:
         self._prior = None
         self._flow = None
         self._flow_meta: dict = {}
+        self._flow_margin = 0  # frames of context the flow needs on each side
         self._cost = dict(_PRIOR_COST)  # measured seconds per latent frame, by stage
         self._decoder_sid = False
         self.hop = 0  # output samples per latent frame; 0 until loaded split
@@ -296,7 +299,7 @@ class PiperEngine:
         name = self.model_path.name
         prior = ort.create_session(prior_path, self._threads, name + " prior", self._cache_dir)
         self._flow = ort.create_session(flow_path, self._threads, name + " flow", self._cache_dir)
-        self._prior, self._flow_meta = prior, meta
+        self._prior, self._flow_meta, self._flow_margin = prior, meta, int(meta["margin"])
         return prior
 
     def _check_inputs(self, names: set[str]) -> None:
@@ -367,15 +370,15 @@ class PiperEngine:
         leading = True
         while start < frames:
             budget = _SPEND * (dry[0] - time.perf_counter() - _HELD_BACK_S) - _RUN_S
-            rest_s = self._cost["flow"] * (frames - ready + int(self._flow_meta.get("margin", 0)))
+            rest_s = self._cost["flow"] * (frames - ready + self._flow_margin)
             if ready < frames and budget > rest_s:
                 # Time to spare: the rest of the flow in one run costs least.
                 latent = np.concatenate([latent, self.flow(z_p, mask, speaker, ready, frames)], axis=-1)
                 ready, budget = frames, budget - rest_s
-            per_frame = self._cost["decode"]
+            per_frame = self._cost["decoder"]
             if ready < frames:  # this window's frames must go through the flow first
                 per_frame += self._cost["flow"]
-                budget -= 2 * self._cost["flow"] * int(self._flow_meta["margin"]) + _RUN_S
+                budget -= 2 * self._cost["flow"] * self._flow_margin + _RUN_S
             stop = next_window(start, frames, previous, budget, per_frame)
             need = min(frames, stop + DECODE_MARGIN)
             if ready < need:
@@ -399,10 +402,28 @@ class PiperEngine:
                 leading = False
                 yield audio
 
-    def _timed(self, stage: str, frames: int, t0: float) -> None:
-        """Fold the measured compute per frame of one run into ``stage``'s estimate."""
+    def _call(
+        self,
+        session: ort.RemoteSession | None,
+        part: str,
+        outputs: list[str] | None,
+        feeds: dict[str, np.ndarray],
+        frames: int = 0,
+    ) -> list[np.ndarray]:
+        """Run one of the voice's sessions (``part``: "encoder", "flow"...); EngineError
+        when it was unloaded meanwhile or fails. With ``frames``, the run's compute per
+        latent frame is folded into that part's estimate, which sizes the windows."""
+        if session is None:
+            raise EngineError(f"{self.key} was unloaded during synthesis")
+        t0 = time.perf_counter()
+        try:
+            out = session.run(outputs, feeds)
+        except Exception as exc:  # ORT's own exception types
+            raise EngineError(f"{self.key} {part} failed: {exc}") from exc
         if frames > 0:
-            self._cost[stage] = 0.7 * self._cost[stage] + 0.3 * (time.perf_counter() - t0) / frames
+            # Weighted more than the scheduler's estimates: a window's size follows the host now.
+            fold(self._cost, part, (time.perf_counter() - t0) / frames, weight=0.3)
+        return out
 
     def _speaker_id(self, voice: VoiceInfo) -> int | None:
         if self.config.num_speakers <= 1:
@@ -431,61 +452,32 @@ class PiperEngine:
         if self._prior is not None:
             z_p, mask = self.prior(ids, speaker, speed)
             return self.flow(z_p, mask, speaker, 0, z_p.shape[-1])
-        session = self._encoder
-        if session is None:
-            raise EngineError(f"{self.key} was unloaded during synthesis")
-        try:
-            return session.run([self._latent], self._feeds(ids, speaker, speed))[0]
-        except Exception as exc:  # ORT's own exception types
-            raise EngineError(f"{self.key} encoder failed: {exc}") from exc
+        return self._call(self._encoder, "encoder", [self._latent], self._feeds(ids, speaker, speed))[0]
 
     def prior(self, ids: list[int], speaker: int | None, speed: float) -> tuple[np.ndarray, np.ndarray]:
         """z_p and the frame mask (both laid out along latent frames); the noise is drawn here."""
-        session = self._prior
-        if session is None:
-            raise EngineError(f"{self.key} was unloaded during synthesis")
         meta = self._flow_meta
-        try:
-            z_p, mask = session.run([meta["z_p"], meta["mask"]], self._feeds(ids, speaker, speed))
-        except Exception as exc:  # ORT's own exception types
-            raise EngineError(f"{self.key} encoder failed: {exc}") from exc
+        z_p, mask = self._call(self._prior, "encoder", [meta["z_p"], meta["mask"]], self._feeds(ids, speaker, speed))
         if mask.shape[-1] != z_p.shape[-1]:
             raise EngineError(f"{self.key}: the flow's mask is not laid out along the latent frames")
         return z_p, mask
 
     def flow(self, z_p: np.ndarray, mask: np.ndarray, speaker: int | None, start: int, stop: int) -> np.ndarray:
         """Latent frames ``start:stop``, from the flow over them with its receptive field on each side."""
-        session = self._flow
-        if session is None:
-            raise EngineError(f"{self.key} was unloaded during synthesis")
         meta = self._flow_meta
-        margin = int(meta["margin"])
-        lo, hi = max(0, start - margin), min(z_p.shape[-1], stop + margin)
+        lo, hi = max(0, start - self._flow_margin), min(z_p.shape[-1], stop + self._flow_margin)
         feeds = {meta["z_p"]: z_p[:, :, lo:hi], meta["mask"]: mask[:, :, lo:hi]}
         if "sid" in meta["flow_inputs"]:
             feeds["sid"] = np.array([speaker or 0], dtype=np.int64)
-        t0 = time.perf_counter()
-        try:
-            z = session.run(None, feeds)[0]
-        except Exception as exc:  # ORT's own exception types
-            raise EngineError(f"{self.key} flow failed: {exc}") from exc
-        self._timed("flow", hi - lo, t0)
+        z = self._call(self._flow, "flow", None, feeds, frames=hi - lo)[0]
         return z[:, :, start - lo : stop - lo]
 
     def decode(self, latent: np.ndarray, speaker: int | None) -> np.ndarray:
         """Decode a latent (or a slice of one) in one run; float32 samples, not clipped."""
-        session = self._decoder
-        if session is None:
-            raise EngineError(f"{self.key} was unloaded during synthesis")
         feeds = {self._latent: np.ascontiguousarray(latent, dtype=np.float32)}
         if self._decoder_sid:
             feeds["sid"] = np.array([speaker or 0], dtype=np.int64)
-        t0 = time.perf_counter()
-        try:
-            out = session.run(None, feeds)[0]
-        except Exception as exc:  # ORT's own exception types
-            raise EngineError(f"{self.key} decoder failed: {exc}") from exc
-        self._timed("decode", latent.shape[-1], t0)
+        out = self._call(self._decoder, "decoder", None, feeds, frames=latent.shape[-1])[0]
         return np.asarray(out, dtype=np.float32).ravel()
 
     def decode_windows(
@@ -501,12 +493,6 @@ class PiperEngine:
             yield audio[(start - lo) * hop : (stop - lo) * hop]
 
     def _run(self, ids: list[int], speaker: int | None, speed: float) -> np.ndarray:
-        session = self._session
-        if session is None:
-            raise EngineError(f"{self.key} was unloaded during synthesis")
-        try:
-            out = session.run(None, self._feeds(ids, speaker, speed))[0]
-        except Exception as exc:  # ORT's own exception types
-            raise EngineError(f"{self.key} inference failed: {exc}") from exc
+        out = self._call(self._session, "inference", None, self._feeds(ids, speaker, speed))[0]
         audio = np.clip(np.asarray(out, dtype=np.float32).ravel(), -1.0, 1.0)
         return trim_silence(audio, self.sample_rate)
