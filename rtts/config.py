@@ -52,7 +52,7 @@ class Config:
     format: str = "pcm16"
     frame_ms: int = 20
     # Default voice per language, for text the chosen voice cannot speak: ((lang, voice id), ...).
-    lang_voices: tuple[tuple[str, str], ...] = (("zh", "kokoro/jm_kumo"), ("ja", "kokoro/jf_alpha"))
+    lang_voices: tuple[tuple[str, str], ...] = (("zh", "kokoro/zf_xiaoxiao"), ("ja", "kokoro/jf_alpha"))
     # Who may connect (rtts/access.py).
     allow_origin: tuple[str, ...] = ()  # empty: the page's own origin and localhost; "*": any
     max_connections: int = 64
@@ -137,7 +137,7 @@ class Config:
 
 
 def parse_lang_voices(raw: str) -> tuple[tuple[str, str], ...]:
-    """``"zh=kokoro/jm_kumo,ja=kokoro/jf_alpha"`` → ((lang, voice), ...); ValueError when malformed."""
+    """``"zh=kokoro/zf_xiaoxiao,ja=kokoro/jf_alpha"`` → ((lang, voice), ...); ValueError when malformed."""
     pairs = []
     for item in filter(None, (p.strip() for p in raw.split(","))):
         lang, sep, voice = item.partition("=")
@@ -181,7 +181,7 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "frame_ms": (int, "default audio frame length in ms"),
     "lang_voices": (
         parse_lang_voices,
-        "default voice per language for text the chosen voice cannot speak, e.g. zh=kokoro/jm_kumo,ja=kokoro/jf_alpha",
+        "default voice per language for text the chosen voice cannot speak, e.g. zh=kokoro/zf_xiaoxiao,ja=kokoro/jf_alpha",
     ),
     "allow_origin": (_words, "browser origins allowed to connect, comma-separated, or * (default: own and localhost)"),
     "max_connections": (int, "WebSocket connections in total; more get HTTP 503"),
@@ -208,7 +208,7 @@ def add_flags(parser: argparse.ArgumentParser, names: list[str] | None = None) -
         default = defaults.get(name)
         shown = "none" if default == () else default if default not in (None, 0) else "auto"
         if isinstance(default, tuple) and default and isinstance(default[0], tuple):
-            shown = ",".join(f"{k}={v}" for k, v in default)  # as it is typed: zh=kokoro/jm_kumo
+            shown = ",".join(f"{k}={v}" for k, v in default)  # as it is typed: zh=kokoro/zf_xiaoxiao
         if name == "drain_grace":
             shown = default
         flag = "--" + name.replace("_", "-")

