@@ -41,7 +41,7 @@ import numpy as np
 
 from .engines.base import EngineError, EngineKind, VoiceInfo
 from .estimates import fold
-from .engines.ort import release_memory
+from .host.client import Host
 from .jobs import Job, JobAudio, JobDone, JobEvent, JobFailed
 from .phrase_cache import PhraseCache
 from .protocol import ErrorCode
@@ -91,12 +91,14 @@ class InferenceWorker:
         self,
         registry: VoiceRegistry,
         post: Post,
-        on_models_changed: Callable[[], None] | None = None,
         cache: PhraseCache | None = None,
+        host: Host | None = None,
     ):
+        """``host``: the inference process the engines use, ended when the last model is
+        unloaded (``Host.release``)."""
         self._registry = registry
         self._post = post
-        self._on_models_changed = on_models_changed
+        self._host = host
         self.cache = cache if cache is not None else PhraseCache(0)
         # Running estimates by engine kind, from each kind's priors until measured here:
         # compute/audio, load seconds, compute per character before a unit's first chunk.
@@ -233,8 +235,11 @@ class InferenceWorker:
 
     def warm_up(self, kinds: list[EngineKind]) -> None:
         """Let engine kinds prepare ahead of their first request (``EngineKind.warm_up``)."""
+        host = self._host
+        if host is None:
+            return
         for kind in kinds:
-            self._control(kind.warm_up)
+            self._control(lambda kind=kind: kind.warm_up(host))  # type: ignore[misc]
 
     def call(self, action: Callable[[], None], on_done: Callable[[BaseException | None], None]) -> None:
         """Run ``action`` on the inference thread before any queued job; ``on_done(error)``
@@ -293,7 +298,6 @@ class InferenceWorker:
             return
         self.last_progress = time.monotonic()
         self.loading.add(model)
-        self._changed()
         t0 = time.perf_counter()
         try:
             engine.load()
@@ -308,7 +312,6 @@ class InferenceWorker:
             raise
         finally:
             self.loading.discard(model)
-            self._changed()
 
     def _preload(self, model: str) -> bool:
         try:
@@ -321,12 +324,12 @@ class InferenceWorker:
         dropped = [key for key, engine in self._registry.engines.items() if engine.loaded]
         for key in dropped:
             self._registry.engines[key].unload()
-        gc.collect()
-        release_memory()
+        gc.collect()  # the sessions' finalizers tell the host which ones are gone
+        if self._host is not None:
+            self._host.release()
         if dropped:
             self.unloads += 1
             log.info("idle: unloaded %s", ", ".join(dropped))
-            self._changed()
 
     def _run_job(self, entry: _Entry) -> None:
         job = entry.job
@@ -446,7 +449,3 @@ class InferenceWorker:
         sink = job.sink
         if sink is not None:
             self._post(lambda: sink(job, event))
-
-    def _changed(self) -> None:
-        if self._on_models_changed is not None:
-            self._post(self._on_models_changed)
