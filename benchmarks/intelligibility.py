@@ -51,8 +51,10 @@ DEFAULT_SCORER = SHARED_TOOLS / "asr_score.py"
 DEFAULT_SCORER_VENV = Path("/work/asr-venv/bin/python")
 DEFAULT_WHISPER_DIR = Path.home() / ".cache" / "whisper-base"
 
-SCORED_LANGS = ("en", "zh", "ja")  # what asr_score.py normalizes
-METRIC = {"en": "WER", "zh": "CER", "ja": "CER"}
+SCORED_LANGS = ("en", "zh", "ja", "es", "fr", "it", "pt")  # what asr_score.py normalizes
+METRIC = {"en": "WER", "zh": "CER", "ja": "CER", "es": "WER", "fr": "WER", "it": "WER", "pt": "WER"}
+# The scorer's language code → the server's, where they differ (rtts reads pt as pt-br).
+SERVER_LANG = {"pt": "pt-br"}
 PROTOCOL_VERSION = 1
 AUDIO_FORMATS = {"pcm16": 2, "f32": 4, "mulaw": 1}  # wire format -> bytes per sample
 SERVER_FIELDS = (
@@ -420,7 +422,7 @@ def plan_jobs(
         chosen = [voices[v] for v in wanted]
     else:
         chosen = list(voices.values())
-    jobs = [(v, s) for v in chosen for s in sentences if s.lang in v.get("langs", [])]
+    jobs = [(v, s) for v in chosen for s in sentences if SERVER_LANG.get(s.lang, s.lang) in v.get("langs", [])]
     for v in chosen:
         if not any(jv is v for jv, _ in jobs):
             print(
