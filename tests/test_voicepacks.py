@@ -115,7 +115,7 @@ def test_discovery_reads_every_format_and_names_each_file_it_skips(
     kokoro_js_tarball(tmp_path / "kokoro-js.tgz", {"pf_tar": style(11), "zf_xiaoxiao": style(12)})
     (tmp_path / "readme.bin").write_bytes(b"hello")
     np.save(tmp_path / "vector.npy", np.zeros(256, np.float32))
-    with caplog.at_level(logging.INFO, logger="rtts.voices"):
+    with caplog.at_level(logging.INFO):
         registry = VoiceRegistry.discover(tmp_path, tmp_path / "cache", threads=1)
     for voice, lang in [("ef_bin", "es"), ("ff_npy", "fr"), ("if_npz", "it"), ("pf_tar", "pt-br")]:
         assert registry.voices[f"kokoro/{voice}"].langs[0] == lang
@@ -145,3 +145,21 @@ def test_the_shipped_pack_holds_what_its_json_lists() -> None:
     for lang in ("zh", "en", "en-gb", "es", "fr", "it", "pt-br"):
         assert any(voicepacks.describe(name).lang == lang for name in found)
     assert voicepacks.load(found["zf_xiaoxiao"]).shape == (510, 256)
+
+
+def test_voices_import_copies_voice_files_and_refuses_others(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rtts.__main__ import main
+
+    models = tmp_path / "models"
+    tarball = kokoro_js_tarball(tmp_path / "kokoro-js-1.2.1.tgz", {"ef_one": style(13)})
+    (tmp_path / "notes.bin").write_bytes(b"not a voice")
+    status = main(["voices", "import", str(tarball), str(tmp_path / "notes.bin"), "--models-dir", str(models)])
+    assert status == 1  # one file refused
+    assert (models / "kokoro-js-1.2.1.tgz").read_bytes() == tarball.read_bytes()
+    assert not (models / "notes.bin").exists()
+    out, err = capsys.readouterr()
+    assert "1 voices (ef_one)" in out and "notes.bin" in err
+    assert main(["voices", "--models-dir", str(models)]) == 0
+    assert "kokoro/ef_one" in capsys.readouterr().out

@@ -8,7 +8,7 @@ import urllib.request
 import pytest
 
 from rtts import protocol
-from rtts.config import Config
+from rtts.engines.kokoro import KOKORO
 from tests.conftest import Client, ServerThread
 from tests.test_languages_e2e import stream, voiced
 
@@ -25,7 +25,8 @@ def speak(client: Client, utt_id: str, **fields: str) -> tuple[float, list[proto
 
 
 def test_mandarin_without_voice_or_lang_gets_the_native_default(server: ServerThread, client: Client) -> None:
-    zh_default = dict(Config.__dataclass_fields__["lang_voices"].default)["zh"]
+    zh_default = dict(KOKORO.lang_voices)["zh"]
+    assert server.service.registry.lang_voices["zh"].id == zh_default
     seconds, marks, rms = speak(client, "zh", text="欢迎乘坐本次列车，下一站是杭州东站。")
     assert {(m.voice, m.lang) for m in marks} == {(zh_default, "zh")}
     assert zh_default.startswith("kokoro/z")  # a native Mandarin voice, not a Japanese one
