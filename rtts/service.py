@@ -24,6 +24,7 @@ from .phrase_cache import PhraseCache
 from .text.lexicon import FILE_NAME as LEXICON_FILE
 from .text.lexicon import Lexicon
 from .session import Close, Drop, Effect, Send, Session, Submit
+from .speech_stream import SpeechStream
 from .engines import ort_host
 from .engines.base import VoiceInfo
 from .voices import VoiceRegistry
@@ -252,34 +253,14 @@ class Service:
 
         Raises ``protocol.ProtocolError`` for what a client would get as ``error``.
         """
-        session = self.new_session()
-        done: asyncio.Future[protocol.End] = asyncio.get_running_loop().create_future()
-        frames: list[bytes] = []
-
-        def send(message: protocol.ServerMessage) -> None:
-            if isinstance(message, protocol.Audio):
-                frames.append(message.data)
-            elif isinstance(message, protocol.End) and not done.done():
-                done.set_result(message)
-            elif isinstance(message, protocol.Error) and not done.done():
-                done.set_exception(protocol.ProtocolError(protocol.ErrorCode(message.code), message.message))
-
-        def close(code: int, reason: str) -> None:
-            pass  # no connection to close
-
-        self.acquire()
+        stream = SpeechStream(self, sample_rate=sample_rate, format="f32")
         try:
-            self.apply(session, session.open(), send, close)
-            hello = protocol.Hello(sample_rate=sample_rate, format="f32", frame_ms=200, token=self.config.token)
-            self.apply(session, session.receive(protocol.encode(hello)), send, close)
-            speak = protocol.Speak(id="say", text=text, voice=voice, lang=lang, speed=speed)
-            self.apply(session, session.receive(protocol.encode(speak)), send, close)
-            end = await done
+            await stream.start(text, voice, lang, speed)
+            data = b"".join([chunk async for chunk in stream])
         finally:
-            self.apply(session, session.close(), send, close)
-            self.release()
-        samples = np.frombuffer(b"".join(frames), dtype="<f4")
-        return samples, session.out.sample_rate, end
+            stream.close()
+        assert stream.end is not None
+        return np.frombuffer(data, dtype="<f4"), stream.sample_rate, stream.end
 
 
 class _CatalogView:
