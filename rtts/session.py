@@ -1,8 +1,8 @@
 """Per-connection protocol logic, without sockets or threads (sans-I/O).
 
-``Session.receive`` takes the bytes of one client frame, ``Session.job_event`` takes
-what the inference thread reported; both return a list of effects for the driver
-(``server.py``) to carry out: messages to send, jobs to submit or cancel, a close.
+``Session.receive`` takes the bytes of one client frame (``handle`` a message made
+in this process), ``Session.job_event`` takes what the inference thread reported;
+each returns a list of effects for the driver (``connection.py``) to carry out: messages to send, jobs to submit or cancel, a close.
 Everything about ordering, ids, limits, framing and stats lives here, so it is
 tested without a network (tests/test_session.py).
 """
@@ -175,18 +175,37 @@ class Session:
         return [Send(self._ready())] if self.authorized else []
 
     def receive(self, data: bytes | str) -> list[Effect]:
+        """A frame from the client."""
         if isinstance(data, str):
             return [self._error(ErrorCode.BAD_FRAME, "text frames are not accepted; send msgpack in a binary frame")]
         try:
             msg = protocol.decode_client(data, max_bytes=self._config.max_message_bytes)
+        except ProtocolError as exc:
+            return self._refused(exc)
+        return self._take(msg)
+
+    def handle(self, msg: protocol.ClientMessage) -> list[Effect]:
+        """A message made in this process (``rtts say``, ``/tts``, another protocol's
+        adapter), checked as a decoded one would be."""
+        try:
+            protocol.check(msg)
+        except ProtocolError as exc:
+            return self._refused(exc)
+        return self._take(msg)
+
+    def _take(self, msg: protocol.ClientMessage) -> list[Effect]:
+        try:
             if not self.authorized and not isinstance(msg, protocol.Hello):
                 raise ProtocolError(ErrorCode.UNAUTHORIZED, "send hello with a valid token first")
             return self._handle(msg)
         except ProtocolError as exc:
-            effects: list[Effect] = [self._error(exc.code, exc.message, exc.id)]
-            if exc.code == ErrorCode.UNAUTHORIZED:
-                effects.append(Close(protocol.CloseCode.POLICY, "unauthorized"))
-            return effects
+            return self._refused(exc)
+
+    def _refused(self, exc: ProtocolError) -> list[Effect]:
+        effects: list[Effect] = [self._error(exc.code, exc.message, exc.id)]
+        if exc.code == ErrorCode.UNAUTHORIZED:
+            effects.append(Close(protocol.CloseCode.POLICY, "unauthorized"))
+        return effects
 
     def job_event(self, job: Job, event: JobEvent) -> list[Effect]:
         utt = self.utterances.get(job.utterance)
