@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import audio
 from .engines.base import EngineError, EngineKind, VoiceInfo
 from .estimates import fold
 from .host.client import Host
@@ -55,6 +56,8 @@ LOAD_GRACE_S = 300.0
 Post = Callable[[Callable[[], None]], None]  # runs a callback on the event loop
 
 
+# Silence of a pause job is sent in chunks this long (ms), one event-loop turn each.
+PAUSE_CHUNK_MS = 100
 # Seconds of speech per character of English text, for costing a unit before it runs.
 _SPEECH_S_PER_CHAR = 0.065
 # What a yielding job keeps in hand beyond the estimates: their error, the next unit's
@@ -142,6 +145,9 @@ class InferenceWorker:
         self._thread.join(timeout)
 
     def submit(self, job: Job) -> None:
+        if job.pause_ms:
+            self._pause(job)
+            return
         if self.cache.cacheable(job.text):
             cached = self.cache.get(self._cache_key(job))
             if cached is not None:
@@ -156,6 +162,21 @@ class InferenceWorker:
         for chunk in chunks:
             self._emit(job, JobAudio(chunk))
         self._emit(job, JobDone(0.0))
+
+    def _pause(self, job: Job) -> None:
+        """A pause job: silence in chunks of PAUSE_CHUNK_MS, one event-loop turn each, like
+        the chunks of speech; the inference thread has nothing to do for it."""
+        chunks = audio.silence_chunks(job.pause_ms, job.voice.native_rate, PAUSE_CHUNK_MS)
+
+        def turn() -> None:
+            if job.cancelled or job.sink is None:
+                return
+            chunk = next(chunks, None)
+            job.sink(job, JobDone(0.0) if chunk is None else JobAudio(chunk))
+            if chunk is not None:
+                self._post(turn)
+
+        self._post(turn)
 
     def estimate(self, job: Job) -> tuple[float, float]:
         """(seconds until ``job`` would start if submitted now, load of the thread with it).
