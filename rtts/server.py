@@ -183,10 +183,6 @@ class RttsServer:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop_grace.wait(), 0.1)
 
-    async def serve_forever(self) -> None:
-        assert self._server is not None
-        await self._server.serve_forever()
-
     # ------------------------------------------------------------ HTTP
 
     async def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
