@@ -79,6 +79,9 @@ class Config:
     # See docs/benchmarks.md.
     first_unit_chars_piper: int = 40
     first_unit_chars_kokoro: int = 16
+    # Wyoming (Home Assistant) on its own TCP port; None: off, 0: a free port (tests).
+    wyoming_port: int | None = None
+    zeroconf: bool = False  # announce the Wyoming server by mDNS
 
     def __post_init__(self) -> None:
         # Fill derived defaults here so every way of building a Config agrees.
@@ -103,6 +106,10 @@ class Config:
             problems.append(f"format must be one of {protocol.FORMATS}")
         if not protocol.FRAME_MS_RANGE[0] <= self.frame_ms <= protocol.FRAME_MS_RANGE[1]:
             problems.append("frame-ms must be within 10..200")
+        if self.wyoming_port is not None and not 0 <= self.wyoming_port < 65536:
+            problems.append(f"wyoming-port {self.wyoming_port} is not a TCP port")
+        if self.zeroconf and self.wyoming_port is None:
+            problems.append("zeroconf announces the Wyoming server: give --wyoming-port too")
         if self.admission not in ("queue", "refuse", "close"):
             problems.append("admission must be queue, refuse or close")
         if not (1 <= self.first_unit_chars_piper <= 250 and 1 <= self.first_unit_chars_kokoro <= 250):
@@ -197,6 +204,8 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "phrase_cache_mb": (float, "memory for replaying repeated short texts (0: off)"),
     "first_unit_chars_piper": (int, "longest first unit of a Piper utterance (sets time to first audio)"),
     "first_unit_chars_kokoro": (int, "longest first unit of a Kokoro utterance (sets time to first audio)"),
+    "wyoming_port": (int, "also serve Wyoming (Home Assistant) on this TCP port, e.g. 10200"),
+    "zeroconf": (_yes, "announce the Wyoming server by mDNS (_wyoming._tcp) for Home Assistant's discovery"),
 }
 
 
@@ -211,6 +220,8 @@ def add_flags(parser: argparse.ArgumentParser, names: list[str] | None = None) -
             shown = ",".join(f"{k}={v}" for k, v in default)  # as it is typed: zh=kokoro/jm_kumo
         if name == "drain_grace":
             shown = default
+        if name == "wyoming_port":
+            shown = "off"
         flag = "--" + name.replace("_", "-")
         if parse is _yes:
             parser.add_argument(flag, dest=name, action="store_const", const=True, default=None,
