@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from . import protocol
+from . import codecs, protocol
 
 
 def _default_cache_dir() -> Path:
@@ -104,6 +104,11 @@ class Config:
             problems.append(f"sample-rate must be one of {protocol.SAMPLE_RATES}")
         if self.format not in protocol.FORMATS:
             problems.append(f"format must be one of {protocol.FORMATS}")
+        elif self.format == "opus":
+            try:
+                codecs.check_opus(self.sample_rate, self.frame_ms)
+            except ValueError as exc:
+                problems.append(f"format opus: {exc}")
         if not protocol.FRAME_MS_RANGE[0] <= self.frame_ms <= protocol.FRAME_MS_RANGE[1]:
             problems.append("frame-ms must be within 10..200")
         if self.wyoming_port is not None and not 0 <= self.wyoming_port < 65536:
@@ -184,7 +189,7 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "max_message_bytes": (int, "largest message accepted; larger closes with 1009"),
     "max_utterances": (int, "live utterances per connection"),
     "sample_rate": (int, "default output sample rate"),
-    "format": (str, "default output format: pcm16, f32 or mulaw"),
+    "format": (str, "default output format: pcm16, f32, mulaw or opus"),
     "frame_ms": (int, "default audio frame length in ms"),
     "lang_voices": (
         parse_lang_voices,

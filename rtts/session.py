@@ -18,7 +18,7 @@ from typing import Protocol as TypingProtocol
 
 import numpy as np
 
-from . import access, audio, protocol
+from . import access, audio, codecs, protocol
 from .config import Config
 from .engines.base import VoiceInfo
 from .jobs import Job, JobAudio, JobDone, JobEvent, JobFailed
@@ -134,6 +134,7 @@ class Utterance:
     resampler: audio.Resampler | None = None
     framer: audio.Framer | None = None
     frame_len: int = 0
+    opus: codecs.OpusPackets | None = None  # format "opus": the utterance's encoder
 
 
 class Session:
@@ -262,8 +263,14 @@ class Session:
             self.voice = self._voice(msg.voice, None).id
         rate = msg.sample_rate or self.out.sample_rate
         frame_ms = msg.frame_ms or self.out.frame_ms
+        fmt = msg.format or self.out.format
         self._frame_samples(rate, frame_ms)
-        self.out = Output(rate, msg.format or self.out.format, frame_ms)
+        if fmt == "opus":
+            try:
+                codecs.check_opus(rate, frame_ms)
+            except ValueError as exc:
+                raise ProtocolError(ErrorCode.BAD_MESSAGE, str(exc)) from None
+        self.out = Output(rate, fmt, frame_ms)
         self.lang = msg.lang if msg.lang is not None else self.lang
         self.speed = msg.speed if msg.speed is not None else self.speed
         return [Send(self._ready())]
@@ -278,6 +285,7 @@ class Session:
             default_voice=self.voice,
             loaded=self._catalog.loaded_voices(),
             limits=self._config.limits,
+            formats=[f for f in protocol.FORMATS if f != "opus" or codecs.available("opus")],
         )
 
     # ------------------------------------------------------------ utterances
@@ -402,6 +410,8 @@ class Session:
             utt.first_job = now
             utt.frame_len = audio.frame_samples(utt.out.sample_rate, utt.out.frame_ms)
             utt.framer = audio.Framer(utt.frame_len)
+            if utt.out.format == "opus":
+                utt.opus = codecs.OpusPackets(utt.out.sample_rate, utt.frame_len)
             start = protocol.Start(
                 utt.id, part.voice.id, utt.out.sample_rate, utt.out.format, expected_wait_ms=round(wait * 1000)
             )
@@ -483,9 +493,18 @@ class Session:
             if utt.first_audio is None:
                 utt.first_audio = now
             pts = utt.seq * utt.frame_len  # only the last frame is shorter, so this is exact
-            effects.append(Send(protocol.Audio(utt.id, utt.seq, pts, audio.encode(frame, utt.out.format))))
+            data = utt.opus.encode(frame) if utt.opus is not None else audio.encode(frame, utt.out.format)
+            effects.append(Send(protocol.Audio(utt.id, utt.seq, pts, data)))
             utt.seq += 1
             self._play_until = max(self._play_until, now) + len(frame) / utt.out.sample_rate
+        return effects
+
+    def _packets(self, utt: Utterance, packets: list[bytes]) -> list[Effect]:
+        """The last Opus packets of an utterance, a whole frame each."""
+        effects: list[Effect] = []
+        for data in packets:
+            effects.append(Send(protocol.Audio(utt.id, utt.seq, utt.seq * utt.frame_len, data)))
+            utt.seq += 1
         return effects
 
     def _finish(self, utt: Utterance) -> list[Effect]:
@@ -500,7 +519,12 @@ class Session:
                 frames = utt.framer.push(audio.silence(utt.pause_ms, rate))
                 utt.audio_s += utt.pause_ms / 1000
             tail = utt.framer.flush()
-            effects.extend(self._frames(utt, frames + ([tail] if tail is not None else [])))
+            if utt.opus is not None:
+                # Opus frames are whole: the tail and the encoder's look-ahead, padded.
+                effects.extend(self._frames(utt, frames))
+                effects.extend(self._packets(utt, utt.opus.finish(tail)))
+            else:
+                effects.extend(self._frames(utt, frames + ([tail] if tail is not None else [])))
         else:
             effects.append(Send(protocol.Start(utt.id, utt.voice.id, utt.out.sample_rate, utt.out.format)))
         effects.append(Send(protocol.End(utt.id, "done", self._stats(utt))))
