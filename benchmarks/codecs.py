@@ -92,7 +92,7 @@ def sentences() -> list[tuple[str, str]]:
     out = []
     for voice, lang in VOICES.items():
         texts = json.loads((ROOT / "benchmarks" / "sentences" / f"{lang}.json").read_text())[lang]
-        out += [(voice, t) for t in texts[:8]]
+        out += [(voice, t) for t in texts if isinstance(t, str)][:8]
     return out
 
 

@@ -82,6 +82,8 @@ class Config:
     # Wyoming (Home Assistant) on its own TCP port; None: off, 0: a free port (tests).
     wyoming_port: int | None = None
     zeroconf: bool = False  # announce the Wyoming server by mDNS
+    # OpenAI voice names (alloy, nova...) → voice ids, over rtts/openai_voices.json's table.
+    openai_voices: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         # Fill derived defaults here so every way of building a Config agrees.
@@ -148,15 +150,23 @@ class Config:
         }
 
 
-def parse_lang_voices(raw: str) -> tuple[tuple[str, str], ...]:
-    """``"zh=kokoro/jm_kumo,ja=kokoro/jf_alpha"`` → ((lang, voice), ...); ValueError when malformed."""
+def parse_pairs(raw: str, left: str = "lang") -> tuple[tuple[str, str], ...]:
+    """``"zh=kokoro/jm_kumo,ja=kokoro/jf_alpha"`` → ((key, voice), ...); ValueError when malformed."""
     pairs = []
     for item in filter(None, (p.strip() for p in raw.split(","))):
-        lang, sep, voice = item.partition("=")
-        if not sep or not lang.strip() or not voice.strip():
-            raise ValueError(f"lang-voices entry {item!r} is not lang=voice")
-        pairs.append((lang.strip().lower(), voice.strip()))
+        key, sep, voice = item.partition("=")
+        if not sep or not key.strip() or not voice.strip():
+            raise ValueError(f"entry {item!r} is not {left}=voice")
+        pairs.append((key.strip().lower(), voice.strip()))
     return tuple(pairs)
+
+
+def parse_lang_voices(raw: str) -> tuple[tuple[str, str], ...]:
+    return parse_pairs(raw, "lang")
+
+
+def parse_openai_voices(raw: str) -> tuple[tuple[str, str], ...]:
+    return parse_pairs(raw, "name")
 
 
 def _words(raw: str) -> tuple[str, ...]:
@@ -211,6 +221,7 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "first_unit_chars_kokoro": (int, "longest first unit of a Kokoro utterance (sets time to first audio)"),
     "wyoming_port": (int, "also serve Wyoming (Home Assistant) on this TCP port, e.g. 10200"),
     "zeroconf": (_yes, "announce the Wyoming server by mDNS (_wyoming._tcp) for Home Assistant's discovery"),
+    "openai_voices": (parse_openai_voices, "OpenAI voice names for /v1/audio/speech, e.g. alloy=piper/en_US-joe-medium"),
 }
 
 
