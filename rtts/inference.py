@@ -39,10 +39,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .engines.base import EngineError, VoiceInfo
+from . import audio
+from .engines.base import EngineError, EngineKind, VoiceInfo
 from .estimates import fold
-from .engines import ort_host
-from .engines.ort import release_memory
+from .host.client import Host
 from .jobs import Job, JobAudio, JobDone, JobEvent, JobFailed
 from .phrase_cache import PhraseCache
 from .protocol import ErrorCode
@@ -56,15 +56,10 @@ LOAD_GRACE_S = 300.0
 Post = Callable[[Callable[[], None]], None]  # runs a callback on the event loop
 
 
-# Compute seconds per second of audio, until a model has been measured here. From
-# docs/benchmarks.md: Piper joe-medium RTF ~0.1, Kokoro int8 ~0.6 on 2 cores.
-_PRIOR_RTF = {"piper": 0.12, "kokoro": 0.65}
-_PRIOR_LOAD_S = {"piper": 1.5, "kokoro": 2.0}
+# Silence of a pause job is sent in chunks this long (ms), one event-loop turn each.
+PAUSE_CHUNK_MS = 100
 # Seconds of speech per character of English text, for costing a unit before it runs.
 _SPEECH_S_PER_CHAR = 0.065
-# Compute seconds per character of a unit until its first chunk (Piper: encoder plus
-# the first window; Kokoro: the whole unit), until measured here.
-_PRIOR_FIRST_S_PER_CHAR = {"piper": 0.0025, "kokoro": 0.05}
 # What a yielding job keeps in hand beyond the estimates: their error, the next unit's
 # encoder (not yet queued when this one decides), sending and playback jitter. Measured
 # with benchmarks/latency.py's Piper paragraph streams on 2 cores: 0.05 s gave gaps at
@@ -99,17 +94,22 @@ class InferenceWorker:
         self,
         registry: VoiceRegistry,
         post: Post,
-        on_models_changed: Callable[[], None] | None = None,
         cache: PhraseCache | None = None,
+        host: Host | None = None,
     ):
+        """``host``: the inference process the engines use, ended when the last model is
+        unloaded (``Host.release``)."""
         self._registry = registry
         self._post = post
-        self._on_models_changed = on_models_changed
+        self._host = host
         self.cache = cache if cache is not None else PhraseCache(0)
-        # Running estimates, by engine kind ("piper", "kokoro"): compute/audio and load seconds.
-        self.rtf = dict(_PRIOR_RTF)
-        self.load_s = dict(_PRIOR_LOAD_S)
-        self.first_s_per_char = dict(_PRIOR_FIRST_S_PER_CHAR)
+        # Running estimates by engine kind, from each kind's priors until measured here:
+        # compute/audio, load seconds, compute per character before a unit's first chunk.
+        kinds = registry.kinds
+        self._streams = {k.name: k.streams_in_unit for k in kinds}
+        self.rtf = {k.name: k.costs.rtf for k in kinds}
+        self.load_s = {k.name: k.costs.load_s for k in kinds}
+        self.first_s_per_char = {k.name: k.costs.first_s_per_char for k in kinds}
         self._current_entry: _Entry | None = None
         self._current_since = 0.0
         self._heap: list[_Entry] = []
@@ -145,6 +145,9 @@ class InferenceWorker:
         self._thread.join(timeout)
 
     def submit(self, job: Job) -> None:
+        if job.pause_ms:
+            self._pause(job)
+            return
         if self.cache.cacheable(job.text):
             cached = self.cache.get(self._cache_key(job))
             if cached is not None:
@@ -159,6 +162,21 @@ class InferenceWorker:
         for chunk in chunks:
             self._emit(job, JobAudio(chunk))
         self._emit(job, JobDone(0.0))
+
+    def _pause(self, job: Job) -> None:
+        """A pause job: silence in chunks of PAUSE_CHUNK_MS, one event-loop turn each, like
+        the chunks of speech; the inference thread has nothing to do for it."""
+        chunks = audio.silence_chunks(job.pause_ms, job.voice.native_rate, PAUSE_CHUNK_MS)
+
+        def turn() -> None:
+            if job.cancelled or job.sink is None:
+                return
+            chunk = next(chunks, None)
+            job.sink(job, JobDone(0.0) if chunk is None else JobAudio(chunk))
+            if chunk is not None:
+                self._post(turn)
+
+        self._post(turn)
 
     def estimate(self, job: Job) -> tuple[float, float]:
         """(seconds until ``job`` would start if submitted now, load of the thread with it).
@@ -190,8 +208,9 @@ class InferenceWorker:
             job = current.job
             busy[job.utterance] = job.voice
             remaining = max(0.0, self._cost(job) - current.compute_s - (now - self._current_since))
-            # A Piper job yields after its current window; a Kokoro unit runs to its end.
-            wait += min(remaining, 0.1) if job.voice.engine == "piper" else remaining
+            # A job of an engine that streams inside a unit yields after its current piece;
+            # any other runs its unit to the end.
+            wait += min(remaining, 0.1) if self._streams.get(job.voice.engine, False) else remaining
         load = self._rtf(voice) + sum(self._rtf(v) for v in busy.values())
         return wait, load
 
@@ -235,16 +254,27 @@ class InferenceWorker:
     def unload_all(self) -> None:
         self._control(self._unload_all)
 
-    def warm_front_ends(self) -> None:
-        """Have the inference process load the zh and ja front ends in the background."""
+    def warm_up(self, kinds: list[EngineKind]) -> None:
+        """Let engine kinds prepare ahead of their first request (``EngineKind.warm_up``)."""
+        host = self._host
+        if host is None:
+            return
+        for kind in kinds:
+            self._control(lambda kind=kind: kind.warm_up(host))  # type: ignore[misc]
 
-        def action() -> None:
+    def call(self, action: Callable[[], None], on_done: Callable[[BaseException | None], None]) -> None:
+        """Run ``action`` on the inference thread before any queued job; ``on_done(error)``
+        is then posted to the event loop (error None when it returned)."""
+
+        def run() -> None:
             try:
-                ort_host.HOST.warm_up()
-            except EngineError as exc:
-                log.warning("cannot warm the zh/ja front ends: %s", exc)
+                action()
+            except Exception as exc:  # handed to the caller
+                self._post(lambda: on_done(exc))
+                return
+            self._post(lambda: on_done(None))
 
-        self._control(action)
+        self._control(run)
 
     @property
     def queue_depth(self) -> int:
@@ -289,7 +319,6 @@ class InferenceWorker:
             return
         self.last_progress = time.monotonic()
         self.loading.add(model)
-        self._changed()
         t0 = time.perf_counter()
         try:
             engine.load()
@@ -304,7 +333,6 @@ class InferenceWorker:
             raise
         finally:
             self.loading.discard(model)
-            self._changed()
 
     def _preload(self, model: str) -> bool:
         try:
@@ -317,12 +345,12 @@ class InferenceWorker:
         dropped = [key for key, engine in self._registry.engines.items() if engine.loaded]
         for key in dropped:
             self._registry.engines[key].unload()
-        gc.collect()
-        release_memory()
+        gc.collect()  # the sessions' finalizers tell the host which ones are gone
+        if self._host is not None:
+            self._host.release()
         if dropped:
             self.unloads += 1
             log.info("idle: unloaded %s", ", ".join(dropped))
-            self._changed()
 
     def _run_job(self, entry: _Entry) -> None:
         job = entry.job
@@ -442,7 +470,3 @@ class InferenceWorker:
         sink = job.sink
         if sink is not None:
             self._post(lambda: sink(job, event))
-
-    def _changed(self) -> None:
-        if self._on_models_changed is not None:
-            self._post(self._on_models_changed)
