@@ -135,8 +135,7 @@ async def _say(cfg: config.Config, args: argparse.Namespace) -> int:
 def _voices(cfg: config.Config) -> int:
     from .voices import VoiceRegistry
 
-    assert cfg.cache_dir is not None
-    registry = VoiceRegistry.discover(cfg.models_dir, cfg.cache_dir, cfg.threads, default_voice=cfg.default_voice)
+    registry = VoiceRegistry.discover(cfg.models_dir, cfg.cache_dir or Path(), cfg.threads, default_voice=cfg.default_voice)
     rows = [("ID", "ENGINE", "LANGS", "RATE", "NAME")]
     for v in registry.voices.values():
         mark = " (default)" if v.id == registry.default_voice else ""
@@ -152,7 +151,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rtts", description="Real-time text-to-speech over WebSocket.")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the WebSocket/HTTP server")
-    config.add_flags(serve)
+    from .engines.registry import KINDS
+
+    preferred = ",".join(f"{lang}={voice}" for k in KINDS for lang, voice in k.lang_voices)
+    config.add_flags(serve, shown_defaults={"lang_voices": preferred or "none"})
+    config.add_engine_flags(serve, [(k.name, k.first_unit_chars) for k in KINDS])
     say = sub.add_parser("say", help="speak text into a WAV file, without a server")
     say.add_argument("text")
     say.add_argument("-o", "--output", default="out.wav")

@@ -40,10 +40,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import audio
-from .engines.base import EngineError, VoiceInfo
+from .engines.base import EngineError, EngineKind, VoiceInfo
 from .estimates import fold
-from .engines import ort_host
-from .engines.ort import release_memory
+from .host.client import Host
 from .jobs import Job, JobAudio, JobDone, JobEvent, JobFailed
 from .phrase_cache import PhraseCache
 from .protocol import ErrorCode
@@ -57,17 +56,10 @@ LOAD_GRACE_S = 300.0
 Post = Callable[[Callable[[], None]], None]  # runs a callback on the event loop
 
 
-# Compute seconds per second of audio, until a model has been measured here. From
-# docs/benchmarks.md: Piper joe-medium RTF ~0.1, Kokoro int8 ~0.6 on 2 cores.
-_PRIOR_RTF = {"piper": 0.12, "kokoro": 0.65}
-_PRIOR_LOAD_S = {"piper": 1.5, "kokoro": 2.0}
 # Silence of a pause job is sent in chunks this long (ms), one event-loop turn each.
 PAUSE_CHUNK_MS = 100
 # Seconds of speech per character of English text, for costing a unit before it runs.
 _SPEECH_S_PER_CHAR = 0.065
-# Compute seconds per character of a unit until its first chunk (Piper: encoder plus
-# the first window; Kokoro: the whole unit), until measured here.
-_PRIOR_FIRST_S_PER_CHAR = {"piper": 0.0025, "kokoro": 0.05}
 # What a yielding job keeps in hand beyond the estimates: their error, the next unit's
 # encoder (not yet queued when this one decides), sending and playback jitter. Measured
 # with benchmarks/latency.py's Piper paragraph streams on 2 cores: 0.05 s gave gaps at
@@ -102,17 +94,22 @@ class InferenceWorker:
         self,
         registry: VoiceRegistry,
         post: Post,
-        on_models_changed: Callable[[], None] | None = None,
         cache: PhraseCache | None = None,
+        host: Host | None = None,
     ):
+        """``host``: the inference process the engines use, ended when the last model is
+        unloaded (``Host.release``)."""
         self._registry = registry
         self._post = post
-        self._on_models_changed = on_models_changed
+        self._host = host
         self.cache = cache if cache is not None else PhraseCache(0)
-        # Running estimates, by engine kind ("piper", "kokoro"): compute/audio and load seconds.
-        self.rtf = dict(_PRIOR_RTF)
-        self.load_s = dict(_PRIOR_LOAD_S)
-        self.first_s_per_char = dict(_PRIOR_FIRST_S_PER_CHAR)
+        # Running estimates by engine kind, from each kind's priors until measured here:
+        # compute/audio, load seconds, compute per character before a unit's first chunk.
+        kinds = registry.kinds
+        self._streams = {k.name: k.streams_in_unit for k in kinds}
+        self.rtf = {k.name: k.costs.rtf for k in kinds}
+        self.load_s = {k.name: k.costs.load_s for k in kinds}
+        self.first_s_per_char = {k.name: k.costs.first_s_per_char for k in kinds}
         self._current_entry: _Entry | None = None
         self._current_since = 0.0
         self._heap: list[_Entry] = []
@@ -124,7 +121,9 @@ class InferenceWorker:
         self.last_progress = time.monotonic()
         self.current: Job | None = None
         self.idle = False  # waiting for work
-        self.loading: set[str] = set()
+        # Models being loaded. Replaced, never changed in place: /readyz reads it on the
+        # event loop while this thread loads.
+        self.loading: frozenset[str] = frozenset()
         self.jobs_done = 0
         self.jobs_skipped = 0
         self.busy_s = 0.0
@@ -211,8 +210,9 @@ class InferenceWorker:
             job = current.job
             busy[job.utterance] = job.voice
             remaining = max(0.0, self._cost(job) - current.compute_s - (now - self._current_since))
-            # A Piper job yields after its current window; a Kokoro unit runs to its end.
-            wait += min(remaining, 0.1) if job.voice.engine == "piper" else remaining
+            # A job of an engine that streams inside a unit yields after its current piece;
+            # any other runs its unit to the end.
+            wait += min(remaining, 0.1) if self._streams.get(job.voice.engine, False) else remaining
         load = self._rtf(voice) + sum(self._rtf(v) for v in busy.values())
         return wait, load
 
@@ -256,16 +256,27 @@ class InferenceWorker:
     def unload_all(self) -> None:
         self._control(self._unload_all)
 
-    def warm_front_ends(self) -> None:
-        """Have the inference process load the zh and ja front ends in the background."""
+    def warm_up(self, kinds: list[EngineKind]) -> None:
+        """Let engine kinds prepare ahead of their first request (``EngineKind.warm_up``)."""
+        host = self._host
+        if host is None:
+            return
+        for kind in kinds:
+            self._control(lambda kind=kind: kind.warm_up(host))  # type: ignore[misc]
 
-        def action() -> None:
+    def call(self, action: Callable[[], None], on_done: Callable[[BaseException | None], None]) -> None:
+        """Run ``action`` on the inference thread before any queued job; ``on_done(error)``
+        is then posted to the event loop (error None when it returned)."""
+
+        def run() -> None:
             try:
-                ort_host.HOST.warm_up()
-            except EngineError as exc:
-                log.warning("cannot warm the zh/ja front ends: %s", exc)
+                action()
+            except Exception as exc:  # handed to the caller
+                self._post(lambda: on_done(exc))
+                return
+            self._post(lambda: on_done(None))
 
-        self._control(action)
+        self._control(run)
 
     @property
     def queue_depth(self) -> int:
@@ -309,8 +320,7 @@ class InferenceWorker:
         if engine.loaded:
             return
         self.last_progress = time.monotonic()
-        self.loading.add(model)
-        self._changed()
+        self.loading = self.loading | {model}
         t0 = time.perf_counter()
         try:
             engine.load()
@@ -324,8 +334,7 @@ class InferenceWorker:
             log.error("cannot load %s: %s", model, exc)
             raise
         finally:
-            self.loading.discard(model)
-            self._changed()
+            self.loading = self.loading - {model}
 
     def _preload(self, model: str) -> bool:
         try:
@@ -338,12 +347,12 @@ class InferenceWorker:
         dropped = [key for key, engine in self._registry.engines.items() if engine.loaded]
         for key in dropped:
             self._registry.engines[key].unload()
-        gc.collect()
-        release_memory()
+        gc.collect()  # the sessions' finalizers tell the host which ones are gone
+        if self._host is not None:
+            self._host.release()
         if dropped:
             self.unloads += 1
             log.info("idle: unloaded %s", ", ".join(dropped))
-            self._changed()
 
     def _run_job(self, entry: _Entry) -> None:
         job = entry.job
@@ -463,7 +472,3 @@ class InferenceWorker:
         sink = job.sink
         if sink is not None:
             self._post(lambda: sink(job, event))
-
-    def _changed(self) -> None:
-        if self._on_models_changed is not None:
-            self._post(self._on_models_changed)

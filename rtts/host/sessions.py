@@ -1,25 +1,31 @@
-"""ONNX Runtime sessions tuned for a small CPU-only machine, shared by every engine."""
+"""The inference process's ONNX Runtime sessions, tuned for a small CPU-only machine.
+
+Runs in the child only (``rtts.host.child``); the parent reaches these sessions through
+``client.RemoteSession``.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import hashlib
 import logging
 import os
 import platform
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from rtts.engines.base import EngineError
-from rtts.engines.ort_host import HOST, RemoteSession
 
 if TYPE_CHECKING:
     import onnxruntime as ort
 
-__all__ = ["create_session", "open_session", "optimized_path", "release_memory", "session_options"]
+__all__ = ["UNUSED_S", "Sessions", "open_session", "optimized_path", "session_options"]
+
+# An optimized copy not loaded for this long is removed (at the next load of any model).
+UNUSED_S = 30 * 24 * 3600.0
 
 logger = logging.getLogger(__name__)
 
@@ -54,14 +60,6 @@ def session_options(threads: int) -> ort.SessionOptions:
     opts.enable_cpu_mem_arena = True
     opts.log_severity_level = 3  # ORT's warnings about unused initializers are noise for users
     return opts
-
-
-def create_session(
-    model: Path | bytes, threads: int, name: str = "", cache_dir: Path | None = None
-) -> RemoteSession:
-    """A session for a model file (or serialized bytes), run in the inference process
-    (``ort_host``); EngineError when unusable. See ``open_session`` for the rest."""
-    return HOST.open(model, threads, name, cache_dir)
 
 
 def open_session(
@@ -128,7 +126,11 @@ def _load_optimized(model: Path, threads: int, cache_dir: Path) -> ort.Inference
         opts = session_options(threads)
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         try:
-            return ort.InferenceSession(str(target), sess_options=opts, providers=["CPUExecutionProvider"])
+            session = ort.InferenceSession(str(target), sess_options=opts, providers=["CPUExecutionProvider"])
+            with contextlib.suppress(OSError):
+                os.utime(target)  # its mtime says when it was last used (see _prune_unused)
+            _prune_unused(target.parent)
+            return session
         except Exception as exc:  # a truncated or foreign file: make it again below
             logger.warning("ignoring the optimized copy %s: %s", target, exc)
             target.unlink(missing_ok=True)
@@ -149,25 +151,36 @@ def _load_optimized(model: Path, threads: int, cache_dir: Path) -> ort.Inference
     for old in target.parent.glob(prefix + "*.onnx"):
         if old != target and old.name[len(prefix) :].split("-", 1)[0].isdigit():
             old.unlink(missing_ok=True)
+    _prune_unused(target.parent)
     return session
 
 
-def release_memory() -> None:
-    """End the inference process if no session is left, and ask glibc to hand freed
-    heap pages back to the OS after a session is dropped.
+def _prune_unused(folder: Path, now: float | None = None) -> None:
+    """Remove optimized copies not loaded for UNUSED_S: the model they were made from is
+    no longer run that way (Kokoro's whole model once it runs cut: 92 MB) or is gone.
+    Run at every load that uses the folder."""
+    cutoff = (time.time() if now is None else now) - UNUSED_S
+    for old in folder.glob("*.onnx"):
+        with contextlib.suppress(OSError):
+            if old.stat().st_mtime < cutoff:
+                old.unlink()
 
-    Without this an unloaded model's buffers stay in the process's RSS, because
-    glibc keeps freed memory in its arenas for reuse: after unloading Piper the
-    process measured 158 MB without the trim and 67 MB with it.
-    """
-    HOST.release()
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return
-    try:
-        libc = ctypes.CDLL(name)
-        trim = libc.malloc_trim
-    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to do
-        return
-    trim.argtypes = [ctypes.c_size_t]
-    trim(0)
+
+class Sessions:
+    """The child's sessions, by the id the parent gave each."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, Any] = {}
+
+    def load(self, sid: int, model: str | bytes, threads: int, name: str, cache_dir: str | None) -> None:
+        source = model if isinstance(model, bytes) else Path(model)
+        self._by_id[sid] = open_session(source, threads, name, None if cache_dir is None else Path(cache_dir))
+
+    def inputs(self, sid: int) -> list[str]:
+        return [i.name for i in self._by_id[sid].get_inputs()]
+
+    def run(self, sid: int, names: list[str] | None, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return self._by_id[sid].run(names, feeds)
+
+    def drop(self, sid: int) -> None:
+        self._by_id.pop(sid, None)
