@@ -16,7 +16,7 @@ from websockets.sync.client import connect
 
 from rtts import access, protocol
 
-from .conftest import Client, RttsProcess, ServerThread, make_config
+from tests.conftest import Client, RttsProcess, ServerThread, make_config
 
 TOKEN = "kiosk-7 s3cret/+="  # spaces and base64 specials: must survive the subprotocol encoding
 

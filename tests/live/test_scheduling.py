@@ -20,7 +20,7 @@ from rtts.session import Close, Send, Session, Submit
 from rtts.voices import VoiceRegistry
 from tests.catalogs import FixedCatalog
 from tests.conftest import Client, ServerThread, make_config
-from tests.test_server import fetch
+from tests.live.test_server import fetch
 
 PIPER = "piper/en_US-joe-medium"
 

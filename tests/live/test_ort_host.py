@@ -18,11 +18,11 @@ from rtts import protocol
 from rtts.engines.base import EngineError
 from rtts.host.client import Host
 
-from .conftest import Client, RttsProcess
-from .test_lifecycle import get, wait_until
+from tests.conftest import Client, RttsProcess
+from tests.live.test_lifecycle import get, wait_until
 
 PIPER = "piper/en_US-joe-medium"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
