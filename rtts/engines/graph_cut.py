@@ -106,10 +106,10 @@ class Cut:
 
 def _prune(kept: Path, model: Path, now: float | None = None) -> None:
     """Remove the cuts in ``kept``'s folder that nothing will load again: those whose model
-    is gone (a Piper encoder half cut again), those of an earlier build, which did not
-    record their model, and other cuts of ``model`` (another size, mtime or recipe) once
-    unused for REPLACED_S (another version of rtts may share this cache dir and still use
-    them: removing them at once would have the two cut again at every load)."""
+    is gone (a Piper encoder half cut again), and, once unused for REPLACED_S, other cuts
+    of ``model`` (another size, mtime or recipe) and those of an earlier build, which did
+    not record their model. Another version of rtts may share this cache dir and still use
+    those: removing them at once would have the two cut again at every load."""
     keep = kept.name.removesuffix(".json")
     cutoff = (time.time() if now is None else now) - REPLACED_S
     for meta_path in kept.parent.glob("*.json"):
@@ -118,10 +118,10 @@ def _prune(kept: Path, model: Path, now: float | None = None) -> None:
             continue
         try:
             source = json.loads(meta_path.read_text()).get("source")
-            replaced = source == str(model) and meta_path.stat().st_mtime < cutoff
+            unused = meta_path.stat().st_mtime < cutoff
         except (OSError, ValueError, AttributeError):
             continue  # being written by another server, or not ours
-        if source is None or replaced or not Path(source).exists():
+        if (source in (None, str(model)) and unused) or (source is not None and not Path(source).exists()):
             for old in kept.parent.iterdir():
                 if old.name.startswith(stem + "."):
                     with contextlib.suppress(OSError):

@@ -296,15 +296,16 @@ def test_new_cutting_code_cuts_again_retries_a_failure_and_removes_what_it_repla
     legacy[2].write_text(json.dumps({"latent": "z", "decoder_inputs": ["z"], "hop": 256}))
     for path in legacy[:2]:
         path.write_bytes(b"old")
-    # New code: cut again, for real. The earlier build's cut is removed at once; the
-    # failure stays while another version of rtts might still use it ...
+    # New code: cut again, for real. The failure and the earlier build's cut stay while
+    # another version of rtts might still use them ...
     monkeypatch.setattr(Cut, "recipe", lambda self: "n3wn3wn3wn3w")
     encoder, decoder, meta = cached_split(model, tmp_path)
     assert meta["hop"] == 256 and encoder.stat().st_size > 1000
     kept = sorted(p.name for p in SPLIT.files(model, tmp_path))
-    assert sorted(p.name for p in failed.parent.iterdir()) == sorted([*kept, failed.name])
+    assert sorted(p.name for p in failed.parent.iterdir()) == sorted([*kept, failed.name, *(p.name for p in legacy)])
     # ... until unused for a week.
     week_ago = time.time() - REPLACED_S - 60
-    os.utime(failed, (week_ago, week_ago))
+    for path in (failed, legacy[2]):
+        os.utime(path, (week_ago, week_ago))
     cached_split(model, tmp_path)
     assert sorted(p.name for p in failed.parent.iterdir()) == kept
