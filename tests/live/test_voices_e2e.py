@@ -10,7 +10,7 @@ import pytest
 from rtts import protocol
 from rtts.engines.kokoro import KOKORO
 from tests.conftest import Client, ServerThread
-from tests.test_languages_e2e import stream, voiced
+from tests.live.test_languages_e2e import stream, voiced
 
 pytestmark = pytest.mark.slow
 
