@@ -121,7 +121,9 @@ class InferenceWorker:
         self.last_progress = time.monotonic()
         self.current: Job | None = None
         self.idle = False  # waiting for work
-        self.loading: set[str] = set()
+        # Models being loaded. Replaced, never changed in place: /readyz reads it on the
+        # event loop while this thread loads.
+        self.loading: frozenset[str] = frozenset()
         self.jobs_done = 0
         self.jobs_skipped = 0
         self.busy_s = 0.0
@@ -318,7 +320,7 @@ class InferenceWorker:
         if engine.loaded:
             return
         self.last_progress = time.monotonic()
-        self.loading.add(model)
+        self.loading = self.loading | {model}
         t0 = time.perf_counter()
         try:
             engine.load()
@@ -332,7 +334,7 @@ class InferenceWorker:
             log.error("cannot load %s: %s", model, exc)
             raise
         finally:
-            self.loading.discard(model)
+            self.loading = self.loading - {model}
 
     def _preload(self, model: str) -> bool:
         try:

@@ -1,10 +1,10 @@
 """A client that is not a WebSocket (a Wyoming connection, an HTTP request) driving a
 ``Session`` the way a WebSocket connection does.
 
-Same session, same inference thread, same scheduling, limits and admission: the
-runner hands the session protocol messages, carries out its effects with
-``Service.apply``, and sends what the client should get through an ``Outbox`` (so a
-client that does not read gets backpressure, then is dropped after ``send_stall``).
+Same session, same inference thread, same scheduling, limits and admission: it is a
+``Connection`` (the one driver every client has), so what the client should get goes
+through its ``Outbox`` (a client that does not read gets backpressure, then is dropped
+after ``send_stall``).
 A protocol adapter supplies ``encode``, which turns session messages into its own
 wire bytes (a Wyoming ``audio-chunk``, a piece of an mp3 body), and a sink to write
 them to. It counts as a client for the idle unload for as long as it is open.
@@ -19,28 +19,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
 
 from . import protocol
-from .jobs import Job
-from .outbox import Outbox, Stalled, _Sink
+from .connection import Connection, Encode
+from .outbox import Stalled, _Sink
 from .service import Service
-from .session import Effect
 
 log = logging.getLogger(__name__)
 
-Encode = Callable[[protocol.ServerMessage], "bytes | None"]
 
-
-class SessionRunner:
+class SessionRunner(Connection):
     def __init__(self, service: Service, sink: _Sink, encode: Encode, *, name: str = "client") -> None:
-        self.service = service
-        self.session = service.new_session(authorized=True)
+        super().__init__(service, authorized=True, encode=encode)
         self.name = name
         self._sink = sink
-        self._encode = encode
-        self._held: list[Job] = []  # the session's next job, while the client is behind
-        self.outbox = Outbox(service.config.send_buffer, service.config.send_stall, self._on_room)
         self._ends: dict[str, asyncio.Future[protocol.End]] = {}
         self._sender: asyncio.Task[None] | None = None
         self.stalled = False
@@ -49,23 +41,20 @@ class SessionRunner:
 
     async def __aenter__(self) -> SessionRunner:
         self.service.acquire()
-        self._sender = asyncio.create_task(self._send(), name=f"send-{self.name}-{self.session.id}")
-        self._apply(self.session.open())
+        self._sender = asyncio.create_task(self._send(), name=f"send-{self.name}-{self.id}")
+        self.open()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.close()
+        await self.finish()
 
-    async def close(self, drain_s: float = 5.0) -> None:
+    async def finish(self, drain_s: float = 5.0) -> None:
         """Give back any work, send what is queued (at most ``drain_s``), then close the sink."""
         if self._sender is None:
             return
         sender, self._sender = self._sender, None
-        self._apply(self.session.close())
-        self._held.clear()
-        for end in self._ends.values():
-            if not end.done():
-                end.cancel()
+        self.close()
+        self._fail_all(asyncio.CancelledError())
         self.outbox.close(1000, "")
         with contextlib.suppress(asyncio.TimeoutError, Stalled, ConnectionError):
             await asyncio.wait_for(asyncio.shield(sender), drain_s)
@@ -79,19 +68,23 @@ class SessionRunner:
         try:
             await self.outbox.run(self._sink)
         except Stalled as exc:
-            log.warning("%s %s dropped: %s; its work is cancelled", self.name, self.session.id, exc)
+            log.warning("%s %s dropped: %s; its work is cancelled", self.name, self.id, exc)
             self.service.metrics.stalled.inc()
             self.stalled = True
-            self._apply(self.session.close())
-            for end in self._ends.values():
-                if not end.done():
-                    end.set_exception(ConnectionError(str(exc)))
+            self.close()
+            self._fail_all(ConnectionError(str(exc)))
             raise
         except ConnectionError:
-            self._apply(self.session.close())
-            for end in self._ends.values():
-                if not end.done():
-                    end.set_exception(ConnectionError("the client went away"))
+            self.close()
+            self._fail_all(ConnectionError("the client went away"))
+
+    def _fail_all(self, exc: BaseException) -> None:
+        for end in self._ends.values():
+            if not end.done():
+                if isinstance(exc, asyncio.CancelledError):
+                    end.cancel()
+                else:
+                    end.set_exception(exc)
 
     # ------------------------------------------------------------ requests
 
@@ -111,7 +104,7 @@ class SessionRunner:
         return self._request(protocol.Flush(utt_id), utt_id)
 
     def cancel(self, utt_id: str | None = None) -> None:
-        self._apply(self.session.receive(protocol.encode(protocol.Cancel(utt_id))))
+        self.handle(protocol.Cancel(utt_id))
 
     def write(self, data: bytes) -> None:
         """Adapter bytes (a header, a trailer), in order with the audio."""
@@ -122,56 +115,31 @@ class SessionRunner:
         await self.outbox.room()
 
     def _request(self, message: protocol.ClientMessage, utt_id: str | None) -> asyncio.Future[protocol.End]:
-        loop = asyncio.get_running_loop()
         end = self._ends.get(utt_id) if utt_id is not None else None
         if end is None or end.done():
-            end = loop.create_future()
+            end = asyncio.get_running_loop().create_future()
         if utt_id is not None:
             self._ends[utt_id] = end
-        refused: list[protocol.Error] = []
-        # The session takes the wire form, as from a WebSocket: one parser, one set of checks.
-        effects = self.session.receive(protocol.encode(message))
-        for effect in effects:
-            msg = getattr(effect, "message", None)
-            if isinstance(msg, protocol.Error) and msg.id == utt_id:
-                refused.append(msg)
-        self._apply(effects)
+        effects = self.session.handle(message)
+        refused = [e.message for e in effects if isinstance(getattr(e, "message", None), protocol.Error)]
+        self.apply(effects)
         if utt_id is None and refused:
-            raise protocol.ProtocolError(protocol.ErrorCode(refused[0].code), refused[0].message)
+            error = refused[0]
+            assert isinstance(error, protocol.Error)
+            raise protocol.ProtocolError(protocol.ErrorCode(error.code), error.message)
         return end
 
-    # ------------------------------------------------------------ effects
+    # ------------------------------------------------------------ messages
 
-    def _apply(self, effects: list[Effect]) -> None:
-        self.service.apply(self.session, effects, self._deliver, self._close, self._submit)
-
-    def _deliver(self, message: protocol.ServerMessage) -> None:
+    def deliver(self, message: protocol.ServerMessage) -> None:
         if isinstance(message, protocol.Error):
             # The utterance failed (an ``end`` may follow; nobody waits for it).
             end = self._ends.pop(message.id, None) if message.id is not None else None
             if end is not None and not end.done():
                 end.set_exception(protocol.ProtocolError(protocol.ErrorCode(message.code), message.message, message.id))
             return
-        data = self._encode(message)
-        if data:
-            self.outbox.put(data)
+        super().deliver(message)
         if isinstance(message, protocol.End):
             end = self._ends.pop(message.id, None)
             if end is not None and not end.done():
                 end.set_result(message)
-
-    def _close(self, code: int, reason: str) -> None:
-        self.outbox.close(code, reason)
-
-    def _submit(self, job: Job) -> None:
-        # Backpressure: synthesis for a client with a full outbox waits until it drains.
-        if self.outbox.full:
-            self._held.append(job)
-        else:
-            self.service.worker.submit(job)
-
-    def _on_room(self) -> None:
-        for job in self._held:
-            if not job.cancelled:
-                self.service.worker.submit(job)
-        self._held.clear()

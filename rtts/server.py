@@ -1,7 +1,7 @@
 """WebSocket and HTTP on one port, in front of a ``Service``.
 
-The WebSocket handler is a thin loop: frames go into the connection's ``Session``
-and its effects come out as sends, submits and closes. HTTP requests other than
+The WebSocket handler is a thin loop: frames go into the connection's driver
+(``connection.Connection``), which carries out its session's effects. HTTP requests other than
 the upgrade on ``/ws`` are answered from ``process_request``, before any handshake.
 """
 
@@ -30,10 +30,9 @@ from websockets.http11 import Request, Response
 from . import access, audio, protocol
 from .access import ConnectionCaps
 from .config import Config
-from .jobs import Job
-from .outbox import Outbox, Stalled
+from .connection import Connection
+from .outbox import Stalled
 from .service import Service
-from .session import Effect, Session
 
 if TYPE_CHECKING:
     from .wyoming_server import WyomingServer
@@ -78,7 +77,7 @@ class RttsServer:
         self.draining = False
         self.caps = ConnectionCaps(self.config.max_connections, self.config.max_connections_per_ip)
         self._admitted: dict[ServerConnection, tuple[str, bool]] = {}  # → (client address, token given)
-        self._live: dict[ServerConnection, _Live] = {}
+        self._live: dict[ServerConnection, Connection] = {}
         self._stop_grace = asyncio.Event()
         self.wyoming: WyomingServer | None = None
         if self.config.wyoming_port is not None:
@@ -180,8 +179,8 @@ class RttsServer:
             await self.wyoming.close()
         if self._live:
             log.info("closing %d connections (1001)", len(self._live))
-        for live in list(self._live.values()):
-            live.shut()
+        for conn in list(self._live.values()):
+            conn.shut(protocol.CloseCode.GOING_AWAY, "server shutting down")
         try:
             await asyncio.wait_for(self._server.wait_closed(), max(0.1, deadline - loop.time()))
         except TimeoutError:
@@ -197,10 +196,6 @@ class RttsServer:
         while self._live and not self._stop_grace.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop_grace.wait(), 0.1)
-
-    async def serve_forever(self) -> None:
-        assert self._server is not None
-        await self._server.serve_forever()
 
     # ------------------------------------------------------------ HTTP
 
@@ -311,46 +306,20 @@ class RttsServer:
     async def _handle(self, ws: ServerConnection) -> None:
         service = self.service
         address, authorized = self._admitted.get(ws, ("?", False))
-        session = service.new_session(authorized=authorized)
-        held: list[Job] = []  # the session's next job, while the client is behind
-
-        def on_room() -> None:
-            for job in held:
-                if not job.cancelled:
-                    service.worker.submit(job)
-            held.clear()
-
-        outbox = Outbox(self.config.send_buffer, self.config.send_stall, on_room)
-
-        def send(message: protocol.ServerMessage) -> None:
-            outbox.put(protocol.encode(message))
-
-        def close(code: int, reason: str) -> None:
-            outbox.close(code, reason)
-
-        def submit(job: Job) -> None:
-            # Backpressure: synthesis for a client with a full outbox waits until it drains.
-            if outbox.full:
-                held.append(job)
-            else:
-                service.worker.submit(job)
-
-        def apply(effects: list[Effect]) -> None:
-            service.apply(session, effects, send, close, submit)
-
-        live = _Live(ws, session, outbox, apply)
-        self._live[ws] = live
+        conn = Connection(service, authorized=authorized)
+        outbox = conn.outbox
+        self._live[ws] = conn
         service.acquire()
         service.metrics.connections.inc()
         service.metrics.connections_total.inc()
-        log.debug("%s connected from %s", session.id, address)
-        sending = asyncio.create_task(self._send(session, outbox, ws, address), name=f"send-{session.id}")
+        log.debug("%s connected from %s", conn.id, address)
+        sending = asyncio.create_task(self._send(conn, ws, address), name=f"send-{conn.id}")
         try:
-            apply(session.open())
+            conn.open()
             async for frame in ws:
                 if outbox.closing or outbox.done:
                     continue  # closing: nothing more is taken from this client
-                apply(session.receive(frame))
+                conn.receive(frame)
                 if outbox.full:
                     # Stop reading (TCP backpressure) until the client has caught up.
                     await outbox.room()
@@ -359,8 +328,7 @@ class RttsServer:
         finally:
             del self._live[ws]
             self.send_peak = max(self.send_peak, outbox.peak)
-            apply(session.close())
-            held.clear()
+            conn.close()
             if not outbox.done:
                 outbox.close(protocol.CloseCode.GOING_AWAY, "")
             with contextlib.suppress(asyncio.TimeoutError, ConnectionClosed, Stalled):
@@ -371,32 +339,17 @@ class RttsServer:
                     await sending
             service.metrics.connections.dec()
             service.release()
-            log.debug("%s closed", session.id)
+            log.debug("%s closed", conn.id)
 
-    async def _send(self, session: Session, outbox: Outbox, ws: ServerConnection, address: str) -> None:
+    async def _send(self, conn: Connection, ws: ServerConnection, address: str) -> None:
         try:
-            await outbox.run(ws)
+            await conn.outbox.run(ws)
         except Stalled as exc:
-            log.warning("%s from %s dropped: %s; its work is cancelled", session.id, address, exc)
+            log.warning("%s from %s dropped: %s; its work is cancelled", conn.id, address, exc)
             self.service.metrics.stalled.inc()
             _reset(ws)
         except ConnectionClosed:
             pass
-
-
-class _Live:
-    """One open connection, as shutdown needs it."""
-
-    def __init__(self, ws: ServerConnection, session: Session, outbox: Outbox, apply) -> None:  # type: ignore[no-untyped-def]
-        self.ws = ws
-        self.session = session
-        self.outbox = outbox
-        self.apply = apply
-
-    def shut(self) -> None:
-        """Cancel this connection's work and close it with 1001, ahead of any queued audio."""
-        self.apply(self.session.close())
-        self.outbox.close(protocol.CloseCode.GOING_AWAY, "server shutting down", now=True)
 
 
 def _refuse(status: HTTPStatus, text: str) -> Response:

@@ -2,7 +2,8 @@
 idle unload, metrics, and an in-process way to speak a whole text.
 
 ``server.py`` puts WebSocket and HTTP in front of it; ``rtts say`` uses it directly,
-so the command line and the server run the very same pipeline.
+and both drive a ``connection.Connection``, so the command line and the server run the
+very same pipeline.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from .jobs import Job
 from .phrase_cache import PhraseCache
 from .text.lexicon import FILE_NAME as LEXICON_FILE
 from .text.lexicon import Lexicon
-from .session import Close, Drop, Effect, Send, Session, Submit
+from .session import Session
 from .engines.base import VoiceInfo
 from .host.client import Host
 from .voices import VoiceRegistry, host_ops
@@ -239,23 +240,6 @@ class Service:
                 log.info("lexicon %s: %d entries", path, len(self._lexicon.entries))
         return self._lexicon
 
-    def apply(self, session: Session, effects: list[Effect], send, close, submit=None) -> None:  # type: ignore[no-untyped-def]
-        """Carry out a session's effects; ``send``/``close`` (and ``submit``, which may hold a
-        job back while the client is slow) are the driver's callbacks."""
-        for effect in effects:
-            if isinstance(effect, Send):
-                self.metrics.observe(effect.message)
-                send(effect.message)
-            elif isinstance(effect, Submit):
-                effect.job.sink = lambda job, event: self.apply(
-                    session, session.job_event(job, event), send, close, submit
-                )
-                (submit or self.worker.submit)(effect.job)
-            elif isinstance(effect, Drop):
-                self.worker.drop(effect.job)
-            elif isinstance(effect, Close):
-                close(effect.code, effect.reason)
-
     async def speak(
         self,
         text: str,
@@ -264,38 +248,35 @@ class Service:
         speed: float | None = None,
         sample_rate: int | None = None,
     ) -> tuple[np.ndarray, int, protocol.End]:
-        """Speak a whole text through a session; returns float32 audio, its rate and ``end``.
-
-        Raises ``protocol.ProtocolError`` for what a client would get as ``error``.
+        """Speak a whole text through a connection of its own; returns float32 audio, its
+        rate and ``end``. Raises ``protocol.ProtocolError`` for what a client would get as ``error``.
         """
-        session = self.new_session()
+        from .connection import Connection  # it drives this service
+
         done: asyncio.Future[protocol.End] = asyncio.get_running_loop().create_future()
         frames: list[bytes] = []
 
-        def send(message: protocol.ServerMessage) -> None:
-            if isinstance(message, protocol.Audio):
-                frames.append(message.data)
-            elif isinstance(message, protocol.End) and not done.done():
-                done.set_result(message)
-            elif isinstance(message, protocol.Error) and not done.done():
-                done.set_exception(protocol.ProtocolError(protocol.ErrorCode(message.code), message.message))
+        class Collect(Connection):
+            def deliver(self, message: protocol.ServerMessage) -> None:
+                if isinstance(message, protocol.Audio):
+                    frames.append(message.data)
+                elif isinstance(message, protocol.End) and not done.done():
+                    done.set_result(message)
+                elif isinstance(message, protocol.Error) and not done.done():
+                    done.set_exception(protocol.ProtocolError(protocol.ErrorCode(message.code), message.message))
 
-        def close(code: int, reason: str) -> None:
-            pass  # no connection to close
-
+        conn = Collect(self)
         self.acquire()
         try:
-            self.apply(session, session.open(), send, close)
-            hello = protocol.Hello(sample_rate=sample_rate, format="f32", frame_ms=200, token=self.config.token)
-            self.apply(session, session.receive(protocol.encode(hello)), send, close)
-            speak = protocol.Speak(id="say", text=text, voice=voice, lang=lang, speed=speed)
-            self.apply(session, session.receive(protocol.encode(speak)), send, close)
+            conn.open()
+            conn.handle(protocol.Hello(sample_rate=sample_rate, format="f32", frame_ms=200, token=self.config.token))
+            conn.handle(protocol.Speak(id="say", text=text, voice=voice, lang=lang, speed=speed))
             end = await done
         finally:
-            self.apply(session, session.close(), send, close)
+            conn.close()
             self.release()
         samples = np.frombuffer(b"".join(frames), dtype="<f4")
-        return samples, session.out.sample_rate, end
+        return samples, conn.session.out.sample_rate, end
 
 
 class _CatalogView:

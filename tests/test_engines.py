@@ -22,7 +22,7 @@ from rtts.host.sessions import optimized_path
 from rtts.engines.base import Engine, EngineError, VoiceInfo
 from rtts.engines.kokoro import MAX_TOKENS, KokoroEngine, KokoroPack, StyleFile, assemble_model
 from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, cached_kokoro_cut, drop_pad_frames
-from rtts.engines.piper import PiperEngine
+from rtts.engines.piper import PiperConfig, PiperEngine
 from rtts.engines.trim import trim_silence
 from rtts.g2p import split_phonemes
 from rtts.voices import DEFAULT_VOICE, VoiceRegistry
@@ -174,7 +174,7 @@ def test_rescan_keeps_engines_and_adds_voices(tmp_path: Path, piper_voice_files:
     (tmp_path / "x.onnx").symlink_to(model)
     (tmp_path / "x.onnx.json").symlink_to(config)
     np.save(tmp_path / "extra.npy", np.zeros((510, 256), np.float32))
-    registry.rescan()
+    registry.adopt(registry.scan())
     assert "piper/x" in registry.voices and "kokoro/extra" in registry.voices
     assert registry.engines["kokoro"] is kokoro and registry.engines[PIPER] is piper
 
@@ -333,7 +333,7 @@ def test_piper_multi_speaker_voice_passes_speaker(
     raw.update(num_speakers=2, speaker_id_map={"a": 0, "b": 1})
     (tmp_path / "m.onnx").symlink_to(model)
     (tmp_path / "m.onnx.json").write_text(json.dumps(raw))
-    engine = PiperEngine.from_files(tmp_path / "m.onnx", threads=1)
+    engine = PiperEngine("piper/m", tmp_path / "m.onnx", PiperConfig.from_json(tmp_path / "m.onnx.json"), threads=1)
     voice = VoiceInfo("piper/m/b", "m b", ("en",), "piper", 22050, engine.key, speaker="1")
     assert np.concatenate(list(engine.synthesize("Hi.", voice, "en", 1.0))).size > 0
     with pytest.raises(ValueError, match="out of range"):

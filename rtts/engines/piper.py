@@ -233,14 +233,6 @@ class PiperEngine:
         self.hop = 0  # output samples per latent frame; 0 until loaded split
         self._has_sid = False
 
-    @classmethod
-    def from_files(
-        cls, model_path: Path, config_path: Path | None = None, threads: int = 2, host: Host | None = None
-    ) -> PiperEngine:
-        """Engine for ``X.onnx`` and ``X.onnx.json`` keyed ``piper/X``; ValueError for a bad config."""
-        config = PiperConfig.from_json(config_path or model_path.with_name(model_path.name + ".json"))
-        return cls(f"{PiperKind.name}/{model_path.name.removesuffix('.onnx')}", model_path, config, threads, host=host)
-
     @property
     def loaded(self) -> bool:
         return self._session is not None or self._decoder is not None
