@@ -47,7 +47,10 @@ from latency import probe_ms  # noqa: E402
 from rtts import audio, codecs  # noqa: E402
 
 VOICES = {"piper/en_US-joe-medium": "en", "kokoro/jm_kumo": "zh"}
-WS_FORMATS = [("pcm16", 24000), ("f32", 24000), ("mulaw", 24000), ("opus", 24000), ("opus", 48000)]
+# (format, rate, frame ms): a message costs ~48 bytes of msgpack fields whatever it holds, so
+# Opus for a thin link is also measured with 60 ms frames.
+WS_FORMATS = [("pcm16", 24000, 20), ("f32", 24000, 20), ("mulaw", 24000, 20), ("opus", 24000, 20),
+              ("opus", 48000, 20), ("opus", 24000, 60)]
 
 
 def free_port() -> int:
@@ -56,10 +59,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def session(url: str, fmt: str, rate: int):  # type: ignore[no-untyped-def]
+async def session(url: str, fmt: str, rate: int, frame_ms: int = 20):  # type: ignore[no-untyped-def]
     ws = await websockets.connect(url, compression=None, max_size=None, open_timeout=60)
     await ws.recv()
-    await ws.send(msgpack.packb({"type": "hello", "v": 1, "format": fmt, "sample_rate": rate, "frame_ms": 20}))
+    await ws.send(msgpack.packb({"type": "hello", "v": 1, "format": fmt, "sample_rate": rate, "frame_ms": frame_ms}))
     ready = msgpack.unpackb(await ws.recv())
     assert ready["type"] == "ready" and ready["format"] == fmt, ready
     return ws
@@ -126,18 +129,18 @@ async def measure(url: str, rounds: int) -> dict:
     texts = sentences()
     r: dict = {"ws": {}, "http": {}, "ttfa": {"pcm16": [], "opus": []}, "server_ttfa": {"pcm16": [], "opus": []}}
     pcm_speech: list[np.ndarray] = []
-    for fmt, rate in WS_FORMATS:
-        ws = await session(url, fmt, rate)
+    for fmt, rate, frame_ms in WS_FORMATS:
+        ws = await session(url, fmt, rate, frame_ms)
         data = wire = seconds = 0.0
         for i, (voice, text) in enumerate(texts):
-            u = await speak(ws, f"{fmt}{rate}-{i}", text, voice)
+            u = await speak(ws, f"{fmt}{rate}{frame_ms}-{i}", text, voice)
             data += u["data"]
             wire += u["wire"]
             seconds += u["audio_s"]
             if fmt == "pcm16":
                 pcm_speech.append(np.concatenate([audio.decode(f, "pcm16") for f in u["frames"]]))
         await ws.close()
-        r["ws"][f"{fmt} {rate // 1000} kHz"] = {"data": data / seconds, "wire": wire / seconds, "seconds": seconds}
+        r["ws"][f"{fmt} {rate // 1000} kHz, {frame_ms} ms"] = {"data": data / seconds, "wire": wire / seconds, "seconds": seconds}
     speech = np.concatenate(pcm_speech)
     seconds = len(speech) / 24000
     for fmt in codecs.STREAM_FORMATS:
@@ -167,7 +170,7 @@ def report(r: dict, probes: list[float], command: str) -> str:
         "```sh", command, "```", "",
         f"Host probe {probes[0]:.0f} ms before, {probes[1]:.0f} ms after (`benchmarks/latency.py`'s "
         "fixed CPU workload; higher is a slower host).", "",
-        "WebSocket (20 ms frames; `data`: the audio bytes, `messages`: whole msgpack messages):", "",
+        "WebSocket (`data`: the audio bytes, `messages`: whole msgpack messages):", "",
         "| format | data B/s | messages B/s | kbit/s on the wire |", "|---|---|---|---|",
     ]
     for name, v in r["ws"].items():
