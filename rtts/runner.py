@@ -1,10 +1,10 @@
 """A client that is not a WebSocket (a Wyoming connection, an HTTP request) driving a
 ``Session`` the way a WebSocket connection does.
 
-Same session, same inference thread, same scheduling, limits and admission: it is a
-``Connection`` (the one driver every client has), so what the client should get goes
-through its ``Outbox`` (a client that does not read gets backpressure, then is dropped
-after ``send_stall``).
+Same session, same inference thread, same scheduling, limits and admission: the
+runner is a ``Connection`` (the one driver every client kind uses) that hands the
+session protocol messages made in this process (no encoding), and sends what the client should get through an ``Outbox`` (so a
+client that does not read gets backpressure, then is dropped after ``send_stall``).
 A protocol adapter supplies ``encode``, which turns session messages into its own
 wire bytes (a Wyoming ``audio-chunk``, a piece of an mp3 body), and a sink to write
 them to. It counts as a client for the idle unload for as long as it is open.
@@ -19,13 +19,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
+
+from typing import TYPE_CHECKING
 
 from . import protocol
-from .connection import Connection, Encode
+from .connection import Connection
 from .outbox import Stalled, _Sink
-from .service import Service
+
+if TYPE_CHECKING:
+    from .service import Service
 
 log = logging.getLogger(__name__)
+
+Encode = Callable[[protocol.ServerMessage], "bytes | None"]
 
 
 class SessionRunner(Connection):
@@ -54,7 +61,7 @@ class SessionRunner(Connection):
             return
         sender, self._sender = self._sender, None
         self.close()
-        self._fail_all(asyncio.CancelledError())
+        self._fail_ends(None)
         self.outbox.close(1000, "")
         with contextlib.suppress(asyncio.TimeoutError, Stalled, ConnectionError):
             await asyncio.wait_for(asyncio.shield(sender), drain_s)
@@ -72,16 +79,17 @@ class SessionRunner(Connection):
             self.service.metrics.stalled.inc()
             self.stalled = True
             self.close()
-            self._fail_all(ConnectionError(str(exc)))
+            self._fail_ends(ConnectionError(str(exc)))
             raise
         except ConnectionError:
             self.close()
-            self._fail_all(ConnectionError("the client went away"))
+            self._fail_ends(ConnectionError("the client went away"))
 
-    def _fail_all(self, exc: BaseException) -> None:
+    def _fail_ends(self, exc: BaseException | None) -> None:
+        """Every utterance still awaited: cancelled (None) or failed with ``exc``."""
         for end in self._ends.values():
             if not end.done():
-                if isinstance(exc, asyncio.CancelledError):
+                if exc is None:
                     end.cancel()
                 else:
                     end.set_exception(exc)
@@ -115,21 +123,23 @@ class SessionRunner(Connection):
         await self.outbox.room()
 
     def _request(self, message: protocol.ClientMessage, utt_id: str | None) -> asyncio.Future[protocol.End]:
+        loop = asyncio.get_running_loop()
         end = self._ends.get(utt_id) if utt_id is not None else None
         if end is None or end.done():
-            end = asyncio.get_running_loop().create_future()
+            end = loop.create_future()
         if utt_id is not None:
             self._ends[utt_id] = end
         effects = self.session.handle(message)
-        refused = [e.message for e in effects if isinstance(getattr(e, "message", None), protocol.Error)]
+        refused = [
+            msg for effect in effects
+            if isinstance(msg := getattr(effect, "message", None), protocol.Error) and msg.id == utt_id
+        ]
         self.apply(effects)
         if utt_id is None and refused:
-            error = refused[0]
-            assert isinstance(error, protocol.Error)
-            raise protocol.ProtocolError(protocol.ErrorCode(error.code), error.message)
+            raise protocol.ProtocolError(protocol.ErrorCode(refused[0].code), refused[0].message)
         return end
 
-    # ------------------------------------------------------------ messages
+    # ------------------------------------------------------------ effects
 
     def deliver(self, message: protocol.ServerMessage) -> None:
         if isinstance(message, protocol.Error):

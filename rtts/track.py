@@ -5,9 +5,6 @@ rate, format and frame length for the whole utterance. A ``Track`` resamples (a 
 resampler whenever the voice's rate changes: several voices may speak one utterance),
 cuts frames of exactly the asked length (only the last is shorter) and numbers them,
 so every frame's ``pts`` and every mark's position is exact in output samples.
-
-With ``format="opus"`` each frame is one Opus packet (``codecs.OpusPackets``); its
-frames are all whole, the last ones padded (the tail and the encoder's look-ahead).
 """
 
 from __future__ import annotations
@@ -44,6 +41,8 @@ class Track:
         self._out_base = 0
         self._native_since = 0
         self._resampler: audio.Resampler | None = None
+        # Format "opus": one encoder for the utterance, a packet per frame (codecs imports PyAV
+        # only here, so a server without the codecs extra never loads it).
         self._opus = codecs.OpusPackets(sample_rate, self.frame_len) if format == "opus" else None
 
     @property
@@ -75,7 +74,8 @@ class Track:
         frames = self._drain()
         tail = self._framer.flush()
         if self._opus is not None:
-            return frames + self._packets(self._opus.finish(tail))
+            # Opus frames are whole: the tail and the encoder's look-ahead, padded.
+            return frames + [self._frame(data, self.frame_len) for data in self._opus.finish(tail)]
         return frames + (self._number([tail]) if tail is not None else [])
 
     def _drain(self) -> list[Frame]:
@@ -89,18 +89,11 @@ class Track:
         return frames
 
     def _number(self, samples: list[np.ndarray]) -> list[Frame]:
-        frames = []
-        for frame in samples:
-            pts = self.seq * self.frame_len  # only the last frame is shorter, so this is exact
-            data = self._opus.encode(frame) if self._opus is not None else audio.encode(frame, self.format)
-            frames.append(Frame(self.seq, pts, data, len(frame) / self.sample_rate))
-            self.seq += 1
-        return frames
+        if self._opus is not None:
+            return [self._frame(self._opus.encode(frame), len(frame)) for frame in samples]
+        return [self._frame(audio.encode(frame, self.format), len(frame)) for frame in samples]
 
-    def _packets(self, packets: list[bytes]) -> list[Frame]:
-        """The last Opus packets, a whole frame each."""
-        frames = []
-        for data in packets:
-            frames.append(Frame(self.seq, self.seq * self.frame_len, data, self.frame_len / self.sample_rate))
-            self.seq += 1
-        return frames
+    def _frame(self, data: bytes, samples: int) -> Frame:
+        pts = self.seq * self.frame_len  # only the last frame is shorter, so this is exact
+        self.seq += 1
+        return Frame(self.seq - 1, pts, data, samples / self.sample_rate)
