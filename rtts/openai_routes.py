@@ -1,152 +1,111 @@
-"""The OpenAI routes (``/v1/...``) on the server's HTTP, through one small interface.
+"""The OpenAI routes on the server's plain HTTP (``plain_http.HttpFront``):
+``POST /v1/audio/speech``, ``GET /v1/models``, ``GET /v1/audio/voices``, ``GET /v1/audio/models``.
 
-``OpenAIRoutes.serve(exchange)`` answers one request. An ``Exchange`` is what the
-server's HTTP mechanism hands a route: the request (method, path, headers, body, the
-client's address) and a response written in pieces (``start``, ``send`` each chunk as
-it comes, ``end``). Speech goes out as the session makes it, through a
-``SessionRunner`` whose sink is the exchange: a client that stops reading holds its
-synthesis back like a slow WebSocket, and one that goes away cancels it.
-
-Who may ask is decided as for a WebSocket: the browser ``Origin`` (403), the token as
-``Authorization: Bearer`` (401), and the connection caps (429/503): a speech request
-holds a slot for as long as its body streams.
+Speech is a ``SpeechStream`` (the connection ``/tts`` uses): the same session,
+scheduling, limits and backpressure as a WebSocket client. Its frames go through the
+response format's encoder as they come and out as a chunked body, so a client that
+stops reading holds its synthesis back and one that goes away cancels it. Who may
+ask is the server's ``http_gate`` (draining, Origin, ``Authorization: Bearer``, the
+connection caps), its refusals given in OpenAI's error shape; a request holds a
+connection slot for as long as its body streams.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Callable
 from http import HTTPStatus
-from typing import Protocol
+from typing import TYPE_CHECKING
 
-from . import access, openai_api, protocol
-from .access import ConnectionCaps
+from . import audio, openai_api, protocol
 from .openai_api import ApiError, SpeechBody
-from .runner import SessionRunner
-from .service import Service
+from .plain_http import HttpFront, HttpRequest, HttpResponse, json_response
+from .speech_stream import SpeechStream
+
+if TYPE_CHECKING:
+    from .server import RttsServer
 
 log = logging.getLogger(__name__)
 
-PREFIX = "/v1/"
-
-
-class Exchange(Protocol):
-    method: str
-    path: str  # without the query
-    headers: Mapping[str, str]  # case-insensitive
-    body: bytes
-    peer: str  # the client's address (after trusted proxies)
-
-    async def start(self, status: int, headers: dict[str, str]) -> None: ...
-
-    async def send(self, data: bytes) -> None:
-        """One piece of the body; raises ConnectionError when the client has gone."""
-        ...
-
-    async def end(self) -> None: ...
-
-
-class _Body:
-    """A ``SessionRunner``'s sink: the exchange, started (200) with the first bytes."""
-
-    def __init__(self, exchange: Exchange, content_type: str) -> None:
-        self.exchange = exchange
-        self.content_type = content_type
-        self.started = False
-
-    async def send(self, data: bytes) -> None:
-        if not self.started:
-            self.started = True
-            await self.exchange.start(200, {"Content-Type": self.content_type, "Cache-Control": "no-store"})
-        await self.exchange.send(data)
-
-    async def close(self, code: int, reason: str) -> None:
-        if self.started:
-            await self.exchange.end()
+# The gate's refusals (text/plain) → OpenAI's error codes.
+_GATE_CODES = {401: "unauthorized", 403: "forbidden", 429: "busy", 503: "busy"}
 
 
 class OpenAIRoutes:
-    def __init__(self, service: Service, caps: ConnectionCaps) -> None:
-        self.service = service
-        self.config = service.config
-        self.caps = caps
+    def __init__(self, server: RttsServer) -> None:
+        self.server = server
+        self.service = server.service
+        self.config = server.config
+
+    def register(self, front: HttpFront) -> None:
+        front.route("/v1/audio/speech", self._speech, methods=("POST",))
+        front.route("/v1/models", self._listing(openai_api.models))
+        front.route("/v1/audio/models", self._listing(openai_api.audio_models))
+        front.route("/v1/audio/voices", self._listing(lambda: openai_api.audio_voices(
+            self.service.registry.voices, self.table())))
 
     def table(self) -> dict[str, str]:
         registry = self.service.registry
         return openai_api.voice_table(self.config.openai_voices, registry.voices, registry.default_voice)
 
-    async def serve(self, exchange: Exchange) -> None:
+    @staticmethod
+    def _listing(make: Callable[[], object]) -> Callable[[HttpRequest], object]:
+        async def route(request: HttpRequest) -> HttpResponse:
+            return json_response(HTTPStatus.OK, make())
+
+        return route
+
+    async def _speech(self, request: HttpRequest) -> HttpResponse:
         try:
-            await self._route(exchange)
+            return await self._speak(request)
         except ApiError as err:
-            await _answer(exchange, err.status, err.body())
+            return _error(err)
 
-    async def _route(self, ex: Exchange) -> None:
-        routes = {
-            "/v1/audio/speech": ("POST", self._speech),
-            "/v1/models": ("GET", lambda ex: _json(ex, openai_api.models())),
-            "/v1/audio/models": ("GET", lambda ex: _json(ex, openai_api.audio_models())),
-            "/v1/audio/voices": ("GET", lambda ex: _json(ex, openai_api.audio_voices(
-                self.service.registry.voices, self.table()))),
-        }
-        route = routes.get(ex.path.rstrip("/"))
-        if route is None:
-            raise ApiError(HTTPStatus.NOT_FOUND, f"no route {ex.path[:100]}", "not_found")
-        method, handler = route
-        if ex.method != method:
-            raise ApiError(HTTPStatus.METHOD_NOT_ALLOWED, f"{ex.path} takes {method}", "method_not_allowed")
-        self._check_access(ex)
-        await handler(ex)
-
-    def _check_access(self, ex: Exchange) -> None:
-        if not access.origin_allowed(ex.headers.get("Origin"), ex.headers.get("Host"), self.config.allow_origin):
-            raise ApiError(HTTPStatus.FORBIDDEN, "this origin may not call the API (see --allow-origin)", "forbidden")
-        if self.config.token is not None:
-            scheme, _, token = (ex.headers.get("Authorization") or "").partition(" ")
-            if scheme.lower() != "bearer" or not access.token_ok(token.strip(), self.config.token):
-                raise ApiError(HTTPStatus.UNAUTHORIZED, "give the rtts token as 'Authorization: Bearer TOKEN'",
-                               protocol.ErrorCode.UNAUTHORIZED.value)
-
-    async def _speech(self, ex: Exchange) -> None:
-        request = openai_api.parse_speech(ex.body, self.table())
-        status = self.caps.refusal(ex.peer)
-        if status is not None:
-            self.service.metrics.refused.labels(str(status)).inc()
-            raise ApiError(HTTPStatus(status), "busy: too many connections; retry", protocol.ErrorCode.BUSY.value)
-        self.caps.take(ex.peer)
+    async def _speak(self, request: HttpRequest) -> HttpResponse:
+        refusal, address = self.server.http_gate(request)
+        if refusal is not None:
+            message = refusal.body.decode().strip() if isinstance(refusal.body, bytes) else "refused"
+            err = ApiError(HTTPStatus(refusal.status), message, _GATE_CODES.get(refusal.status, "refused"))
+            return _error(err, [(k, v) for k, v in refusal.headers if k in ("Retry-After", "WWW-Authenticate")])
+        speech = openai_api.parse_speech(request.body, self.table())
+        body = SpeechBody(speech)
+        caps = self.server.caps
+        caps.take(address)
         try:
-            await self._stream(ex, request)
-        finally:
-            self.caps.give_back(ex.peer)
+            stream = SpeechStream(self.service, sample_rate=openai_api.RATE, format="f32")
+        except BaseException:
+            caps.give_back(address)
+            raise
 
-    async def _stream(self, ex: Exchange, request: openai_api.SpeechRequest) -> None:
-        encode = SpeechBody(request)
-        sink = _Body(ex, encode.content_type())
-        failure: ApiError | None = None
-        async with SessionRunner(self.service, sink, encode, name="http") as runner:
-            runner.hello(sample_rate=openai_api.RATE, format="f32", frame_ms=openai_api.FRAME_MS)
-            speak = protocol.Speak(id="speech", text=request.text, voice=request.voice, speed=request.speed)
-            try:
-                await runner.speak(speak)
-            except protocol.ProtocolError as exc:
-                failure = openai_api.from_protocol(exc)
-                if sink.started or runner.outbox.bytes:
-                    runner.write(encode.failed(failure))  # the status is out: end the body as it can
-                    failure = None
-            except (ConnectionError, asyncio.CancelledError):
-                return  # the client went away; its work was given back
-        if failure is not None:
-            raise failure
+        def done() -> None:
+            stream.close()
+            caps.give_back(address)
+
+        try:
+            await stream.start(speech.text, speech.voice, None, speech.speed)
+        except protocol.ProtocolError as exc:
+            done()
+            raise openai_api.from_protocol(exc) from None
+        except BaseException:
+            done()
+            raise
+        headers = [("Content-Type", body.content_type())]
+        return HttpResponse(HTTPStatus.OK.value, headers, _chunks(stream, body), on_done=done)
 
 
-async def _json(ex: Exchange, obj: object, status: int = 200) -> None:
-    await _answer(ex, status, json.dumps(obj, ensure_ascii=False).encode() + b"\n")
+async def _chunks(stream: SpeechStream, body: SpeechBody) -> AsyncIterator[bytes]:
+    """The body, frame by frame through the encoder; a failure after the status is out
+    ends an SSE body with an ``error`` event (an audio body just ends)."""
+    try:
+        async for frame in stream:
+            data = body.frame(audio.decode(frame, "f32"))
+            if data:
+                yield data
+    except protocol.ProtocolError as exc:
+        yield body.failed(openai_api.from_protocol(exc))
+        return
+    yield body.end(stream.end.stats.get("audio_ms", 0.0) if stream.end else 0.0)
 
 
-async def _answer(ex: Exchange, status: int, body: bytes) -> None:
-    await ex.start(status, {"Content-Type": "application/json", "Cache-Control": "no-store",
-                            "Content-Length": str(len(body))})
-    await ex.send(body)
-    await ex.end()
+def _error(err: ApiError, headers: list[tuple[str, str]] | None = None) -> HttpResponse:
+    return HttpResponse(err.status.value, [("Content-Type", "application/json"), *(headers or [])], err.body())
