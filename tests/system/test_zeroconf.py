@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import _CACHE
+from tests.conftest import _CACHE
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("zeroconf")
