@@ -126,6 +126,9 @@ class Service:
             lang_voices=config.lang_voices,
             host=self.host,
         )
+        unknown = sorted({name for name, _ in config.first_unit_chars} - {k.name for k in self.registry.kinds})
+        if unknown:
+            log.warning("first-unit-chars given for engines that are not registered: %s", ", ".join(unknown))
         self._loop: asyncio.AbstractEventLoop | None = None
         cache = PhraseCache(int(config.phrase_cache_mb * 1024 * 1024))
         self.worker = InferenceWorker(self.registry, self._post, cache=cache, host=self.host)

@@ -4,7 +4,7 @@
 in this process), ``Session.job_event`` takes what the inference thread reported;
 each returns a list of effects for the driver (``connection.py``) to carry out: messages to send, jobs to submit or cancel, a close.
 Everything about ordering, ids, limits, framing and stats lives here, so it is
-tested without a network (tests/test_session.py).
+tested without a network (tests/unit/test_session.py).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Numbers are read the way announcements read them: quantities as numbers
 (一百二十八元), years, phone, flight, train and order numbers digit by digit
 (二零二六年, 幺三八…), times as 点/分, dates as 年月日, percentages as 百分之….
 ``2`` before a measure word is 两 (两个, 两点). The golden table in
-tests/test_normalize_zh.py is the spec.
+tests/unit/test_normalize_zh.py is the spec.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The inference thread is played by hand: the test answers each submitted job with
 audio it makes up. The same behaviours run end to end with real voices in
-tests/test_server.py.
+tests/live/test_server.py.
 """
 
 from __future__ import annotations
