@@ -22,7 +22,11 @@ LANGS: Final = ("en", "zh", "ja", "ko")
 # Script of one character, or None for neutral ones (digits, punctuation, spaces, symbols).
 _KANA: Final = re.compile(r"[\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
 _HAN: Final = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3005\u3007\u303b]")
-_HANGUL: Final = re.compile(r"[\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]")
+# Jamo, compatibility jamo, parenthesized and circled Hangul, jamo extended A, syllables
+# and extended B, halfwidth: every form is Korean (not offered), never read as something else.
+_HANGUL: Final = re.compile(
+    r"[\u1100-\u11ff\u3130-\u318f\u3200-\u321e\u3260-\u327f\ua960-\ua97f\uac00-\ud7ff\uffa0-\uffdc]"
+)
 _LATIN: Final = re.compile(r"[A-Za-z\u00c0-\u024f\uff21-\uff3a\uff41-\uff5a]")
 # The long-vowel mark and middle dot are kana punctuation: neutral, but they make a text Japanese.
 # Han is read as Japanese or Chinese sentence by sentence.

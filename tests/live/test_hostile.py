@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from websockets.exceptions import ConnectionClosed
 
 from rtts import protocol
 
@@ -65,3 +66,28 @@ def test_very_long_numbers_are_spoken_not_internal(server: ServerThread, text: s
         msgs = c.utterance("n", timeout=180)
     assert not [m for m in msgs if isinstance(m, protocol.Error)], msgs[-2:]
     assert msgs[-1].reason == "done" and msgs[-1].stats["audio_ms"] > 2000
+
+
+def test_connections_that_never_say_hello_give_their_slot_back(tmp_path):
+    """With a token required, connections that never send hello held their slots forever:
+    64 of them made a client with the right token get 503."""
+    cfg = make_config(tmp_path, token="tok", max_connections=3, handshake_timeout=1.0)
+    with ServerThread(cfg) as server:
+        silent = [Client(server.url) for _ in range(3)]
+        try:
+            with pytest.raises(Exception, match="503"):
+                Client(server.url)
+            for c in silent:
+                assert c.recv(timeout=10).code == "unauthorized"
+                with pytest.raises(ConnectionClosed) as info:
+                    c.recv(timeout=10)
+                assert info.value.rcvd.code == 1008
+        finally:
+            for c in silent:
+                c.close()
+        deadline = time.monotonic() + 5
+        while server.server.caps.total and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with Client(server.url) as c:
+            c.send(type="hello", v=1, token="tok")
+            assert isinstance(c.recv(), protocol.Ready)
