@@ -258,8 +258,8 @@ class Session:
             elif utt.buffer is None:
                 raise ProtocolError(ErrorCode.BAD_MESSAGE, f"utterance {msg.id!r} takes no more text", msg.id)
             else:
-                utt.chars += len(msg.text)
-                self._check_length(utt.chars, msg.id)
+                self._check_length(utt.chars + len(msg.text), msg.id)
+                utt.chars += len(msg.text)  # counted once accepted: a refused append leaves no trace
             assert utt.markup is not None
             utt.units.extend(utt.buffer.feed(utt.markup.feed(msg.text)))
             return self._pump()

@@ -149,3 +149,36 @@ def test_a_playing_stream_builds_a_buffer_before_newcomers_go_first(worker: Infe
     # decoded on instead of yielding at once.
     assert worker.held_on > held
     assert before / 22050 > 0.3, before / 22050
+
+
+@pytest.mark.slow
+def test_refusal_recovers_on_an_idle_server(tmp_path: Path) -> None:
+    """Issue 13, bug 4: with --admission refuse, a voice whose estimate said "late" was refused
+    forever, even on an idle server: the estimates only move when a job runs, and a refused
+    utterance runs nothing."""
+    config = make_config(tmp_path, admission="refuse", admission_max_wait=0.5)
+    with ServerThread(config) as srv, Client(srv.url) as c:
+        c.recv()
+        _until_loaded(srv, PIPER)  # the default voice loads when a client connects
+        # A cost estimate measured on a bad moment (slower than real time): alone on the
+        # thread, the utterance cannot be late for anyone else's sake.
+        srv.loop.call_soon_threadsafe(srv.service.worker.rtf.__setitem__, "piper", 3.0)
+        time.sleep(0.1)
+        c.send(type="speak", id="a", text="Alone on an idle server.", voice=PIPER)
+        msgs = c.until(protocol.End, timeout=60)
+        assert msgs[-1].reason == "done", msgs
+        # A model that is not loaded: the first request is refused (its load is the wait),
+        # but the refusal starts the load, so a retry a moment later is admitted.
+        c.send(type="speak", id="k", text="こんにちは。", voice="kokoro/jf_alpha")
+        first = c.until(protocol.Error, timeout=30)[-1]
+        assert first.code == "busy"
+        _until_loaded(srv, "kokoro/jf_alpha")
+        c.send(type="speak", id="k", text="こんにちは。", voice="kokoro/jf_alpha")
+        assert c.utterance("k", timeout=120)[-1].reason == "done"
+
+
+def _until_loaded(srv: ServerThread, voice: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while voice not in srv.service.loaded_voices():
+        assert time.monotonic() < deadline, f"{voice} did not load"
+        time.sleep(0.1)
