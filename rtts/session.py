@@ -49,7 +49,7 @@ class Catalog(TypingProtocol):
 
     def estimate(self, job: Job) -> tuple[float, float]:
         """(expected seconds before ``job`` starts, load of the inference thread with it);
-        ``InferenceWorker.estimate``. A catalog without a worker answers (0.0, 0.0)."""
+        ``InferenceWorker.estimate``."""
         ...
 
 
@@ -436,7 +436,7 @@ class Session:
             part, voice = head, head.voice
             job = Job(utt.id, part.speak, voice, part.lang, utt.speed, deadline, opens=not utt.started)
         if not utt.started:
-            wait, load = self._estimate(job)
+            wait, load = self._catalog.estimate(job)
             late = wait > self._config.admission_max_wait or load > 1.0
             if late and self._config.admission != "queue":
                 return self._refuse(utt, wait, load)
@@ -453,10 +453,6 @@ class Session:
         utt.part_started = False
         effects.append(Submit(utt.job))
         return effects
-
-    def _estimate(self, job: Job) -> tuple[float, float]:
-        estimate = getattr(self._catalog, "estimate", None)
-        return estimate(job) if estimate is not None else (0.0, 0.0)
 
     def _refuse(self, utt: Utterance, wait: float, load: float) -> list[Effect]:
         """Admission control said no: the utterance is dropped before it started."""
