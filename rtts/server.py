@@ -94,6 +94,7 @@ class RttsServer:
     async def start(self, sock: socket.socket | None = None) -> None:
         """Listen on the configured host and port, or on ``sock`` (systemd socket activation)."""
         self.service.start()
+        await self.service.channels.start()
         where: dict[str, Any] = {"sock": sock} if sock is not None else {
             "host": self.config.host,
             "port": self.config.port,
@@ -156,6 +157,7 @@ class RttsServer:
         deadline = loop.time() + self.config.shutdown_timeout - 0.5
         self.draining = True
         if self._server is None:
+            await self.service.channels.stop()
             self.service.stop()
             return
         if self.config.drain_grace > 0 and self._live and not self._stop_grace.is_set():
@@ -176,6 +178,8 @@ class RttsServer:
                 ws.transport.abort()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._server.wait_closed(), 0.5)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.service.channels.stop(), 1.0)
         self.service.stop(timeout=max(0.1, deadline - loop.time()))
 
     async def _until_empty_or_cut(self) -> None:
