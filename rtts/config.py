@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from . import protocol
+from . import codecs, protocol
 
 
 def _default_cache_dir() -> Path:
@@ -83,6 +83,11 @@ class Config:
     # Longest first unit of an utterance, by engine name, where it differs from the
     # engine's own (EngineKind.first_unit_chars): ((engine, chars), ...).
     first_unit_chars: tuple[tuple[str, int], ...] = ()
+    # Wyoming (Home Assistant) on its own TCP port; None: off, 0: a free port (tests).
+    wyoming_port: int | None = None
+    zeroconf: bool = False  # announce the Wyoming server by mDNS
+    # OpenAI voice names (alloy, nova...) → voice ids, over rtts/openai_voices.json's table.
+    openai_voices: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         # Fill derived defaults here so every way of building a Config agrees.
@@ -105,8 +110,17 @@ class Config:
             problems.append(f"sample-rate must be one of {protocol.SAMPLE_RATES}")
         if self.format not in protocol.FORMATS:
             problems.append(f"format must be one of {protocol.FORMATS}")
+        elif self.format == "opus":
+            try:
+                codecs.check_opus(self.sample_rate, self.frame_ms)
+            except ValueError as exc:
+                problems.append(f"format opus: {exc}")
         if not protocol.FRAME_MS_RANGE[0] <= self.frame_ms <= protocol.FRAME_MS_RANGE[1]:
             problems.append("frame-ms must be within 10..200")
+        if self.wyoming_port is not None and not 0 <= self.wyoming_port < 65536:
+            problems.append(f"wyoming-port {self.wyoming_port} is not a TCP port")
+        if self.zeroconf and self.wyoming_port is None:
+            problems.append("zeroconf announces the Wyoming server: give --wyoming-port too")
         if self.admission not in ("queue", "refuse", "close"):
             problems.append("admission must be queue, refuse or close")
         if not all(1 <= chars <= 250 for _, chars in self.first_unit_chars):
@@ -150,15 +164,23 @@ class Config:
         }
 
 
-def parse_lang_voices(raw: str) -> tuple[tuple[str, str], ...]:
-    """``"zh=kokoro/jm_kumo,ja=kokoro/jf_alpha"`` → ((lang, voice), ...); ValueError when malformed."""
+def parse_pairs(raw: str, left: str = "lang") -> tuple[tuple[str, str], ...]:
+    """``"zh=kokoro/jm_kumo,ja=kokoro/jf_alpha"`` → ((key, voice), ...); ValueError when malformed."""
     pairs = []
     for item in filter(None, (p.strip() for p in raw.split(","))):
-        lang, sep, voice = item.partition("=")
-        if not sep or not lang.strip() or not voice.strip():
-            raise ValueError(f"lang-voices entry {item!r} is not lang=voice")
-        pairs.append((lang.strip().lower(), voice.strip()))
+        key, sep, voice = item.partition("=")
+        if not sep or not key.strip() or not voice.strip():
+            raise ValueError(f"entry {item!r} is not {left}=voice")
+        pairs.append((key.strip().lower(), voice.strip()))
     return tuple(pairs)
+
+
+def parse_lang_voices(raw: str) -> tuple[tuple[str, str], ...]:
+    return parse_pairs(raw, "lang")
+
+
+def parse_openai_voices(raw: str) -> tuple[tuple[str, str], ...]:
+    return parse_pairs(raw, "name")
 
 
 def _words(raw: str) -> tuple[str, ...]:
@@ -197,7 +219,7 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "max_audio": (float, "seconds of audio one utterance may produce; more ends it with audio_too_long"),
     "max_pause": (float, "seconds of <break> pauses one utterance may hold; longer pauses are cut short"),
     "sample_rate": (int, "default output sample rate"),
-    "format": (str, "default output format: pcm16, f32 or mulaw"),
+    "format": (str, "default output format: pcm16, f32, mulaw or opus"),
     "frame_ms": (int, "default audio frame length in ms"),
     "lang_voices": (
         parse_lang_voices,
@@ -215,6 +237,9 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "admission": (str, "a new utterance that cannot start in time: queue it, refuse it (error busy) or close (1013)"),
     "admission_max_wait": (float, "seconds of expected wait above which a new utterance counts as late"),
     "phrase_cache_mb": (float, "memory for replaying repeated short texts (0: off)"),
+    "wyoming_port": (int, "also serve Wyoming (Home Assistant) on this TCP port, e.g. 10200"),
+    "zeroconf": (_yes, "announce the Wyoming server by mDNS (_wyoming._tcp) for Home Assistant's discovery"),
+    "openai_voices": (parse_openai_voices, "OpenAI voice names for /v1/audio/speech, e.g. alloy=piper/en_US-joe-medium"),
 }
 # One flag per registered engine (--first-unit-chars-NAME, RTTS_FIRST_UNIT_CHARS_NAME).
 _FIRST_UNIT = "first_unit_chars_"
@@ -245,6 +270,8 @@ def add_flags(
             shown = ",".join(f"{k}={v}" for k, v in default)  # as it is typed: zh=kokoro/jm_kumo
         if name == "drain_grace":
             shown = default
+        if name == "wyoming_port":
+            shown = "off"
         shown = shown_defaults.get(name, shown)
         flag = "--" + name.replace("_", "-")
         if parse is _yes:

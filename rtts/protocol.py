@@ -59,7 +59,8 @@ class ProtocolError(Exception):
         self.id = id
 
 
-FORMATS = ("pcm16", "f32", "mulaw")
+# "opus": one raw Opus packet per frame (an extension of v1, with PyAV; see docs/protocol.md).
+FORMATS = ("pcm16", "f32", "mulaw", "opus")
 SAMPLE_RATES = (8000, 16000, 22050, 24000, 44100, 48000)
 FRAME_MS_RANGE = (10, 200)
 SPEED_RANGE = (0.5, 2.0)
@@ -178,6 +179,8 @@ class Ready:
     loaded: list[str]
     limits: dict[str, int]
     v: int = VERSION
+    # The formats this server can send (an extension of v1: "opus" only where PyAV is installed).
+    formats: list[str] | None = None
 
 
 @dataclass(frozen=True)

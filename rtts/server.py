@@ -15,7 +15,7 @@ import mimetypes
 import socket
 import struct
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from http import HTTPStatus
 from importlib import resources
 from pathlib import Path
@@ -33,6 +33,9 @@ from .config import Config
 from .connection import Connection
 from .outbox import Stalled
 from .service import Service
+
+if TYPE_CHECKING:
+    from .wyoming_server import WyomingServer
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +79,13 @@ class RttsServer:
         self._admitted: dict[ServerConnection, tuple[str, bool]] = {}  # → (client address, token given)
         self._live: dict[ServerConnection, Connection] = {}
         self._stop_grace = asyncio.Event()
+        self.wyoming: WyomingServer | None = None
+        if self.config.wyoming_port is not None:
+            from .wyoming_server import WyomingServer  # only when asked for
+
+            self.wyoming = WyomingServer(
+                service, self.caps, self.config.host, self.config.wyoming_port, zeroconf=self.config.zeroconf
+            )
         self.send_peak = 0  # the most bytes any connection's outbox has held
         prom.Gauge(
             "rtts_send_buffer_peak_bytes", "the most bytes queued for one client so far",
@@ -112,6 +122,8 @@ class RttsServer:
             **where,
         )
         log.info("listening on %s", ", ".join(self.urls))
+        if self.wyoming is not None:
+            await self.wyoming.start()
 
     @property
     def port(self) -> int:
@@ -165,6 +177,8 @@ class RttsServer:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._until_empty_or_cut(), self.config.drain_grace)
         self._server.close(close_connections=False)
+        if self.wyoming is not None:
+            await self.wyoming.close()
         if self._live:
             log.info("closing %d connections (1001)", len(self._live))
         for conn in list(self._live.values()):

@@ -18,7 +18,7 @@ from typing import Protocol as TypingProtocol
 
 import numpy as np
 
-from . import access, audio, protocol
+from . import access, audio, codecs, protocol
 from .announcements import Announcement, Draft
 from .config import Config
 from .engines.base import VoiceInfo
@@ -352,8 +352,14 @@ class Session:
             self.voice = self._voice(msg.voice, None).id
         rate = msg.sample_rate or self.out.sample_rate
         frame_ms = msg.frame_ms or self.out.frame_ms
+        fmt = msg.format or self.out.format
         self._frame_samples(rate, frame_ms)
-        self.out = Output(rate, msg.format or self.out.format, frame_ms)
+        if fmt == "opus":
+            try:
+                codecs.check_opus(rate, frame_ms)
+            except ValueError as exc:
+                raise ProtocolError(ErrorCode.BAD_MESSAGE, str(exc)) from None
+        self.out = Output(rate, fmt, frame_ms)
         self.lang = msg.lang if msg.lang is not None else self.lang
         self.speed = msg.speed if msg.speed is not None else self.speed
         return [Send(self._ready())]
@@ -368,6 +374,7 @@ class Session:
             default_voice=self.voice,
             loaded=self._catalog.loaded_voices(),
             limits=self._config.limits,
+            formats=[f for f in protocol.FORMATS if f != "opus" or codecs.available("opus")],
         )
 
     # ------------------------------------------------------------ utterances

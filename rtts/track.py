@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import audio
+from . import audio, codecs
 
 __all__ = ["Frame", "Track"]
 
@@ -41,6 +41,9 @@ class Track:
         self._out_base = 0
         self._native_since = 0
         self._resampler: audio.Resampler | None = None
+        # Format "opus": one encoder for the utterance, a packet per frame (codecs imports PyAV
+        # only here, so a server without the codecs extra never loads it).
+        self._opus = codecs.OpusPackets(sample_rate, self.frame_len) if format == "opus" else None
 
     @property
     def position(self) -> int:
@@ -70,6 +73,9 @@ class Track:
         """The resampler's tail and the one short frame."""
         frames = self._drain()
         tail = self._framer.flush()
+        if self._opus is not None:
+            # Opus frames are whole: the tail and the encoder's look-ahead, padded.
+            return frames + [self._frame(data, self.frame_len) for data in self._opus.finish(tail)]
         return frames + (self._number([tail]) if tail is not None else [])
 
     def _drain(self) -> list[Frame]:
@@ -83,9 +89,11 @@ class Track:
         return frames
 
     def _number(self, samples: list[np.ndarray]) -> list[Frame]:
-        frames = []
-        for frame in samples:
-            pts = self.seq * self.frame_len  # only the last frame is shorter, so this is exact
-            frames.append(Frame(self.seq, pts, audio.encode(frame, self.format), len(frame) / self.sample_rate))
-            self.seq += 1
-        return frames
+        if self._opus is not None:
+            return [self._frame(self._opus.encode(frame), len(frame)) for frame in samples]
+        return [self._frame(audio.encode(frame, self.format), len(frame)) for frame in samples]
+
+    def _frame(self, data: bytes, samples: int) -> Frame:
+        pts = self.seq * self.frame_len  # only the last frame is shorter, so this is exact
+        self.seq += 1
+        return Frame(self.seq - 1, pts, data, samples / self.sample_rate)

@@ -198,7 +198,29 @@ def test_kokoro_model_assembly(tmp_path: Path) -> None:
     assert path.parent == cache and path.read_bytes() == b"abcdefgh"
     mtime = path.stat().st_mtime_ns
     assert assemble_model(pack, cache) == path and path.stat().st_mtime_ns == mtime  # done once
-    assert [p.name for p in cache.iterdir()] == [path.name]
+    assert sorted(p.name for p in cache.iterdir()) == [path.name, path.name + ".ok"]
+
+
+def test_kokoro_model_is_hashed_once_then_known_by_its_stamp(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from rtts.engines import kokoro as kokoro_module
+
+    part = tmp_path / "part.bin"
+    part.write_bytes(b"abcdefgh")
+    pack = KokoroPack(parts=(part,), sha256=hashlib.sha256(b"abcdefgh").hexdigest(), vocab=part, voices=part)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    path = cache / kokoro_module.MODEL_FILE
+    path.write_bytes(b"abcdefgh")  # assembled by a build that kept no stamp
+    hashed: list[Path] = []
+    real = kokoro_module._sha256
+    monkeypatch.setattr(kokoro_module, "_sha256", lambda p: hashed.append(p) or real(p))
+    assert assemble_model(pack, cache) == path and hashed == [path]  # checked once ...
+    assert assemble_model(pack, cache) == path and hashed == [path]  # ... then by its stamp
+    # Same size, other bytes (a damaged file): the stamp no longer matches, the file is
+    # hashed, found wrong and assembled again.
+    path.write_bytes(b"XXXXXXXX")
+    assert assemble_model(pack, cache) == path and path.read_bytes() == b"abcdefgh"
+    assert hashed == [path, path]
 
 
 def test_bad_onnx_raises_engine_error_at_load(tmp_path: Path, piper_voice_files: tuple[Path, Path]) -> None:
@@ -355,9 +377,10 @@ def test_optimized_graph_is_kept_and_speaks_the_same(tmp_path: Path, kokoro: Kok
     first = host.open(model, 2, cache_dir=tmp_path)  # optimizes, and keeps the result
     kept = optimized_path(model, tmp_path)
     assert kept.is_file() and kept.stat().st_size > 1_000_000
-    made = kept.stat().st_mtime_ns
+    made = kept.stat()
     again = host.open(model, 2, cache_dir=tmp_path)  # loads the kept graph ...
-    assert kept.stat().st_mtime_ns == made  # ... rather than optimizing and writing it again
+    assert kept.stat().st_ino == made.st_ino  # ... rather than optimizing and writing it again
+    assert kept.stat().st_mtime_ns >= made.st_mtime_ns  # and marks it used
     np.testing.assert_array_equal(first.run(None, feeds)[0], plain)
     np.testing.assert_array_equal(again.run(None, feeds)[0], plain)
     # A damaged copy is made again, not fatal.

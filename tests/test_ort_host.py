@@ -180,3 +180,16 @@ def test_a_child_that_does_not_answer_is_ended_and_the_call_fails() -> None:
         host.call("nope")
     host.stop()
     assert not host.running
+
+
+def test_optimized_copies_unused_for_a_month_are_removed(tmp_path: Path) -> None:
+    # E.g. Kokoro's whole model (92 MB), optimized once and never loaded again since it runs cut.
+    from rtts.host.sessions import UNUSED_S, _prune_unused
+
+    old, recent = tmp_path / "kokoro-v1.0.int8-1-2-ort1.2-abc.onnx", tmp_path / "predictor-3-4-ort1.2-abc.onnx"
+    for path in (old, recent):
+        path.write_bytes(b"graph")
+    now = time.time()
+    os.utime(old, (now - UNUSED_S - 60, now - UNUSED_S - 60))
+    _prune_unused(tmp_path, now)
+    assert [p.name for p in tmp_path.iterdir()] == [recent.name]
