@@ -1,0 +1,115 @@
+"""Channels across instances: two real rtts processes sharing a real redis-server
+(``--bus``), kiosks connected through a real nginx (docs/deployment.md's settings), an
+announcement published to one instance heard by the kiosks on both."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from rtts import protocol
+
+from .conftest import Client, RedisServer, RttsProcess
+from .test_nginx import CONFIG, NGINX, free_port, readyz
+
+REDIS = shutil.which("redis-server") or ("/usr/bin/redis-server" if Path("/usr/bin/redis-server").exists() else None)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(NGINX is None, reason="needs nginx: apt-get install nginx"),
+    pytest.mark.skipif(REDIS is None, reason="needs redis-server: apt-get install redis-server"),
+]
+
+PUBLISH_TOKEN = "pub-secret"
+CHANNEL = "hall"
+
+
+def kiosk(url: str, after: int | None = None) -> tuple[Client, protocol.Subscribed]:
+    c = Client(url)
+    assert isinstance(c.recv(), protocol.Ready)
+    c.send(type="subscribe", channel=CHANNEL, **({"after": after} if after is not None else {}))
+    ok = c.recv(timeout=10)
+    assert isinstance(ok, protocol.Subscribed), ok
+    return c, ok
+
+
+def heard(c: Client, ann_id: str) -> bytes:
+    msgs = c.utterance(ann_id)
+    assert isinstance(msgs[0], protocol.Start) and msgs[0].channel == CHANNEL
+    assert isinstance(msgs[-1], protocol.End) and msgs[-1].reason == "done"
+    return b"".join(m.data for m in msgs if isinstance(m, protocol.Audio))
+
+
+def test_announcement_reaches_kiosks_on_both_instances(tmp_path: Path) -> None:
+    for d in ("a", "b", "nginx", "redis"):
+        (tmp_path / d).mkdir()
+    with RedisServer(tmp_path / "redis") as redis:
+        args = ("--bus", redis.url, "--publish-token", PUBLISH_TOKEN, "--trusted-proxies", "127.0.0.1", "--preload",
+                "--default-voice", "piper/en_US-joe-medium")
+        with RttsProcess(tmp_path / "a", *args) as a, RttsProcess(tmp_path / "b", *args) as b:
+            a.wait_listening(), b.wait_listening()
+            a.wait_for("loaded piper", 60), b.wait_for("loaded piper", 60)
+            port = free_port()
+            conf = tmp_path / "nginx" / "nginx.conf"
+            conf.write_text(CONFIG.format(tmp=tmp_path / "nginx", a=a.port, b=b.port, port=port))
+            nginx = subprocess.Popen([NGINX, "-p", str(tmp_path / "nginx"), "-c", str(conf)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                deadline = time.monotonic() + 20
+                while True:
+                    try:
+                        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                        break
+                    except OSError:
+                        assert time.monotonic() < deadline and nginx.poll() is None
+                        time.sleep(0.1)
+                url = f"ws://127.0.0.1:{port}/ws"
+                kiosks = [kiosk(url)[0] for _ in range(4)]
+                assert (readyz(a.port)[1]["connections"], readyz(b.port)[1]["connections"]) == (2, 2)
+
+                publisher = Client(a.url)  # straight to instance A
+                assert isinstance(publisher.recv(), protocol.Ready)
+                publisher.send(type="publish", channel=CHANNEL, text="The museum closes in fifteen minutes.",
+                               token=PUBLISH_TOKEN)
+                first = publisher.recv()
+                assert isinstance(first, protocol.Published) and first.id == f"{CHANNEL}#1", first
+                audio = [heard(k, first.id) for k in kiosks]
+                assert all(len(x) > 24000 for x in audio)
+                # Each instance synthesized it once, for its own two kiosks.
+                a.wait_for(rf"channel {CHANNEL}: {CHANNEL}#1 to 2 subscribers")
+                b.wait_for(rf"channel {CHANNEL}: {CHANNEL}#1 to 2 subscribers")
+
+                # A kiosk away while the next one is published is told it missed it when it is back.
+                kiosks.pop().close()
+                publisher.send(type="publish", channel=CHANNEL, text="The cafe is now open.", token=PUBLISH_TOKEN)
+                second = publisher.recv()
+                assert isinstance(second, protocol.Published) and second.seq == 2
+                for k in kiosks:
+                    heard(k, second.id)
+                back, ok = kiosk(url, after=first.seq)
+                kiosks.append(back)
+                assert (ok.seq, ok.missed) == (2, 1)
+
+                # Both sides see each other's announcements: publish through B this time.
+                other = Client(b.url)
+                assert isinstance(other.recv(), protocol.Ready)
+                other.send(type="publish", channel=CHANNEL, text="Goodbye.", token=PUBLISH_TOKEN)
+                third = other.recv()
+                assert isinstance(third, protocol.Published) and third.seq == 3
+                for k in kiosks:
+                    heard(k, third.id)
+                for c in [*kiosks, publisher, other]:
+                    c.close()
+            finally:
+                nginx.send_signal(signal.SIGQUIT)
+                try:
+                    nginx.wait(10)
+                except subprocess.TimeoutExpired:
+                    nginx.kill()
+                    nginx.wait()
+        assert "Traceback" not in a.log + b.log, a.log + b.log
