@@ -67,6 +67,10 @@ class Config:
     max_connections: int = 64
     max_connections_per_ip: int = 16
     trusted_proxies: tuple[str, ...] = ()  # peers whose X-Forwarded-For names the client
+    # Sockets that have not sent a whole request yet (rtts/plain_http.py): how long each
+    # may take, and how many may wait at once (a newcomer closes the longest waiting).
+    handshake_timeout: float = 10.0
+    max_handshakes: int = 128
     # Slow clients (rtts/outbox.py): bytes queued per connection before synthesis for it
     # pauses, and how long a client may accept nothing before it is dropped.
     send_buffer: int = 262144
@@ -131,6 +135,8 @@ class Config:
             problems.append("max-pause must be positive and at most max-audio")
         if self.max_text_chars < 1 or self.max_message_bytes < 256 or self.max_utterances < 1:
             problems.append("limits must be positive (max-message-bytes at least 256)")
+        if self.handshake_timeout <= 0 or self.max_handshakes < 1:
+            problems.append("handshake-timeout must be positive and max-handshakes at least 1")
         if self.max_connections < 1 or self.max_connections_per_ip < 1:
             problems.append("max-connections and max-connections-per-ip must be at least 1")
         if self.send_buffer < 4096 or self.send_stall <= 0:
@@ -229,6 +235,8 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "max_connections": (int, "WebSocket connections in total; more get HTTP 503"),
     "max_connections_per_ip": (int, "WebSocket connections per client address; more get HTTP 429"),
     "trusted_proxies": (_words, "proxy addresses whose X-Forwarded-For is believed, comma-separated"),
+    "handshake_timeout": (float, "seconds a new socket has to send its whole request"),
+    "max_handshakes": (int, "sockets that may wait at once for their request; more close the oldest"),
     "send_buffer": (int, "bytes queued for one client before its synthesis pauses"),
     "send_stall": (float, "seconds a client may accept no data before it is dropped"),
     "drain_grace": (float, "seconds to keep answering (503) after SIGTERM before closing connections"),

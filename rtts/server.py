@@ -1,38 +1,40 @@
 """WebSocket and HTTP on one port, in front of a ``Service``.
 
 The WebSocket handler is a thin loop: frames go into the connection's driver
-(``connection.Connection``), which carries out its session's effects. HTTP requests other than
-the upgrade on ``/ws`` are answered from ``process_request``, before any handshake.
+(``connection.Connection``), which carries out its session's effects. Every request
+that is not a WebSocket upgrade is answered by ``plain_http.HttpFront`` (its routes are
+set up here); websockets sees only upgrades, and ``process_request`` admits or refuses them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import mimetypes
 import socket
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 from http import HTTPStatus
 from importlib import resources
 from pathlib import Path
-from urllib.parse import parse_qs, unquote
+from urllib.parse import unquote
 
 import prometheus_client as prom
 from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.datastructures import Headers
+from websockets.datastructures import Headers, MultipleValuesError
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from . import access, audio, protocol
+from . import access, announce_http, audio, protocol
 from .access import ConnectionCaps
 from .config import Config
 from .connection import Connection
 from .outbox import Stalled
+from .plain_http import HttpFront, HttpRequest, HttpResponse, json_response, text
 from .service import Service
+from .speech_stream import SpeechStream
 
 if TYPE_CHECKING:
     from .wyoming_server import WyomingServer
@@ -60,12 +62,8 @@ def _response(status: HTTPStatus, body: bytes, content_type: str, extra: dict[st
     return Response(status.value, status.phrase, headers, body)
 
 
-def _json(status: HTTPStatus, obj: object) -> Response:
-    return _response(status, json.dumps(obj, ensure_ascii=False).encode() + b"\n", "application/json")
-
-
-def _text(status: HTTPStatus, text: str) -> Response:
-    return _response(status, text.encode(), "text/plain; charset=utf-8")
+def _text(status: HTTPStatus, message: str) -> Response:
+    return _response(status, message.encode(), "text/plain; charset=utf-8")
 
 
 class RttsServer:
@@ -91,15 +89,21 @@ class RttsServer:
             "rtts_send_buffer_peak_bytes", "the most bytes queued for one client so far",
             registry=service.metrics.registry,
         ).set_function(lambda: max([self.send_peak, *(live.outbox.peak for live in self._live.values())]))
-        self._routes: dict[str, Callable[[dict[str, list[str]]], Response | Awaitable[Response]]] = {
-            "/healthz": lambda q: _text(HTTPStatus.OK, "ok\n"),
-            "/readyz": self._readyz,
-            "/voices": lambda q: _json(HTTPStatus.OK, [v.as_dict() for v in service.registry.voices.values()]),
-            "/metrics": lambda q: _response(
-                HTTPStatus.OK, service.metrics.render(), "text/plain; version=0.0.4; charset=utf-8"
-            ),
-            "/tts": self._tts,
-        }
+        cfg = self.config
+        self.front = HttpFront(
+            self._static_file,
+            max_body=cfg.max_message_bytes,
+            head_timeout=cfg.handshake_timeout,
+            max_pending=cfg.max_handshakes,
+            send_stall=cfg.send_stall,
+        )
+        self.front.route("/healthz", self._healthz)
+        self.front.route("/readyz", self._readyz)
+        self.front.route("/voices", self._voices)
+        self.front.route("/metrics", self._metrics)
+        self.front.route("/tts", self._tts)
+        self.front.route("/v1/announce", self._announce, methods=("POST",))
+        self.front.route(WS_PATH, self._upgrade_required)
 
     async def start(self, sock: socket.socket | None = None) -> None:
         """Listen on the configured host and port, or on ``sock`` (systemd socket activation)."""
@@ -112,6 +116,10 @@ class RttsServer:
         self._server = await serve(
             self._handle,
             process_request=self._process_request,
+            create_connection=self.front.connection_class(),
+            # plain_http's gate bounds the wait for a request head; past it, an upgrade is
+            # answered at once and an HTTP response may stream for as long as it takes.
+            open_timeout=None,
             select_subprotocol=lambda connection, offered: access.select_subprotocol(offered),
             compression=None,  # PCM barely compresses; deflate costs ~64 KiB per connection
             max_size=self.config.max_message_bytes,
@@ -177,6 +185,7 @@ class RttsServer:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._until_empty_or_cut(), self.config.drain_grace)
         self._server.close(close_connections=False)
+        await self.front.close()
         if self.wyoming is not None:
             await self.wyoming.close()
         if self._live:
@@ -204,14 +213,13 @@ class RttsServer:
     # ------------------------------------------------------------ HTTP
 
     async def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
-        path, _, query = request.path.partition("?")
-        if path == WS_PATH:
+        """WebSocket upgrades only (plain_http answers every other request)."""
+        if request.path.partition("?")[0] != WS_PATH:
+            return _text(HTTPStatus.NOT_FOUND, f"not found: WebSockets connect to {WS_PATH}\n")
+        try:
             return self._admit(connection, request)
-        route = self._routes.get(path)
-        if route is not None:
-            result = route(parse_qs(query))
-            return await result if asyncio.iscoroutine(result) else result  # type: ignore[return-value]
-        return self._static_file(path)
+        except MultipleValuesError as exc:
+            return _text(HTTPStatus.BAD_REQUEST, f"bad_request: {exc} is repeated\n")
 
     def _admit(self, connection: ServerConnection, request: Request) -> Response | None:
         """Refuse a WebSocket request before the upgrade, or take a connection slot for it."""
@@ -256,20 +264,38 @@ class RttsServer:
         _limit_kernel_buffer(connection, cfg.send_buffer)
         return None
 
-    def _static_file(self, path: str) -> Response:
-        name = unquote(path).lstrip("/") or "index.html"
+    async def _static_file(self, request: HttpRequest) -> HttpResponse:
+        name = unquote(request.path).lstrip("/") or "index.html"
         if name == "kiosk":
             name = "kiosk.html"
         root = self._static.resolve()
-        target = (root / name).resolve()
-        if root not in target.parents or not target.is_file():
-            return _text(HTTPStatus.NOT_FOUND, "not found\n")
+        try:
+            target = (root / name).resolve()
+            found = root in target.parents and target.is_file()
+        except (OSError, ValueError):  # a NUL byte, a name too long for the file system
+            found = False
+        if not found:
+            return text(HTTPStatus.NOT_FOUND, "not found\n")
         kind = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
         if kind.startswith("text/") or kind == "application/javascript":
             kind += "; charset=utf-8"
-        return _response(HTTPStatus.OK, target.read_bytes(), kind)
+        return HttpResponse(HTTPStatus.OK.value, [("Content-Type", kind)], target.read_bytes())
 
-    def _readyz(self, query: dict[str, list[str]]) -> Response:
+    async def _healthz(self, request: HttpRequest) -> HttpResponse:
+        return text(HTTPStatus.OK, "ok\n")
+
+    async def _voices(self, request: HttpRequest) -> HttpResponse:
+        return json_response(HTTPStatus.OK, [v.as_dict() for v in self.service.registry.voices.values()])
+
+    async def _metrics(self, request: HttpRequest) -> HttpResponse:
+        content_type = "text/plain; version=0.0.4; charset=utf-8"
+        return HttpResponse(HTTPStatus.OK.value, [("Content-Type", content_type)], self.service.metrics.render())
+
+    async def _upgrade_required(self, request: HttpRequest) -> HttpResponse:
+        return text(HTTPStatus.UPGRADE_REQUIRED, f"upgrade_required: {WS_PATH} is a WebSocket\n",
+                    [("Upgrade", "websocket")])
+
+    async def _readyz(self, request: HttpRequest) -> HttpResponse:
         """200 while this instance takes new clients; 503 when draining or full."""
         ready = not self.draining and not self.caps.full
         body = {
@@ -282,28 +308,89 @@ class RttsServer:
             "connections": self.caps.total,
             "queue_depth": self.service.worker.queue_depth,
         }
-        return _json(HTTPStatus.OK if ready else HTTPStatus.SERVICE_UNAVAILABLE, body)
+        return json_response(HTTPStatus.OK if ready else HTTPStatus.SERVICE_UNAVAILABLE, body)
 
-    async def _tts(self, query: dict[str, list[str]]) -> Response:
-        def arg(name: str) -> str | None:
-            values = query.get(name)
-            return values[0] if values else None
+    def http_gate(self, request: HttpRequest) -> tuple[HttpResponse | None, str]:
+        """The WebSocket's admission rules for an HTTP route that synthesizes: draining,
+        Origin, token (``?token=`` or ``Authorization: Bearer``) and the connection caps.
+        Returns (a refusal or None, the client address whose slot ``take_slot`` takes)."""
+        cfg = self.config
+        metrics = self.service.metrics
+        if self.draining:
+            metrics.refused.labels("503").inc()
+            return text(HTTPStatus.SERVICE_UNAVAILABLE, "draining: this server is shutting down\n",
+                        [("Retry-After", "1")]), ""
+        if not access.origin_allowed(request.header("Origin"), request.header("Host"), cfg.allow_origin):
+            metrics.refused.labels("403").inc()
+            return text(HTTPStatus.FORBIDDEN, "forbidden: this origin may not use this server\n"), ""
+        if cfg.token is not None:
+            bearer = request.header("Authorization")
+            given = bearer[7:].strip() if bearer and bearer[:7].lower() == "bearer " else request.arg("token")
+            if not access.token_ok(given, cfg.token):
+                metrics.refused.labels("401").inc()
+                return text(HTTPStatus.UNAUTHORIZED, "unauthorized: give ?token=... or Authorization: Bearer\n",
+                            [("WWW-Authenticate", "Bearer")]), ""
+        address = access.client_address(request.peer, request.header("X-Forwarded-For"), cfg.trusted_proxies)
+        status = self.caps.refusal(address)
+        if status is not None:
+            metrics.refused.labels(str(status)).inc()
+            why = "too many connections from this address" if status == 429 else "this server has no room"
+            return text(HTTPStatus(status), f"busy: {why}; try again\n", [("Retry-After", "1")]), address
+        return None, address
 
-        text = arg("text")
-        if not text:
-            return _text(HTTPStatus.BAD_REQUEST, "missing_field: give ?text=...\n")
-        if self.config.token is not None and not access.token_ok(arg("token"), self.config.token):
-            return _text(HTTPStatus.UNAUTHORIZED, "unauthorized: give ?token=...\n")
+    async def _tts(self, request: HttpRequest) -> HttpResponse:
+        """GET /tts?text=...: a WAV streamed as it is synthesized (see docs/protocol.md)."""
+        refusal, address = self.http_gate(request)
+        if refusal is not None:
+            return refusal
+        text_arg = request.arg("text")
+        if not text_arg:
+            return text(HTTPStatus.BAD_REQUEST, "missing_field: give ?text=...\n")
         try:
-            speed = float(arg("speed")) if arg("speed") else None
-            rate = int(arg("sample_rate")) if arg("sample_rate") else None
-            samples, rate, _ = await self.service.speak(text, arg("voice"), arg("lang"), speed, rate)
+            speed = float(request.arg("speed") or 0) or None
+            rate = int(request.arg("sample_rate") or 0) or None
         except ValueError:
-            return _text(HTTPStatus.BAD_REQUEST, "bad_message: speed and sample_rate must be numbers\n")
+            return text(HTTPStatus.BAD_REQUEST, "bad_message: speed and sample_rate must be numbers\n")
+        voice = request.arg("voice")
+        if voice is not None and voice not in self.service.registry.voices:
+            return text(HTTPStatus.BAD_REQUEST, f"unknown_voice: no voice {voice[:80]!r}; see /voices\n")
+        headers = [("Content-Type", "audio/wav")]
+        if request.method == "HEAD":
+            return HttpResponse(HTTPStatus.OK.value, headers)  # what GET would answer, without the work
+        self.caps.take(address)
+        try:
+            stream = SpeechStream(self.service, sample_rate=rate, format="pcm16")
         except protocol.ProtocolError as exc:
-            status = HTTPStatus.SERVICE_UNAVAILABLE if exc.code == protocol.ErrorCode.BUSY else HTTPStatus.BAD_REQUEST
-            return _text(status, f"{exc.code.value}: {exc.message}\n")
-        return _response(HTTPStatus.OK, audio.wav_bytes(samples, rate), "audio/wav")
+            self.caps.give_back(address)
+            return text(HTTPStatus.BAD_REQUEST, f"{exc.code.value}: {exc.message}\n")
+
+        def done() -> None:
+            stream.close()
+            self.caps.give_back(address)
+
+        try:
+            await stream.start(text_arg, voice, request.arg("lang"), speed)
+        except protocol.ProtocolError as exc:
+            done()
+            busy = exc.code == protocol.ErrorCode.BUSY
+            return text(HTTPStatus.SERVICE_UNAVAILABLE if busy else HTTPStatus.BAD_REQUEST,
+                        f"{exc.code.value}: {exc.message}\n")
+        except BaseException:
+            done()
+            raise
+        return HttpResponse(HTTPStatus.OK.value, headers, _wav_stream(stream), on_done=done)
+
+    async def _announce(self, request: HttpRequest) -> HttpResponse:
+        """POST /v1/announce: publish to a channel (announce_http.py). The publish token comes
+        as ``Authorization: Bearer``, the server's token (when it has one) as ``X-Rtts-Token``."""
+        if self.draining:
+            return text(HTTPStatus.SERVICE_UNAVAILABLE, "draining: this server is shutting down\n",
+                        [("Retry-After", "1")])
+        if not access.origin_allowed(request.header("Origin"), request.header("Host"), self.config.allow_origin):
+            return text(HTTPStatus.FORBIDDEN, "forbidden: this origin may not use this server\n")
+        token = request.header("X-Rtts-Token") or request.arg("token")
+        status, body = await announce_http.announce(self.service, request.body, request.header("Authorization"), token)
+        return json_response(status, body)
 
     # ------------------------------------------------------------ WebSocket
 
@@ -356,8 +443,14 @@ class RttsServer:
             pass
 
 
-def _refuse(status: HTTPStatus, text: str) -> Response:
-    return _response(status, text.encode() + b"\n", "text/plain; charset=utf-8", {"Retry-After": "1"})
+def _refuse(status: HTTPStatus, message: str) -> Response:
+    return _response(status, message.encode() + b"\n", "text/plain; charset=utf-8", {"Retry-After": "1"})
+
+
+async def _wav_stream(stream: SpeechStream) -> AsyncIterator[bytes]:
+    yield audio.wav_header(stream.sample_rate)
+    async for chunk in stream:
+        yield chunk
 
 
 def _reset(ws: ServerConnection) -> None:

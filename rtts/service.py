@@ -28,6 +28,7 @@ from .text.lexicon import FILE_NAME as LEXICON_FILE
 from .text.lexicon import Lexicon
 from .session import Session
 from .shared_jobs import SharedJobs
+from .speech_stream import SpeechStream
 from .engines.base import VoiceInfo
 from .host.client import Host
 from .voices import VoiceRegistry, host_ops
@@ -262,32 +263,14 @@ class Service:
         """Speak a whole text through a connection of its own; returns float32 audio, its
         rate and ``end``. Raises ``protocol.ProtocolError`` for what a client would get as ``error``.
         """
-        from .connection import Connection  # it drives this service
-
-        done: asyncio.Future[protocol.End] = asyncio.get_running_loop().create_future()
-        frames: list[bytes] = []
-
-        class Collect(Connection):
-            def deliver(self, message: protocol.ServerMessage) -> None:
-                if isinstance(message, protocol.Audio):
-                    frames.append(message.data)
-                elif isinstance(message, protocol.End) and not done.done():
-                    done.set_result(message)
-                elif isinstance(message, protocol.Error) and not done.done():
-                    done.set_exception(protocol.ProtocolError(protocol.ErrorCode(message.code), message.message))
-
-        conn = Collect(self)
-        self.acquire()
+        stream = SpeechStream(self, sample_rate=sample_rate, format="f32")
         try:
-            conn.open()
-            conn.handle(protocol.Hello(sample_rate=sample_rate, format="f32", frame_ms=200, token=self.config.token))
-            conn.handle(protocol.Speak(id="say", text=text, voice=voice, lang=lang, speed=speed))
-            end = await done
+            await stream.start(text, voice, lang, speed)
+            data = b"".join([chunk async for chunk in stream])
         finally:
-            conn.close()
-            self.release()
-        samples = np.frombuffer(b"".join(frames), dtype="<f4")
-        return samples, conn.session.out.sample_rate, end
+            stream.close()
+        assert stream.end is not None
+        return np.frombuffer(data, dtype="<f4"), stream.sample_rate, stream.end
 
 
 class _CatalogView:

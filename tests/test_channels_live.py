@@ -3,7 +3,10 @@ by every subscriber (real WebSocket clients), each in its own format."""
 
 from __future__ import annotations
 
+import json
 import random
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -46,6 +49,21 @@ def publish(client: Client, text: str, **extra) -> protocol.Published:  # type: 
     return answer
 
 
+def post(server: ServerThread, body: object, headers: dict[str, str] | None = None) -> tuple[int, dict]:  # type: ignore[type-arg]
+    """POST /v1/announce; (status, JSON answer)."""
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    request = urllib.request.Request(f"{server.http}/v1/announce", data=data, method="POST",
+                                     headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+BEARER = {"Authorization": f"Bearer {PUBLISH_TOKEN}"}
+
+
 def all_until_end(client: Client, utt_id: str) -> list[protocol.ServerMessage]:
     msgs = client.until(protocol.End)
     while not (isinstance(msgs[-1], protocol.End) and msgs[-1].id == utt_id):
@@ -62,12 +80,12 @@ def unique_text() -> str:
 def test_twenty_subscribers_hear_one_synthesis(server: ServerThread) -> None:
     formats = [{}] * 16 + [{"format": "f32", "sample_rate": 48000}] * 2 + [{"format": "mulaw", "sample_rate": 8000}] * 2
     clients = [subscriber(server, **hello) for hello in formats]
-    publisher = Client(server.url)
     try:
-        assert isinstance(publisher.recv(), protocol.Ready)
         jobs_before = server.service.worker.jobs_done
         text = unique_text()
-        published = publish(publisher, text, voice=VOICE)
+        status, answer = post(server, {"channel": CHANNEL, "text": text, "voice": VOICE, "lang": "en"}, BEARER)
+        assert status == 202, answer
+        published = protocol.Published(**answer)
         assert published.id == f"{CHANNEL}#{published.seq}" and published.queue_limit == 16
 
         heard = [c.utterance(published.id) for c in clients]
@@ -91,7 +109,7 @@ def test_twenty_subscribers_hear_one_synthesis(server: ServerThread) -> None:
         assert server.service.worker.jobs_done - jobs_before == parts
         assert server.service.channels.jobs.joined >= 19 * parts
     finally:
-        for c in [*clients, publisher]:
+        for c in clients:
             c.close()
 
 
@@ -132,3 +150,32 @@ def test_a_subscriber_cannot_publish(server: ServerThread) -> None:
         assert isinstance(c.recv(), protocol.Pong)  # the connection carries on
     finally:
         c.close()
+
+
+def test_http_publish_needs_the_publish_token_and_says_what_is_wrong(server: ServerThread) -> None:
+    good = {"channel": CHANNEL, "text": "Hello."}
+    assert post(server, good)[0] == 403
+    status, answer = post(server, good, {"Authorization": "Bearer wrong"})
+    assert (status, answer["error"]) == (403, "forbidden")
+    assert post(server, b"{not json", BEARER)[0] == 400
+    assert post(server, {"text": "no channel"}, BEARER) == (400, {"error": "missing_field", "message": "give 'channel'"})
+    assert post(server, {**good, "channel": "bad name!"}, BEARER)[1]["error"] == "bad_message"
+    assert post(server, {**good, "voice": "nope"}, BEARER)[1]["error"] == "unknown_voice"
+    assert post(server, {**good, "lang": "ko"}, BEARER)[1]["error"] == "unsupported_language"
+    assert post(server, {**good, "priority": "urgent"}, BEARER)[1]["error"] == "bad_message"
+    assert post(server, {**good, "text": 5}, BEARER)[1]["error"] == "bad_message"
+
+
+def test_with_a_token_publishing_needs_both(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    cfg = make_config(tmp_path, token="kiosk-secret", publish_token=PUBLISH_TOKEN, default_voice=VOICE)
+    with ServerThread(cfg) as guarded:
+        good = {"channel": CHANNEL, "text": "Hello."}
+        assert post(guarded, good, BEARER)[0] == 401
+        assert post(guarded, good, {**BEARER, "X-Rtts-Token": "kiosk-secret"})[0] == 202
+        # A kiosk holding the token only can subscribe, not publish.
+        with Client(guarded.url) as c:
+            c.send(type="hello", v=1, token="kiosk-secret")
+            assert isinstance(c.recv(), protocol.Ready)
+            c.send(type="publish", channel=CHANNEL, text="Hello.", token="kiosk-secret")
+            err = c.recv()
+            assert isinstance(err, protocol.Error) and err.code == "forbidden"

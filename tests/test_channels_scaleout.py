@@ -4,11 +4,13 @@ announcement published to one instance heard by the kiosks on both."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 import socket
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -72,12 +74,18 @@ def test_announcement_reaches_kiosks_on_both_instances(tmp_path: Path) -> None:
                 kiosks = [kiosk(url)[0] for _ in range(4)]
                 assert (readyz(a.port)[1]["connections"], readyz(b.port)[1]["connections"]) == (2, 2)
 
-                publisher = Client(a.url)  # straight to instance A
+                # Over HTTP, straight to instance A.
+                request = urllib.request.Request(
+                    f"{a.http}/v1/announce", method="POST",
+                    data=json.dumps({"channel": CHANNEL, "text": "The museum closes in fifteen minutes."}).encode(),
+                    headers={"Authorization": f"Bearer {PUBLISH_TOKEN}", "Content-Type": "application/json"},
+                )
+                with urllib.request.urlopen(request, timeout=30) as r:
+                    assert r.status == 202
+                    first = protocol.Published(**json.loads(r.read()))
+                assert first.id == f"{CHANNEL}#1"
+                publisher = Client(a.url)  # and over a WebSocket
                 assert isinstance(publisher.recv(), protocol.Ready)
-                publisher.send(type="publish", channel=CHANNEL, text="The museum closes in fifteen minutes.",
-                               token=PUBLISH_TOKEN)
-                first = publisher.recv()
-                assert isinstance(first, protocol.Published) and first.id == f"{CHANNEL}#1", first
                 audio = [heard(k, first.id) for k in kiosks]
                 assert all(len(x) > 24000 for x in audio)
                 # Each instance synthesized it once, for its own two kiosks.
