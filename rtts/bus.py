@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 __all__ = ["Bus", "BusDown", "LocalBus", "RedisBus", "make_bus"]
 
 Deliver = Callable[[Announcement], None]
+Resync = Callable[[], None]
 
 
 class BusDown(Exception):
@@ -32,8 +33,9 @@ class BusDown(Exception):
 
 
 class Bus(Protocol):
-    async def start(self, deliver: Deliver) -> None:
-        """From now on, call ``deliver`` on the event loop with every announcement published."""
+    async def start(self, deliver: Deliver, resync: Resync) -> None:
+        """From now on, call ``deliver`` on the event loop with every announcement published,
+        and ``resync`` after a gap in which announcements may have been missed."""
 
     async def publish(self, draft: Draft) -> Announcement:
         """Number ``draft`` and send it to every instance; raises ``BusDown``."""
@@ -52,8 +54,8 @@ class LocalBus:
         self._seq: dict[str, int] = {}
         self._deliver: Deliver | None = None
 
-    async def start(self, deliver: Deliver) -> None:
-        self._deliver = deliver
+    async def start(self, deliver: Deliver, resync: Resync) -> None:
+        self._deliver = deliver  # in process there are no gaps
 
     async def publish(self, draft: Draft) -> Announcement:
         if self._deliver is None:
@@ -93,15 +95,15 @@ class RedisBus:
         self._listener: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
 
-    async def start(self, deliver: Deliver) -> None:
-        self._listener = asyncio.create_task(self._listen(deliver), name="rtts-bus")
+    async def start(self, deliver: Deliver, resync: Resync) -> None:
+        self._listener = asyncio.create_task(self._listen(deliver, resync), name="rtts-bus")
         # Listening before serving: an announcement published right after start is not lost.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._subscribed.wait(), 5)
         if not self._subscribed.is_set():
             log.warning("bus: Redis is not reachable yet; channels work on this instance once it is")
 
-    async def _listen(self, deliver: Deliver) -> None:
+    async def _listen(self, deliver: Deliver, resync: Resync) -> None:
         failures = 0
         while True:
             pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
@@ -109,6 +111,7 @@ class RedisBus:
                 await pubsub.subscribe(_TOPIC)
                 if failures:
                     log.info("bus: connected to Redis again")
+                    resync()
                 failures = 0
                 self._subscribed.set()
                 while True:

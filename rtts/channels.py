@@ -77,7 +77,7 @@ class Channels:
         self.dropped = 0  # announcements this instance could not queue
 
     async def start(self) -> None:
-        await self._bus.start(self._arrived)
+        await self._bus.start(self._arrived, self._resync)
 
     async def stop(self) -> None:
         for task in list(self._tasks):
@@ -97,7 +97,7 @@ class Channels:
 
     async def _answer_join(self, member: Member, ch: _Channel, after: int | None) -> None:
         try:
-            last = max(ch.last_seq, await self._bus.last_seq(ch.name))
+            last = await self._bus.last_seq(ch.name)
         except BusDown:
             last = ch.last_seq
         missed = 0
@@ -105,6 +105,25 @@ class Channels:
             coming = sum(1 for a in ch.queue if a.seq > after)
             missed = max(0, last - after - coming)
         member.tell(protocol.Subscribed(ch.name, last, missed, self.queue_limit))
+
+    def _resync(self) -> None:
+        """The bus was down for a while: tell subscribers what was published meanwhile
+        (an unasked ``subscribed`` with ``missed``)."""
+
+        async def check(ch: _Channel) -> None:
+            try:
+                last = await self._bus.last_seq(ch.name)
+            except BusDown:
+                return
+            if last > ch.last_seq:
+                missed, ch.last_seq = last - ch.last_seq, last
+                log.warning("channel %s: %d announcements missed while the bus was down", ch.name, missed)
+                for member in list(ch.members):
+                    member.tell(protocol.Subscribed(ch.name, last, missed, self.queue_limit))
+
+        for ch in list(self._channels.values()):
+            if ch.members:
+                self._spawn(check(ch))
 
     def leave(self, member: Member, name: str) -> None:
         ch = self._channels.get(name)
@@ -158,7 +177,8 @@ class Channels:
         """An announcement from the bus (any instance's, this one's included)."""
         ch = self._channel(ann.channel)
         if ann.seq <= ch.last_seq:
-            return  # seen already (the bus redelivered it)
+            # Neither bus delivers twice: the numbering started again (Redis restarted without its data).
+            log.warning("channel %s: numbering restarted at %d (was %d)", ch.name, ann.seq, ch.last_seq)
         ch.last_seq = ann.seq
         if not ch.members:
             self._tidy(ch)

@@ -121,3 +121,31 @@ def test_announcement_reaches_kiosks_on_both_instances(tmp_path: Path) -> None:
                     nginx.kill()
                     nginx.wait()
         assert "Traceback" not in a.log + b.log, a.log + b.log
+
+
+def test_an_instance_cut_off_from_redis_tells_its_kiosks_what_they_missed(tmp_path: Path) -> None:
+    import redis
+
+    from .conftest import ServerThread, make_config
+
+    (tmp_path / "redis").mkdir()
+    with RedisServer(tmp_path / "redis") as server_redis:
+        cfg = make_config(tmp_path, bus=server_redis.url, publish_token=PUBLISH_TOKEN)
+        with ServerThread(cfg) as srv, redis.Redis(port=server_redis.port) as r:
+            k, ok = kiosk(srv.url)
+            assert (ok.seq, ok.missed) == (0, 0)
+            # The instance loses its subscription; meanwhile another instance publishes one
+            # (its number taken, its message gone to nobody here).
+            assert r.client_kill_filter(_type="pubsub") == 1
+            r.incr(f"rtts:seq:{CHANNEL}")
+            told = k.recv(timeout=20)
+            assert isinstance(told, protocol.Subscribed) and (told.seq, told.missed) == (1, 1), told
+            # And it hears the next one.
+            r_publish = Client(srv.url)
+            assert isinstance(r_publish.recv(), protocol.Ready)
+            r_publish.send(type="publish", channel=CHANNEL, text="Back again.", token=PUBLISH_TOKEN)
+            answer = r_publish.recv()
+            assert isinstance(answer, protocol.Published) and answer.seq == 2
+            heard(k, answer.id)
+            for c in (k, r_publish):
+                c.close()
