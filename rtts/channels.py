@@ -41,6 +41,8 @@ __all__ = ["Channels", "Member"]
 # before starting the next one (seconds): long enough for a long announcement, short
 # enough that one busy connection does not hold a channel up for everyone.
 HOLD_S = 60.0
+# Channels one connection may subscribe to: each costs an entry here for as long as it lasts.
+MAX_SUBSCRIPTIONS = 16
 
 
 class Member(Protocol):
@@ -90,6 +92,11 @@ class Channels:
     # ------------------------------------------------------------ subscriptions
 
     def join(self, member: Member, name: str, after: int | None) -> None:
+        ch = self._channels.get(name)
+        if (ch is None or member not in ch.members) and self._count(member) >= MAX_SUBSCRIPTIONS:
+            member.tell(protocol.Error(ErrorCode.BAD_MESSAGE.value,
+                                       f"at most {MAX_SUBSCRIPTIONS} channels per connection; unsubscribe one first"))
+            return
         ch = self._channel(name)
         ch.members[member] = None
         # Members are in before the answer is: nothing that starts meanwhile is lost.
@@ -271,6 +278,9 @@ class Channels:
         self.jobs.submit(job)
 
     # ------------------------------------------------------------ helpers
+
+    def _count(self, member: Member) -> int:
+        return sum(1 for ch in self._channels.values() if member in ch.members)
 
     def _channel(self, name: str) -> _Channel:
         ch = self._channels.get(name)

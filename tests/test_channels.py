@@ -157,3 +157,18 @@ async def test_nobody_subscribed_nothing_is_synthesized(hub: Channels) -> None:
     await settle()
     assert hub.jobs.holds == {}  # type: ignore[attr-defined]
     assert hub.started == 0
+
+
+async def test_a_connection_may_subscribe_to_a_bounded_number_of_channels(hub: Channels) -> None:
+    from rtts.channels import MAX_SUBSCRIPTIONS
+
+    a = Member(hub)
+    for i in range(MAX_SUBSCRIPTIONS + 1):
+        hub.join(a, f"c{i}", None)
+    hub.join(a, "c0", None)  # again: still one subscription
+    await settle()
+    errors = [m for m in a.told if isinstance(m, protocol.Error)]
+    assert len(errors) == 1 and errors[0].code == "bad_message"
+    assert sum(isinstance(m, protocol.Subscribed) for m in a.told) == MAX_SUBSCRIPTIONS + 1
+    hub.forget(a)
+    assert hub._channels == {}

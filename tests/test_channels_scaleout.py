@@ -6,10 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
-import socket
-import subprocess
-import time
 import urllib.request
 from pathlib import Path
 
@@ -18,7 +14,7 @@ import pytest
 from rtts import protocol
 
 from .conftest import Client, RedisServer, RttsProcess
-from .test_nginx import CONFIG, NGINX, free_port, readyz
+from .test_nginx import NGINX, nginx_in_front, readyz
 
 REDIS = shutil.which("redis-server") or ("/usr/bin/redis-server" if Path("/usr/bin/redis-server").exists() else None)
 pytestmark = [
@@ -48,7 +44,7 @@ def heard(c: Client, ann_id: str) -> bytes:
 
 
 def test_announcement_reaches_kiosks_on_both_instances(tmp_path: Path) -> None:
-    for d in ("a", "b", "nginx", "redis"):
+    for d in ("a", "b", "redis"):
         (tmp_path / d).mkdir()
     with RedisServer(tmp_path / "redis") as redis:
         args = ("--bus", redis.url, "--publish-token", PUBLISH_TOKEN, "--trusted-proxies", "127.0.0.1", "--preload",
@@ -56,21 +52,7 @@ def test_announcement_reaches_kiosks_on_both_instances(tmp_path: Path) -> None:
         with RttsProcess(tmp_path / "a", *args) as a, RttsProcess(tmp_path / "b", *args) as b:
             a.wait_listening(), b.wait_listening()
             a.wait_for("loaded piper", 60), b.wait_for("loaded piper", 60)
-            port = free_port()
-            conf = tmp_path / "nginx" / "nginx.conf"
-            conf.write_text(CONFIG.format(tmp=tmp_path / "nginx", a=a.port, b=b.port, port=port))
-            nginx = subprocess.Popen([NGINX, "-p", str(tmp_path / "nginx"), "-c", str(conf)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            try:
-                deadline = time.monotonic() + 20
-                while True:
-                    try:
-                        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                        break
-                    except OSError:
-                        assert time.monotonic() < deadline and nginx.poll() is None
-                        time.sleep(0.1)
-                url = f"ws://127.0.0.1:{port}/ws"
+            with nginx_in_front(tmp_path / "nginx", a.port, b.port) as url:
                 kiosks = [kiosk(url)[0] for _ in range(4)]
                 assert (readyz(a.port)[1]["connections"], readyz(b.port)[1]["connections"]) == (2, 2)
 
@@ -113,13 +95,6 @@ def test_announcement_reaches_kiosks_on_both_instances(tmp_path: Path) -> None:
                     heard(k, third.id)
                 for c in [*kiosks, publisher, other]:
                     c.close()
-            finally:
-                nginx.send_signal(signal.SIGQUIT)
-                try:
-                    nginx.wait(10)
-                except subprocess.TimeoutExpired:
-                    nginx.kill()
-                    nginx.wait()
         assert "Traceback" not in a.log + b.log, a.log + b.log
 
 
