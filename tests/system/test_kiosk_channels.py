@@ -13,8 +13,8 @@ import pytest
 
 from rtts import protocol
 
-from .conftest import Client, ServerThread, make_config
-from .test_browser import browser, new_page, shoot, wait_ready  # noqa: F401  (fixtures)
+from tests.conftest import Client, ServerThread, make_config
+from tests.system.test_browser import browser, new_page, shoot, wait_ready  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.slow
 

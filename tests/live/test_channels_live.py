@@ -13,7 +13,7 @@ import pytest
 
 from rtts import protocol
 
-from .conftest import Client, ServerThread, make_config
+from tests.conftest import Client, ServerThread, make_config
 
 pytestmark = pytest.mark.slow
 

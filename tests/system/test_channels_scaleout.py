@@ -13,8 +13,8 @@ import pytest
 
 from rtts import protocol
 
-from .conftest import Client, RedisServer, RttsProcess
-from .test_nginx import NGINX, nginx_in_front, readyz
+from tests.conftest import Client, RedisServer, RttsProcess
+from tests.system.test_nginx import NGINX, nginx_in_front, readyz
 
 REDIS = shutil.which("redis-server") or ("/usr/bin/redis-server" if Path("/usr/bin/redis-server").exists() else None)
 pytestmark = [
@@ -101,7 +101,7 @@ def test_announcement_reaches_kiosks_on_both_instances(tmp_path: Path) -> None:
 def test_an_instance_cut_off_from_redis_tells_its_kiosks_what_they_missed(tmp_path: Path) -> None:
     import redis
 
-    from .conftest import ServerThread, make_config
+    from tests.conftest import ServerThread, make_config
 
     (tmp_path / "redis").mkdir()
     with RedisServer(tmp_path / "redis") as server_redis:
