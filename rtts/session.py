@@ -323,10 +323,13 @@ class Session:
                 ErrorCode.FORBIDDEN, "publishing needs the server's publish token (--publish-token) in publish.token"
             )
         self._check_length(len(msg.text), None)
-        if not markup.render(msg.text).strip():
+        text = markup.render(msg.text)
+        if not text.strip():
             raise ProtocolError(ErrorCode.BAD_MESSAGE, "text has nothing to speak")
         voice = self._voice(msg.voice or self._catalog.default_voice, None)
         lang = self._spoken_lang(msg.lang, None)
+        for seg in segment(text, lang, voice.langs[0]):
+            self._speaker(voice, seg.lang, None)  # refused here rather than on every subscriber
         return Draft(msg.channel, msg.text, voice.id, lang, msg.speed or 1.0, msg.priority, msg.not_before)
 
     def announce(self, ann: Announcement) -> list[Effect]:
@@ -464,15 +467,18 @@ class Session:
             utt.prev_unit = unit
 
     def _voice_for(self, utt: Utterance, lang: str) -> VoiceInfo:
-        """The utterance's voice if it speaks ``lang``, else that language's default voice."""
-        if lang in utt.voice.langs:
-            return utt.voice
+        return self._speaker(utt.voice, lang, utt.id)
+
+    def _speaker(self, chosen: VoiceInfo, lang: str, utt_id: str | None) -> VoiceInfo:
+        """``chosen`` if it speaks ``lang``, else that language's default voice."""
+        if lang in chosen.langs:
+            return chosen
         voice = self.lang_voices().get(lang)
         if voice is None:
             raise ProtocolError(
                 ErrorCode.UNSUPPORTED_LANGUAGE,
                 f"no voice here speaks {lang!r} (offered: {', '.join(sorted(self.lang_voices()))})",
-                utt.id,
+                utt_id,
             )
         return voice
 

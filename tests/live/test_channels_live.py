@@ -162,6 +162,7 @@ def test_http_publish_needs_the_publish_token_and_says_what_is_wrong(server: Ser
     assert post(server, {**good, "channel": "bad name!"}, BEARER)[1]["error"] == "bad_message"
     assert post(server, {**good, "voice": "nope"}, BEARER)[1]["error"] == "unknown_voice"
     assert post(server, {**good, "lang": "ko"}, BEARER)[1]["error"] == "unsupported_language"
+    assert post(server, {**good, "text": "안녕하세요"}, BEARER)[1]["error"] == "unsupported_language"
     assert post(server, {**good, "priority": "urgent"}, BEARER)[1]["error"] == "bad_message"
     assert post(server, {**good, "text": 5}, BEARER)[1]["error"] == "bad_message"
 
