@@ -217,10 +217,11 @@ def main(argv: list[str] | None = None) -> int:
     # websockets' debug log dumps every header and frame (audio, and a client's token), and
     # its INFO log has a line per plain HTTP request: /healthz probes would flood the journal.
     logging.getLogger("websockets").setLevel(max(logging.WARNING, logging.getLogger().level))
-    if cfg.token:
+    if cfg.token or cfg.publish_token:
         from .access import encode_token
 
-        redact = _Redact([cfg.token, encode_token(cfg.token)])
+        secrets = [t for t in (cfg.token, cfg.publish_token) if t]
+        redact = _Redact([*secrets, *(encode_token(t) for t in secrets)])
         for handler in logging.getLogger().handlers:
             handler.addFilter(redact)
     if args.command == "voices":
