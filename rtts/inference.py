@@ -187,7 +187,7 @@ class InferenceWorker:
         of the queued jobs due before it, and what the running job will still take
         before it can yield. The load is the sum of the RTFs of every utterance with
         work queued or running, this one included: above 1 the thread cannot keep all
-        of them playing in real time.
+        of them playing in real time (an utterance alone counts at most 1).
         """
         now = time.monotonic()
         voice, deadline = job.voice, job.deadline
@@ -214,6 +214,10 @@ class InferenceWorker:
             # any other runs its unit to the end.
             wait += min(remaining, 0.1) if self._streams.get(job.voice.engine, False) else remaining
         load = self._rtf(voice) + sum(self._rtf(v) for v in busy.values())
+        if not busy:
+            # Alone on the thread it delays nobody, and refusing it would keep a cost
+            # estimate from a bad moment forever: estimates only move when jobs run.
+            load = min(load, 1.0)
         return wait, load
 
     def _rtf(self, voice: VoiceInfo) -> float:

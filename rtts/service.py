@@ -126,6 +126,9 @@ class Service:
             lang_voices=config.lang_voices,
             host=self.host,
         )
+        unknown = sorted({name for name, _ in config.first_unit_chars} - {k.name for k in self.registry.kinds})
+        if unknown:
+            log.warning("first-unit-chars given for engines that are not registered: %s", ", ".join(unknown))
         self._loop: asyncio.AbstractEventLoop | None = None
         cache = PhraseCache(int(config.phrase_cache_mb * 1024 * 1024))
         self.worker = InferenceWorker(self.registry, self._post, cache=cache, host=self.host)
@@ -288,7 +291,13 @@ class _CatalogView:
         return self._service.loaded_voices()
 
     def estimate(self, job: Job) -> tuple[float, float]:
-        return self._service.worker.estimate(job)
+        worker = self._service.worker
+        engine = self._service.registry.engines.get(job.voice.model)
+        if engine is not None and not engine.loaded and job.voice.model not in worker.loading:
+            # Load what was asked for now: if admission refuses the utterance for the wait,
+            # its retry finds the model in memory instead of being refused again.
+            worker.preload(job.voice.model)
+        return worker.estimate(job)
 
 
 class _LiveCounter:

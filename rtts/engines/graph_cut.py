@@ -12,7 +12,7 @@ A cut is named by what made it, like the optimized graphs of ``host/sessions.py`
 the model file (its path, size and mtime) and the recipe, a hash of the cutting
 code's source (every module that takes part, so a changed margin or cut point is a new
 recipe) and the onnx version. A cut that failed is remembered under its recipe only,
-so new code tries again; and a new cut removes the ones it replaces.
+so new code tries again; and cuts nothing will load again are removed (``_prune``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +34,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["Cut", "write_cut"]
+__all__ = ["REPLACED_S", "Cut", "write_cut"]
+
+# A cut replaced by another of the same model (new code, a changed model file) is
+# removed once unused for this long.
+REPLACED_S = 7 * 24 * 3600.0
 
 # (first half, second half, description for the engine); raises the cutter's own error.
 Cutter = Callable[["onnx.ModelProto"], tuple["onnx.ModelProto", "onnx.ModelProto", dict[str, Any]]]
@@ -74,7 +79,8 @@ class Cut:
         """The kept halves and description of ``model``, cutting it in a child process first.
 
         Raises ``error`` when the model cannot be cut by this recipe (remembered until the
-        recipe changes), OSError when the cache cannot be written.
+        recipe changes), OSError when the cache cannot be written. Marks the cut used, and
+        removes those nothing will use again (``_prune``).
         """
         first, second, meta_path = self.files(model, cache_dir)
         if not meta_path.is_file():
@@ -88,27 +94,34 @@ class Cut:
             )
             if done.returncode != 0 or not meta_path.is_file():
                 raise OSError(f"cutting {model.name} failed: {done.stderr.strip()[-500:]}")
-            _prune(meta_path, model)
+        else:
+            with contextlib.suppress(OSError):
+                os.utime(meta_path)  # its mtime says when it was last used (see _prune)
+        _prune(meta_path, model)
         meta = json.loads(meta_path.read_text())
         if meta.get("error"):
             raise error(meta["error"])
         return first, second, meta
 
 
-def _prune(kept: Path, model: Path) -> None:
-    """Remove the cuts in ``kept``'s folder that nothing will load again: other cuts of
-    ``model`` (another size, mtime or recipe), cuts whose model is gone (a Piper encoder
-    half cut again) and cuts of an earlier build, which did not record their model."""
+def _prune(kept: Path, model: Path, now: float | None = None) -> None:
+    """Remove the cuts in ``kept``'s folder that nothing will load again: those whose model
+    is gone (a Piper encoder half cut again), and, once unused for REPLACED_S, other cuts
+    of ``model`` (another size, mtime or recipe) and those of an earlier build, which did
+    not record their model. Another version of rtts may share this cache dir and still use
+    those: removing them at once would have the two cut again at every load."""
     keep = kept.name.removesuffix(".json")
+    cutoff = (time.time() if now is None else now) - REPLACED_S
     for meta_path in kept.parent.glob("*.json"):
         stem = meta_path.name.removesuffix(".json")
         if stem == keep:
             continue
         try:
             source = json.loads(meta_path.read_text()).get("source")
+            unused = meta_path.stat().st_mtime < cutoff
         except (OSError, ValueError, AttributeError):
             continue  # being written by another server, or not ours
-        if source is None or source == str(model) or not Path(source).exists():
+        if (source in (None, str(model)) and unused) or (source is not None and not Path(source).exists()):
             for old in kept.parent.iterdir():
                 if old.name.startswith(stem + "."):
                     with contextlib.suppress(OSError):

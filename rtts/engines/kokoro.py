@@ -580,7 +580,7 @@ class KokoroKind:
     first_unit_chars = 16
     # jm_kumo reads Mandarin best of the voices (docs/benchmarks.md, intelligibility).
     lang_voices = (("zh", "kokoro/jm_kumo"), ("ja", "kokoro/jf_alpha"))
-    host_ops = {_G2P: "rtts.g2p.kokoro_langs:local_phonemes", _WARM: "rtts.g2p.kokoro_langs:warm_up"}
+    host_ops = {_G2P: "rtts.g2p.kokoro_langs:FrontEnds.phonemes", _WARM: "rtts.g2p.kokoro_langs:FrontEnds.warm_up"}
 
     def scanner(self) -> _Scan:
         return _Scan()

@@ -13,7 +13,7 @@ the aligned text features and the frame-rate F0 and energy curves; the durations
 a fourth output of the predictor. These are names in the one Kokoro export rtts uses,
 whose sha256 is checked when it is assembled; any other graph is refused
 (``CutError``) and then runs whole. Uncut, predictor then decoder give exactly the
-audio of the whole model (tests/test_engines.py).
+audio of the whole model (tests/live/test_engines.py).
 
 Made once by a child process (``python -m rtts.engines.kokoro_cut MODEL FIRST SECOND META``); see
 ``graph_cut``.

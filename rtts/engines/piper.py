@@ -10,7 +10,7 @@ its HiFi-GAN decoder (``vits_split``), the encoder runs once per sentence and th
 decoder over overlapping windows of the latent, small first and growing after, so
 the first audio leaves after the encoder plus one short window. The decoder is
 convolutions only, so with ``DECODE_MARGIN`` frames of context on each side a window
-gives the same samples as decoding the whole latent at once (tests/test_vits_split.py
+gives the same samples as decoding the whole latent at once (tests/live/test_vits_split.py
 measures the difference). A voice that cannot be cut is run whole, as before.
 
 The encoder is cut once more, before its flow (``vits_flow``), which is convolutions

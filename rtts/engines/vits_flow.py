@@ -16,7 +16,7 @@ The cut is found from the graph's structure, not from tensor names:
 * the flow then needs ``z_p``, the frame mask (the one tensor it takes from the
   encoder that depends on the text) and, for multi-speaker voices, the speaker id;
 * its receptive field is the sum of its convolutions' reach, so a window with that
-  much context on each side is exact (tests/test_vits_split.py measures it).
+  much context on each side is exact (tests/live/test_vits_split.py measures it).
 
 Made once by a child process (``python -m rtts.engines.vits_flow ENCODER FIRST SECOND META``), like
 the first cut; see ``graph_cut``.

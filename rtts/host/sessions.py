@@ -71,7 +71,7 @@ def open_session(
     With ``cache_dir``, a model file's graph, once optimized, is kept there and later
     loads skip the optimizer: Kokoro then loads in 0.37 s instead of 1.0 s (2-core box,
     ORT 1.32), which is most of what a cold connection waits for. The result is the
-    same graph, so the audio is identical (checked in tests/test_engines.py).
+    same graph, so the audio is identical (checked in tests/live/test_engines.py).
     """
     import onnxruntime as ort
 

@@ -20,8 +20,8 @@ import pytest
 
 from rtts import protocol
 
-from .conftest import Client, ServerThread, make_config
-from .test_server import fetch
+from tests.conftest import Client, ServerThread, make_config
+from tests.live.test_server import fetch
 
 pytestmark = pytest.mark.slow
 

@@ -26,7 +26,7 @@ from rtts.engines.piper import PiperConfig, PiperEngine
 from rtts.engines.trim import trim_silence
 from rtts.g2p import split_phonemes
 from rtts.voices import DEFAULT_VOICE, VoiceRegistry
-from .texts import LONG_TEXT
+from tests.texts import LONG_TEXT
 
 KOKORO = "kokoro/jf_alpha"
 PIPER = "piper/en_US-joe-medium"
@@ -43,7 +43,7 @@ SENTENCE = "The quick brown fox jumps over the lazy dog."
 
 @pytest.fixture(scope="module")
 def cache_dir() -> Path:
-    path = Path(os.environ.get("RTTS_TEST_CACHE") or Path(__file__).parent.parent / ".pytest-cache-models")
+    path = Path(os.environ.get("RTTS_TEST_CACHE") or Path(__file__).parents[2] / ".pytest-cache-models")
     path.mkdir(parents=True, exist_ok=True)
     return path
 

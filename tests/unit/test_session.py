@@ -2,7 +2,7 @@
 
 The inference thread is played by hand: the test answers each submitted job with
 audio it makes up. The same behaviours run end to end with real voices in
-tests/test_server.py.
+tests/live/test_server.py.
 """
 
 from __future__ import annotations
@@ -484,3 +484,12 @@ def test_an_utterance_that_passes_max_audio_ends_with_audio_too_long():
     # The connection goes on.
     effects, _ = speak_all_jobs(session, send(session, type="speak", id="ok", text="Fine."))
     assert sent(effects, protocol.End)[-1].reason == "done"
+
+
+def test_a_refused_append_is_not_counted():
+    """Issue 13, bug 7: the refused text was added to the utterance's length before the check,
+    so text that fits was refused afterwards."""
+    session, _ = make(max_text_chars=100)
+    send(session, type="append", id="a", text="x" * 60)
+    assert errors(send(session, type="append", id="a", text="y" * 50)) == ["text_too_long"]
+    assert errors(send(session, type="append", id="a", text="z" * 40)) == []

@@ -8,9 +8,9 @@ import pytest
 
 from rtts import protocol
 
-from .conftest import Client
-from .test_codecs import decode_packets
-from .test_server import PIPER, SENTENCE, is_speech
+from tests.conftest import Client
+from tests.unit.test_codecs import decode_packets
+from tests.live.test_server import PIPER, SENTENCE, is_speech
 
 pytest.importorskip("av", reason="the codecs extra (PyAV) is part of the test install")
 pytestmark = pytest.mark.slow

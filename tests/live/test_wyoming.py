@@ -19,8 +19,8 @@ from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, Synthesize
 
 from rtts import audio
 
-from .conftest import ServerThread, make_config
-from .test_server import KOKORO, PIPER, fetch, is_speech
+from tests.conftest import ServerThread, make_config
+from tests.live.test_server import KOKORO, PIPER, fetch, is_speech
 
 pytestmark = pytest.mark.slow
 

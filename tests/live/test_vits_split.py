@@ -176,10 +176,10 @@ def test_the_cut_is_kept_on_disk_and_reused(piper: tuple[PiperEngine, VoiceInfo]
     # The encoder half is cut once more, before its flow (vits_flow).
     files += FLOW.files(files[0], tmp_path)
     assert first.streaming and first._prior is not None and all(f.is_file() for f in files)
-    stamps = [f.stat().st_mtime_ns for f in files]
+    stamps = [f.stat().st_ino for f in files]  # a cut made again would be new files
     again = PiperEngine(engine.key, engine.model_path, engine.config, threads=1, cache_dir=tmp_path)
     again.load()
-    assert again.streaming and [f.stat().st_mtime_ns for f in files] == stamps
+    assert again.streaming and [f.stat().st_ino for f in files] == stamps
     assert again.hop == first.hop == 256
 
 
@@ -277,7 +277,10 @@ def test_new_cutting_code_cuts_again_retries_a_failure_and_removes_what_it_repla
 ) -> None:
     import json
 
-    from rtts.engines.graph_cut import Cut
+    import os
+    import time
+
+    from rtts.engines.graph_cut import REPLACED_S, Cut
     from rtts.engines.vits_split import SPLIT, cached_split
 
     model = piper[0].model_path
@@ -293,8 +296,16 @@ def test_new_cutting_code_cuts_again_retries_a_failure_and_removes_what_it_repla
     legacy[2].write_text(json.dumps({"latent": "z", "decoder_inputs": ["z"], "hop": 256}))
     for path in legacy[:2]:
         path.write_bytes(b"old")
-    # New code: cut again, for real, and nothing else is left.
+    # New code: cut again, for real. The failure and the earlier build's cut stay while
+    # another version of rtts might still use them ...
     monkeypatch.setattr(Cut, "recipe", lambda self: "n3wn3wn3wn3w")
     encoder, decoder, meta = cached_split(model, tmp_path)
     assert meta["hop"] == 256 and encoder.stat().st_size > 1000
-    assert sorted(p.name for p in failed.parent.iterdir()) == sorted(p.name for p in SPLIT.files(model, tmp_path))
+    kept = sorted(p.name for p in SPLIT.files(model, tmp_path))
+    assert sorted(p.name for p in failed.parent.iterdir()) == sorted([*kept, failed.name, *(p.name for p in legacy)])
+    # ... until unused for a week.
+    week_ago = time.time() - REPLACED_S - 60
+    for path in (failed, legacy[2]):
+        os.utime(path, (week_ago, week_ago))
+    cached_split(model, tmp_path)
+    assert sorted(p.name for p in failed.parent.iterdir()) == kept

@@ -20,11 +20,11 @@ from urllib.parse import urlencode
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from .conftest import ServerThread, make_config
+from tests.conftest import ServerThread, make_config
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "docs" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

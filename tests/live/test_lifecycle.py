@@ -19,8 +19,8 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from rtts import protocol
 from rtts.engines.piper import BUILTIN as _BUILTIN_PIPER
 
-from .conftest import Client, RttsProcess, ServerThread, make_config
-from .rawws import open_raw, send_msg
+from tests.conftest import Client, RttsProcess, ServerThread, make_config
+from tests.rawws import open_raw, send_msg
 
 pytestmark = pytest.mark.slow
 
