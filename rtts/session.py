@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+import unicodedata
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -48,7 +49,7 @@ class Catalog(TypingProtocol):
 
     def estimate(self, job: Job) -> tuple[float, float]:
         """(expected seconds before ``job`` starts, load of the inference thread with it);
-        ``InferenceWorker.estimate``. A catalog without a worker answers (0.0, 0.0)."""
+        ``InferenceWorker.estimate``."""
         ...
 
 
@@ -59,6 +60,23 @@ PAUSE_JOB_MS = 2000
 # Languages text can be read in; a request's ``lang`` may name them with a region.
 SPOKEN_LANGS = ("en", "zh", "ja")
 _LANG_ALIASES = {"en-us": "en", "en-gb": "en", "zh-cn": "zh", "zh-hans": "zh", "cmn": "zh", "ja-jp": "ja"}
+
+
+def _spoken_lang(lang: str, utt_id: str | None) -> str:
+    """A request's ``lang`` as one of SPOKEN_LANGS, or ``unsupported_language``."""
+    hint = _LANG_ALIASES.get(lang.lower(), lang.lower())
+    if hint not in SPOKEN_LANGS:
+        raise ProtocolError(
+            ErrorCode.UNSUPPORTED_LANGUAGE, f"{hint[:20]!r} is not offered; text is read in {', '.join(SPOKEN_LANGS)}",
+            utt_id,
+        )
+    return hint
+
+
+def _says_something(text: str) -> bool:
+    """Whether a unit has anything to read or a pause: a letter, a digit or a <break>.
+    Punctuation, zero-width and direction marks alone make no sound."""
+    return markup.BREAK_OPEN in text or any(unicodedata.category(ch)[0] in "LN" for ch in text)
 
 
 # ---------------------------------------------------------------- effects
@@ -177,7 +195,9 @@ class Session:
     def receive(self, data: bytes | str) -> list[Effect]:
         """A frame from the client."""
         if isinstance(data, str):
-            return [self._error(ErrorCode.BAD_FRAME, "text frames are not accepted; send msgpack in a binary frame")]
+            return self._refused(
+                ProtocolError(ErrorCode.BAD_FRAME, "text frames are not accepted; send msgpack in a binary frame")
+            )
         try:
             msg = protocol.decode_client(data, max_bytes=self._config.max_message_bytes)
         except ProtocolError as exc:
@@ -203,7 +223,9 @@ class Session:
 
     def _refused(self, exc: ProtocolError) -> list[Effect]:
         effects: list[Effect] = [self._error(exc.code, exc.message, exc.id)]
-        if exc.code == ErrorCode.UNAUTHORIZED:
+        if exc.code == ErrorCode.UNAUTHORIZED or not self.authorized:
+            # Before a valid hello, anything wrong ends the connection: a stranger gets no
+            # second try at holding a slot.
             effects.append(Close(protocol.CloseCode.POLICY, "unauthorized"))
         return effects
 
@@ -242,7 +264,7 @@ class Session:
             utt = self._new_utterance(msg.id, msg.text, msg.voice, msg.lang, msg.speed)
             text = markup.render(msg.text)
             utt.units.extend(split_units(text, first_max_chars=self._catalog.first_unit_chars(utt.voice.engine)))
-            if not utt.units:
+            if not any(_says_something(u.text) for u in utt.units):
                 raise ProtocolError(ErrorCode.BAD_MESSAGE, "text has nothing to speak", msg.id)
             for seg in segment(text, utt.lang, utt.voice.langs[0]):
                 self._voice_for(utt, seg.lang)  # refuse a language no voice speaks before any audio
@@ -295,7 +317,7 @@ class Session:
             except ValueError as exc:
                 raise ProtocolError(ErrorCode.BAD_MESSAGE, str(exc)) from None
         self.out = Output(rate, fmt, frame_ms)
-        self.lang = msg.lang if msg.lang is not None else self.lang
+        self.lang = _spoken_lang(msg.lang, None) if msg.lang is not None else self.lang
         self.speed = msg.speed if msg.speed is not None else self.speed
         return [Send(self._ready())]
 
@@ -324,16 +346,8 @@ class Session:
             raise ProtocolError(
                 ErrorCode.BUSY, f"at most {self._config.max_utterances} utterances may be live", utt_id
             )
-        info = self._voice(voice or self.voice, utt_id)
-        hint = lang or self.lang
-        if hint is not None:
-            hint = _LANG_ALIASES.get(hint.lower(), hint.lower())
-            if hint not in SPOKEN_LANGS:
-                raise ProtocolError(
-                    ErrorCode.UNSUPPORTED_LANGUAGE,
-                    f"{hint[:20]!r} is not offered; text is read in {', '.join(SPOKEN_LANGS)}",
-                    utt_id,
-                )
+        info = self._voice(voice if voice is not None else self.voice, utt_id)  # "" names no voice
+        hint = _spoken_lang(lang, utt_id) if lang is not None else self.lang
         return Utterance(
             id=utt_id,
             voice=info,
@@ -422,7 +436,7 @@ class Session:
             part, voice = head, head.voice
             job = Job(utt.id, part.speak, voice, part.lang, utt.speed, deadline, opens=not utt.started)
         if not utt.started:
-            wait, load = self._estimate(job)
+            wait, load = self._catalog.estimate(job)
             late = wait > self._config.admission_max_wait or load > 1.0
             if late and self._config.admission != "queue":
                 return self._refuse(utt, wait, load)
@@ -439,10 +453,6 @@ class Session:
         utt.part_started = False
         effects.append(Submit(utt.job))
         return effects
-
-    def _estimate(self, job: Job) -> tuple[float, float]:
-        estimate = getattr(self._catalog, "estimate", None)
-        return estimate(job) if estimate is not None else (0.0, 0.0)
 
     def _refuse(self, utt: Utterance, wait: float, load: float) -> list[Effect]:
         """Admission control said no: the utterance is dropped before it started."""
