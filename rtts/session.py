@@ -320,7 +320,9 @@ class Session:
         publish_token = self._config.publish_token
         if publish_token is None or not access.token_ok(msg.token, publish_token):
             raise ProtocolError(
-                ErrorCode.FORBIDDEN, "publishing needs the server's publish token (--publish-token) in publish.token"
+                ErrorCode.FORBIDDEN,
+                "publishing needs the server's publish token (--publish-token): publish.token, "
+                "or Authorization: Bearer over HTTP",
             )
         self._check_length(len(msg.text), None)
         text = markup.render(msg.text)
