@@ -64,6 +64,9 @@ class Config:
     lang_voices: tuple[tuple[str, str], ...] | None = None
     # Who may connect (rtts/access.py).
     allow_origin: tuple[str, ...] = ()  # empty: the page's own origin and localhost; "*": any
+    # Host names browsers may use for this server without a token (access.host_allowed):
+    # IP addresses, localhost and this machine's name always; "*": any.
+    allow_host: tuple[str, ...] = ()
     max_connections: int = 64
     max_connections_per_ip: int = 16
     trusted_proxies: tuple[str, ...] = ()  # peers whose X-Forwarded-For names the client
@@ -135,6 +138,8 @@ class Config:
             problems.append("max-pause must be positive and at most max-audio")
         if self.max_text_chars < 1 or self.max_message_bytes < 256 or self.max_utterances < 1:
             problems.append("limits must be positive (max-message-bytes at least 256)")
+        if self.token is not None and not self.token.strip():
+            problems.append("the token is empty: give a token, or none to run without one")
         if self.handshake_timeout <= 0 or self.max_handshakes < 1:
             problems.append("handshake-timeout must be positive and max-handshakes at least 1")
         if self.max_connections < 1 or self.max_connections_per_ip < 1:
@@ -232,6 +237,8 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
         "default voice per language for text the chosen voice cannot speak, e.g. zh=kokoro/jm_kumo,ja=kokoro/jf_alpha",
     ),
     "allow_origin": (_words, "browser origins allowed to connect, comma-separated, or * (default: own and localhost)"),
+    "allow_host": (_words, "host names browsers may reach this server by, besides its addresses, localhost and "
+                   "its own name, comma-separated, or * (against DNS rebinding; only without a token)"),
     "max_connections": (int, "WebSocket connections in total; more get HTTP 503"),
     "max_connections_per_ip": (int, "WebSocket connections per client address; more get HTTP 429"),
     "trusted_proxies": (_words, "proxy addresses whose X-Forwarded-For is believed, comma-separated"),
@@ -299,6 +306,8 @@ def from_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ)
             continue
         env = "RTTS_" + name.upper()
         raw = environ.get(env)
+        if raw == "" and name == "token":
+            raise ValueError(f"{env} is set but empty: give a token, or unset it to run without one")
         if raw is None or raw == "":
             continue
         try:

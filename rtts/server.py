@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from http import HTTPStatus
 from importlib import resources
 from pathlib import Path
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 import prometheus_client as prom
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -97,7 +97,15 @@ class RttsServer:
             head_timeout=cfg.handshake_timeout,
             max_pending=cfg.max_handshakes,
             send_stall=cfg.send_stall,
+            guard=self._host_guard,
         )
+        self._own_hosts = access.own_host_names()
+        # Hosts of --allow-origin are names the operator gave; "*" origins or a token make
+        # rebinding pointless, so the Host check is off then.
+        self._allowed_hosts = cfg.allow_host + tuple(
+            h for h in (urlsplit(o).hostname for o in cfg.allow_origin if o != "*") if h
+        )
+        self._check_host = cfg.token is None and "*" not in cfg.allow_origin
         self.front.route("/healthz", self._healthz)
         self.front.route("/readyz", self._readyz)
         self.front.route("/voices", self._voices)
@@ -230,6 +238,9 @@ class RttsServer:
         if self.draining:
             self.service.metrics.refused.labels("503").inc()
             return _refuse(HTTPStatus.SERVICE_UNAVAILABLE, "draining: this server is shutting down")
+        if not self._host_ok(headers.get("Host"), headers.get("Origin") is not None or "Sec-Fetch-Site" in headers):
+            self.service.metrics.refused.labels("403").inc()
+            return _text(HTTPStatus.FORBIDDEN, _MISDIRECTED)
         if not access.origin_allowed(headers.get("Origin"), headers.get("Host"), cfg.allow_origin):
             self.service.metrics.refused.labels("403").inc()
             log.info("refused a WebSocket from origin %.100s (403)", headers.get("Origin"))
@@ -282,6 +293,16 @@ class RttsServer:
         if kind.startswith("text/") or kind == "application/javascript":
             kind += "; charset=utf-8"
         return HttpResponse(HTTPStatus.OK.value, [("Content-Type", kind)], target.read_bytes())
+
+    def _host_ok(self, host: str | None, browser: bool) -> bool:
+        return not self._check_host or access.host_allowed(host, browser, self._allowed_hosts, self._own_hosts)
+
+    def _host_guard(self, request: HttpRequest) -> HttpResponse | None:
+        browser = request.header("Origin") is not None or request.header("Sec-Fetch-Site") is not None
+        if self._host_ok(request.header("Host"), browser):
+            return None
+        self.service.metrics.refused.labels("403").inc()
+        return text(HTTPStatus.FORBIDDEN, _MISDIRECTED)
 
     async def _healthz(self, request: HttpRequest) -> HttpResponse:
         return text(HTTPStatus.OK, "ok\n")
@@ -407,6 +428,7 @@ class RttsServer:
         service.metrics.connections_total.inc()
         log.debug("%s connected from %s", conn.id, address)
         sending = asyncio.create_task(self._send(conn, ws, address), name=f"send-{conn.id}")
+        hello_due = asyncio.get_running_loop().call_later(self.config.handshake_timeout, _no_hello, conn)
         try:
             conn.open()
             async for frame in ws:
@@ -430,6 +452,7 @@ class RttsServer:
                 sending.cancel()
                 with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
                     await sending
+            hello_due.cancel()
             service.metrics.connections.dec()
             service.release()
             log.debug("%s closed", conn.id)
@@ -443,6 +466,17 @@ class RttsServer:
             _reset(ws)
         except ConnectionClosed:
             pass
+
+
+_MISDIRECTED = "forbidden: a browser reached this server by a name it does not serve (see --allow-host)\n"
+
+
+def _no_hello(conn: Connection) -> None:
+    """A token is required and no valid hello came within the handshake timeout: the
+    connection holds a slot for nothing, so it is closed (1008)."""
+    if not conn.session.authorized:
+        conn.deliver(protocol.Error(protocol.ErrorCode.UNAUTHORIZED.value, "no hello with a valid token in time"))
+        conn.outbox.close(protocol.CloseCode.POLICY, "unauthorized")
 
 
 def _refuse(status: HTTPStatus, message: str) -> Response:

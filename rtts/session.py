@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+import unicodedata
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,7 +50,7 @@ class Catalog(TypingProtocol):
 
     def estimate(self, job: Job) -> tuple[float, float]:
         """(expected seconds before ``job`` starts, load of the inference thread with it);
-        ``InferenceWorker.estimate``. A catalog without a worker answers (0.0, 0.0)."""
+        ``InferenceWorker.estimate``."""
         ...
 
 
@@ -60,6 +61,23 @@ PAUSE_JOB_MS = 2000
 # Languages text can be read in; a request's ``lang`` may name them with a region.
 SPOKEN_LANGS = ("en", "zh", "ja")
 _LANG_ALIASES = {"en-us": "en", "en-gb": "en", "zh-cn": "zh", "zh-hans": "zh", "cmn": "zh", "ja-jp": "ja"}
+
+
+def _spoken_lang(lang: str, utt_id: str | None) -> str:
+    """A request's ``lang`` as one of SPOKEN_LANGS, or ``unsupported_language``."""
+    hint = _LANG_ALIASES.get(lang.lower(), lang.lower())
+    if hint not in SPOKEN_LANGS:
+        raise ProtocolError(
+            ErrorCode.UNSUPPORTED_LANGUAGE, f"{hint[:20]!r} is not offered; text is read in {', '.join(SPOKEN_LANGS)}",
+            utt_id,
+        )
+    return hint
+
+
+def _says_something(text: str) -> bool:
+    """Whether a unit has anything to read or a pause: a letter, a digit or a <break>.
+    Punctuation, zero-width and direction marks alone make no sound."""
+    return markup.BREAK_OPEN in text or any(unicodedata.category(ch)[0] in "LN" for ch in text)
 
 
 # ---------------------------------------------------------------- effects
@@ -202,7 +220,9 @@ class Session:
     def receive(self, data: bytes | str) -> list[Effect]:
         """A frame from the client."""
         if isinstance(data, str):
-            return [self._error(ErrorCode.BAD_FRAME, "text frames are not accepted; send msgpack in a binary frame")]
+            return self._refused(
+                ProtocolError(ErrorCode.BAD_FRAME, "text frames are not accepted; send msgpack in a binary frame")
+            )
         try:
             msg = protocol.decode_client(data, max_bytes=self._config.max_message_bytes)
         except ProtocolError as exc:
@@ -228,7 +248,9 @@ class Session:
 
     def _refused(self, exc: ProtocolError) -> list[Effect]:
         effects: list[Effect] = [self._error(exc.code, exc.message, exc.id)]
-        if exc.code == ErrorCode.UNAUTHORIZED:
+        if exc.code == ErrorCode.UNAUTHORIZED or not self.authorized:
+            # Before a valid hello, anything wrong ends the connection: a stranger gets no
+            # second try at holding a slot.
             effects.append(Close(protocol.CloseCode.POLICY, "unauthorized"))
         return effects
 
@@ -307,10 +329,10 @@ class Session:
         """Queue a whole text as the utterance's units; refuse what cannot be spoken before any audio."""
         text = markup.render(raw)
         utt.units.extend(split_units(text, first_max_chars=self._catalog.first_unit_chars(utt.voice.engine)))
-        if not utt.units:
+        if not any(_says_something(u.text) for u in utt.units):
             raise ProtocolError(ErrorCode.BAD_MESSAGE, "text has nothing to speak", utt.id)
         for seg in segment(text, utt.lang, utt.voice.langs[0]):
-            self._voice_for(utt, seg.lang)
+            self._voice_for(utt, seg.lang)  # refuse a language no voice speaks before any audio
         self.utterances[utt.id] = utt
 
     # ------------------------------------------------------------ channels
@@ -326,10 +348,10 @@ class Session:
             )
         self._check_length(len(msg.text), None)
         text = markup.render(msg.text)
-        if not text.strip():
+        if not _says_something(text):
             raise ProtocolError(ErrorCode.BAD_MESSAGE, "text has nothing to speak")
         voice = self._voice(msg.voice or self._catalog.default_voice, None)
-        lang = self._spoken_lang(msg.lang, None)
+        lang = _spoken_lang(msg.lang, None) if msg.lang is not None else None
         for seg in segment(text, lang, voice.langs[0]):
             self._speaker(voice, seg.lang, None)  # refused here rather than on every subscriber
         return Draft(msg.channel, msg.text, voice.id, lang, msg.speed or 1.0, msg.priority, msg.not_before)
@@ -365,7 +387,7 @@ class Session:
             except ValueError as exc:
                 raise ProtocolError(ErrorCode.BAD_MESSAGE, str(exc)) from None
         self.out = Output(rate, fmt, frame_ms)
-        self.lang = msg.lang if msg.lang is not None else self.lang
+        self.lang = _spoken_lang(msg.lang, None) if msg.lang is not None else self.lang
         self.speed = msg.speed if msg.speed is not None else self.speed
         return [Send(self._ready())]
 
@@ -385,8 +407,12 @@ class Session:
     # ------------------------------------------------------------ utterances
 
     def _defaults(self, voice: str | None, lang: str | None, speed: float | None) -> tuple[str, str | None, float]:
-        """A request's voice, language and speed, or this connection's (``hello``)."""
-        return voice or self.voice, lang or self.lang, speed or self.speed
+        """A request's voice, language and speed, or this connection's (``hello``); "" names no voice."""
+        return (
+            voice if voice is not None else self.voice,
+            lang if lang is not None else self.lang,
+            speed if speed is not None else self.speed,
+        )
 
     def _new_utterance(self, utt_id: str, text: str, voice: str, lang: str | None, speed: float) -> Utterance:
         if utt_id in self.utterances:
@@ -396,30 +422,16 @@ class Session:
             raise ProtocolError(
                 ErrorCode.BUSY, f"at most {self._config.max_utterances} utterances may be live", utt_id
             )
-        info = self._voice(voice, utt_id)
         return Utterance(
             id=utt_id,
-            voice=info,
-            lang=self._spoken_lang(lang, utt_id),
+            voice=self._voice(voice, utt_id),
+            lang=_spoken_lang(lang, utt_id) if lang is not None else None,
             speed=speed,
             out=self.out,
             created=self._clock(),
             chars=len(text),
             pause_left_ms=round(self._config.max_pause * 1000),
         )
-
-    @staticmethod
-    def _spoken_lang(lang: str | None, utt_id: str | None) -> str | None:
-        if lang is None:
-            return None
-        hint = _LANG_ALIASES.get(lang.lower(), lang.lower())
-        if hint not in SPOKEN_LANGS:
-            raise ProtocolError(
-                ErrorCode.UNSUPPORTED_LANGUAGE,
-                f"{hint[:20]!r} is not offered; text is read in {', '.join(SPOKEN_LANGS)}",
-                utt_id,
-            )
-        return hint
 
     def _pump(self) -> list[Effect]:
         """Start the next part of the head utterance, finishing utterances on the way."""
@@ -504,7 +516,7 @@ class Session:
                 job.shared = (utt.announcement.id, utt.shared_jobs)
                 utt.shared_jobs += 1
         if not utt.started:
-            wait, load = self._estimate(job)
+            wait, load = self._catalog.estimate(job)
             late = wait > self._config.admission_max_wait or load > 1.0
             # An announcement is never refused: its synthesis is shared, and it was queued on its channel.
             if late and self._config.admission != "queue" and utt.announcement is None:
@@ -520,10 +532,6 @@ class Session:
         utt.part_started = False
         effects.append(Submit(utt.job))
         return effects
-
-    def _estimate(self, job: Job) -> tuple[float, float]:
-        estimate = getattr(self._catalog, "estimate", None)
-        return estimate(job) if estimate is not None else (0.0, 0.0)
 
     def _refuse(self, utt: Utterance, wait: float, load: float) -> list[Effect]:
         """Admission control said no: the utterance is dropped before it started."""

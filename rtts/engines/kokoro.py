@@ -205,6 +205,8 @@ def _load_style(source: Path | StyleFile) -> dict[str, np.ndarray]:
     for name, array in arrays.items():
         if not _is_style(array.shape, array.dtype):
             raise EngineError(f"{path}: style {name!r} has shape {array.shape}, expected (510, 1, 256)")
+        if not np.isfinite(array).all():  # NaN styles make NaN audio: refuse the voice, not the request
+            raise EngineError(f"{path}: style {name!r} holds values that are not finite numbers")
         out[name] = np.ascontiguousarray(array.reshape(MAX_TOKENS, STYLE_DIM), dtype=np.float32)
     return out
 

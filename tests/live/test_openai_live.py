@@ -16,8 +16,8 @@ import pytest
 
 from rtts import audio
 
-from .conftest import ServerThread, make_config
-from .test_server import PARAGRAPH, PIPER, fetch, is_speech
+from tests.conftest import ServerThread, make_config
+from tests.live.test_server import PARAGRAPH, PIPER, fetch, is_speech
 
 av = pytest.importorskip("av", reason="the codecs extra (PyAV) is part of the test install")
 pytestmark = pytest.mark.slow
