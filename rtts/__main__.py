@@ -152,7 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rtts", description="Real-time text-to-speech over WebSocket.")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the WebSocket/HTTP server")
-    config.add_flags(serve)
+    from .engines.registry import KINDS
+
+    preferred = ",".join(f"{lang}={voice}" for k in KINDS for lang, voice in k.lang_voices)
+    config.add_flags(serve, shown_defaults={"lang_voices": preferred or "none"})
+    config.add_engine_flags(serve, [(k.name, k.first_unit_chars) for k in KINDS])
     say = sub.add_parser("say", help="speak text into a WAV file, without a server")
     say.add_argument("text")
     say.add_argument("-o", "--output", default="out.wav")

@@ -51,8 +51,9 @@ class Config:
     sample_rate: int = 24000
     format: str = "pcm16"
     frame_ms: int = 20
-    # Default voice per language, for text the chosen voice cannot speak: ((lang, voice id), ...).
-    lang_voices: tuple[tuple[str, str], ...] = (("zh", "kokoro/jm_kumo"), ("ja", "kokoro/jf_alpha"))
+    # Default voice per language, for text the chosen voice cannot speak: ((lang, voice id), ...);
+    # None: the engines' own preferences (EngineKind.lang_voices).
+    lang_voices: tuple[tuple[str, str], ...] | None = None
     # Who may connect (rtts/access.py).
     allow_origin: tuple[str, ...] = ()  # empty: the page's own origin and localhost; "*": any
     max_connections: int = 64
@@ -71,14 +72,9 @@ class Config:
     admission: str = "queue"
     admission_max_wait: float = 2.0  # seconds
     phrase_cache_mb: float = 16.0
-    # Longest first unit of an utterance, per engine: the first unit alone decides the
-    # time to first audio. Piper streams inside a unit and pays only its encoder up
-    # front (~30 ms + 0.5 ms a phoneme on 2 cores), so its first unit stays a phrase
-    # (and a kiosk caption stays a sentence); Kokoro decodes a whole unit before any
-    # audio (~0.6 s per second of speech), so its first unit is about two words.
-    # See docs/benchmarks.md.
-    first_unit_chars_piper: int = 40
-    first_unit_chars_kokoro: int = 16
+    # Longest first unit of an utterance, by engine name, where it differs from the
+    # engine's own (EngineKind.first_unit_chars): ((engine, chars), ...).
+    first_unit_chars: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         # Fill derived defaults here so every way of building a Config agrees.
@@ -105,7 +101,7 @@ class Config:
             problems.append("frame-ms must be within 10..200")
         if self.admission not in ("queue", "refuse", "close"):
             problems.append("admission must be queue, refuse or close")
-        if not (1 <= self.first_unit_chars_piper <= 250 and 1 <= self.first_unit_chars_kokoro <= 250):
+        if not all(1 <= chars <= 250 for _, chars in self.first_unit_chars):
             problems.append("first-unit-chars-* must be within 1..250")
         if self.admission_max_wait < 0 or self.phrase_cache_mb < 0:
             problems.append("admission-max-wait and phrase-cache-mb must be >= 0")
@@ -120,8 +116,9 @@ class Config:
         if problems:
             raise ValueError("; ".join(problems))
 
-    def first_unit_chars(self, engine: str) -> int:
-        return self.first_unit_chars_kokoro if engine == "kokoro" else self.first_unit_chars_piper
+    def first_unit_chars_for(self, engine: str, default: int) -> int:
+        """The longest first unit for voices of ``engine``, whose own length is ``default``."""
+        return dict(self.first_unit_chars).get(engine, default)
 
     @property
     def limits(self) -> dict[str, int]:
@@ -195,12 +192,26 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "admission": (str, "a new utterance that cannot start in time: queue it, refuse it (error busy) or close (1013)"),
     "admission_max_wait": (float, "seconds of expected wait above which a new utterance counts as late"),
     "phrase_cache_mb": (float, "memory for replaying repeated short texts (0: off)"),
-    "first_unit_chars_piper": (int, "longest first unit of a Piper utterance (sets time to first audio)"),
-    "first_unit_chars_kokoro": (int, "longest first unit of a Kokoro utterance (sets time to first audio)"),
 }
+# One flag per registered engine (--first-unit-chars-NAME, RTTS_FIRST_UNIT_CHARS_NAME).
+_FIRST_UNIT = "first_unit_chars_"
 
 
-def add_flags(parser: argparse.ArgumentParser, names: list[str] | None = None) -> None:
+def add_engine_flags(parser: argparse.ArgumentParser, engines: list[tuple[str, int]]) -> None:
+    """``--first-unit-chars-NAME`` for each (engine name, its own first-unit length)."""
+    for name, default in engines:
+        env = "RTTS_" + (_FIRST_UNIT + name).upper()
+        parser.add_argument(
+            "--" + (_FIRST_UNIT + name).replace("_", "-"), dest=_FIRST_UNIT + name, type=int, default=None,
+            help=f"longest first unit of a {name.capitalize()} utterance (sets time to first audio) "
+            f"[env {env}; default {default}]",
+        )
+
+
+def add_flags(
+    parser: argparse.ArgumentParser, names: list[str] | None = None, shown_defaults: Mapping[str, str] = {}
+) -> None:
+    """Flags for Config fields; ``shown_defaults``: how a default decided elsewhere is shown."""
     defaults = {f.name: f.default for f in fields(Config)}
     for name in names or list(_SERVE_FLAGS):
         parse, text = _SERVE_FLAGS[name]
@@ -211,6 +222,7 @@ def add_flags(parser: argparse.ArgumentParser, names: list[str] | None = None) -
             shown = ",".join(f"{k}={v}" for k, v in default)  # as it is typed: zh=kokoro/jm_kumo
         if name == "drain_grace":
             shown = default
+        shown = shown_defaults.get(name, shown)
         flag = "--" + name.replace("_", "-")
         if parse is _yes:
             parser.add_argument(flag, dest=name, action="store_const", const=True, default=None,
@@ -235,6 +247,16 @@ def from_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ)
             values[name] = parse(raw)
         except ValueError:
             raise ValueError(f"{env}={raw!r} is not a valid {parse.__name__}") from None
+    first_unit = {k[len(_FIRST_UNIT):]: v for k, v in vars(args).items() if k.startswith(_FIRST_UNIT) and v is not None}
+    for env, raw in environ.items():
+        name = env[len("RTTS_") :].lower()
+        if env.startswith("RTTS_") and name.startswith(_FIRST_UNIT) and raw and name[len(_FIRST_UNIT) :] not in first_unit:
+            try:
+                first_unit[name[len(_FIRST_UNIT) :]] = int(raw)
+            except ValueError:
+                raise ValueError(f"{env}={raw!r} is not a valid int") from None
+    if first_unit:
+        values["first_unit_chars"] = tuple(sorted(first_unit.items()))
     token_file = values.pop("token_file", None)
     if "token" not in values and token_file is not None:
         values["token"] = Path(token_file).read_text().strip()

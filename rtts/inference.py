@@ -39,9 +39,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .engines.base import EngineError, VoiceInfo
+from .engines.base import EngineError, EngineKind, VoiceInfo
 from .estimates import fold
-from .engines import ort_host
 from .engines.ort import release_memory
 from .jobs import Job, JobAudio, JobDone, JobEvent, JobFailed
 from .phrase_cache import PhraseCache
@@ -56,15 +55,8 @@ LOAD_GRACE_S = 300.0
 Post = Callable[[Callable[[], None]], None]  # runs a callback on the event loop
 
 
-# Compute seconds per second of audio, until a model has been measured here. From
-# docs/benchmarks.md: Piper joe-medium RTF ~0.1, Kokoro int8 ~0.6 on 2 cores.
-_PRIOR_RTF = {"piper": 0.12, "kokoro": 0.65}
-_PRIOR_LOAD_S = {"piper": 1.5, "kokoro": 2.0}
 # Seconds of speech per character of English text, for costing a unit before it runs.
 _SPEECH_S_PER_CHAR = 0.065
-# Compute seconds per character of a unit until its first chunk (Piper: encoder plus
-# the first window; Kokoro: the whole unit), until measured here.
-_PRIOR_FIRST_S_PER_CHAR = {"piper": 0.0025, "kokoro": 0.05}
 # What a yielding job keeps in hand beyond the estimates: their error, the next unit's
 # encoder (not yet queued when this one decides), sending and playback jitter. Measured
 # with benchmarks/latency.py's Piper paragraph streams on 2 cores: 0.05 s gave gaps at
@@ -106,10 +98,13 @@ class InferenceWorker:
         self._post = post
         self._on_models_changed = on_models_changed
         self.cache = cache if cache is not None else PhraseCache(0)
-        # Running estimates, by engine kind ("piper", "kokoro"): compute/audio and load seconds.
-        self.rtf = dict(_PRIOR_RTF)
-        self.load_s = dict(_PRIOR_LOAD_S)
-        self.first_s_per_char = dict(_PRIOR_FIRST_S_PER_CHAR)
+        # Running estimates by engine kind, from each kind's priors until measured here:
+        # compute/audio, load seconds, compute per character before a unit's first chunk.
+        kinds = registry.kinds
+        self._streams = {k.name: k.streams_in_unit for k in kinds}
+        self.rtf = {k.name: k.costs.rtf for k in kinds}
+        self.load_s = {k.name: k.costs.load_s for k in kinds}
+        self.first_s_per_char = {k.name: k.costs.first_s_per_char for k in kinds}
         self._current_entry: _Entry | None = None
         self._current_since = 0.0
         self._heap: list[_Entry] = []
@@ -190,8 +185,9 @@ class InferenceWorker:
             job = current.job
             busy[job.utterance] = job.voice
             remaining = max(0.0, self._cost(job) - current.compute_s - (now - self._current_since))
-            # A Piper job yields after its current window; a Kokoro unit runs to its end.
-            wait += min(remaining, 0.1) if job.voice.engine == "piper" else remaining
+            # A job of an engine that streams inside a unit yields after its current piece;
+            # any other runs its unit to the end.
+            wait += min(remaining, 0.1) if self._streams.get(job.voice.engine, False) else remaining
         load = self._rtf(voice) + sum(self._rtf(v) for v in busy.values())
         return wait, load
 
@@ -235,16 +231,24 @@ class InferenceWorker:
     def unload_all(self) -> None:
         self._control(self._unload_all)
 
-    def warm_front_ends(self) -> None:
-        """Have the inference process load the zh and ja front ends in the background."""
+    def warm_up(self, kinds: list[EngineKind]) -> None:
+        """Let engine kinds prepare ahead of their first request (``EngineKind.warm_up``)."""
+        for kind in kinds:
+            self._control(kind.warm_up)
 
-        def action() -> None:
+    def call(self, action: Callable[[], None], on_done: Callable[[BaseException | None], None]) -> None:
+        """Run ``action`` on the inference thread before any queued job; ``on_done(error)``
+        is then posted to the event loop (error None when it returned)."""
+
+        def run() -> None:
             try:
-                ort_host.HOST.warm_up()
-            except EngineError as exc:
-                log.warning("cannot warm the zh/ja front ends: %s", exc)
+                action()
+            except Exception as exc:  # handed to the caller
+                self._post(lambda: on_done(exc))
+                return
+            self._post(lambda: on_done(None))
 
-        self._control(action)
+        self._control(run)
 
     @property
     def queue_depth(self) -> int:

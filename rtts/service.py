@@ -116,7 +116,11 @@ class Service:
         self.config = config
         assert config.cache_dir is not None
         self.registry = registry or VoiceRegistry.discover(
-            config.models_dir, config.cache_dir, config.threads, default_voice=config.default_voice
+            config.models_dir,
+            config.cache_dir,
+            config.threads,
+            default_voice=config.default_voice,
+            lang_voices=config.lang_voices,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         cache = PhraseCache(int(config.phrase_cache_mb * 1024 * 1024))
@@ -179,16 +183,25 @@ class Service:
         done: asyncio.Future[bool] = loop.create_future()
         model = self.registry.voices[self.registry.default_voice].model
         self.worker.preload(model, lambda ok: done.done() or done.set_result(ok))
-        if any(v.engine == "kokoro" for v in self.registry.voices.values()):
-            # The Mandarin and Japanese front ends take seconds to load: start now, in a
-            # thread of the inference process that delays neither ready nor other requests.
-            self.worker.warm_front_ends()
+        # Whatever else the engines' first requests would wait for (Kokoro's Mandarin and
+        # Japanese front ends take seconds) starts now, after the default voice's load.
+        self.worker.warm_up(self.registry.kinds_in_use())
         return await done
 
     async def rescan(self) -> tuple[list[str], list[str]]:
         """Look at the models directory again (SIGHUP); returns (added, removed) voice ids."""
         before = set(self.registry.voices)
-        await asyncio.to_thread(self.registry.rescan)
+        # Reading the files may take a while: off the event loop. Engines are touched only
+        # on the inference thread (engines/base.py), so the result is adopted there.
+        found = await asyncio.to_thread(self.registry.scan)
+        adopted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def on_done(error: BaseException | None) -> None:
+            if not adopted.done():
+                adopted.set_exception(error) if error is not None else adopted.set_result(None)
+
+        self.worker.call(lambda: self.registry.adopt(found), on_done)
+        await adopted
         after = set(self.registry.voices)
         added, removed = sorted(after - before), sorted(before - after)
         log.info(
@@ -296,6 +309,13 @@ class _CatalogView:
     @property
     def default_voice(self) -> str:
         return self._service.registry.default_voice
+
+    @property
+    def lang_voices(self) -> dict[str, VoiceInfo]:
+        return self._service.registry.lang_voices
+
+    def first_unit_chars(self, engine: str) -> int:
+        return self._service.config.first_unit_chars_for(engine, self._service.registry.first_unit_chars(engine))
 
     def loaded_voices(self) -> list[str]:
         return self._service.loaded_voices()

@@ -36,8 +36,14 @@ class Catalog(TypingProtocol):
 
     voices: dict[str, VoiceInfo]
     default_voice: str
+    # The voice for each language, for text the chosen voice cannot speak (``voices.routes``).
+    lang_voices: dict[str, VoiceInfo]
 
     def loaded_voices(self) -> list[str]: ...
+
+    def first_unit_chars(self, engine: str) -> int:
+        """Longest first unit of an utterance spoken by ``engine``: it decides the time to first audio."""
+        ...
 
     def estimate(self, job: Job) -> tuple[float, float]:
         """(expected seconds before ``job`` starts, load of the inference thread with it);
@@ -216,7 +222,7 @@ class Session:
             effects = self._cancel_all() if msg.interrupt else []
             utt = self._new_utterance(msg.id, msg.text, msg.voice, msg.lang, msg.speed)
             text = markup.render(msg.text)
-            utt.units.extend(split_units(text, first_max_chars=self._config.first_unit_chars(utt.voice.engine)))
+            utt.units.extend(split_units(text, first_max_chars=self._catalog.first_unit_chars(utt.voice.engine)))
             if not utt.units:
                 raise ProtocolError(ErrorCode.BAD_MESSAGE, "text has nothing to speak", msg.id)
             for seg in segment(text, utt.lang, utt.voice.langs[0]):
@@ -227,7 +233,7 @@ class Session:
             utt = self.utterances.get(msg.id)
             if utt is None:
                 utt = self._new_utterance(msg.id, msg.text, msg.voice, msg.lang, msg.speed)
-                utt.buffer = UnitBuffer(first_max_chars=self._config.first_unit_chars(utt.voice.engine))
+                utt.buffer = UnitBuffer(first_max_chars=self._catalog.first_unit_chars(utt.voice.engine))
                 utt.markup = markup.MarkupStream()
                 self.utterances[utt.id] = utt
             elif utt.buffer is None:
@@ -371,20 +377,7 @@ class Session:
 
     def lang_voices(self) -> dict[str, VoiceInfo]:
         """Default voice per language: configured (``--lang-voices``), else the first voice made for it."""
-        voices = self._catalog.voices
-        chosen: dict[str, VoiceInfo] = {}
-        default = voices.get(self._catalog.default_voice)
-        if default is not None:
-            chosen[default.langs[0]] = default
-        for lang, voice_id in self._config.lang_voices:
-            if voice_id in voices and lang in voices[voice_id].langs:
-                chosen[lang] = voices[voice_id]
-        for info in voices.values():
-            chosen.setdefault(info.langs[0], info)
-        for info in voices.values():
-            for lang in info.langs:
-                chosen.setdefault(lang, info)
-        return {lang: v for lang, v in chosen.items() if lang in SPOKEN_LANGS}
+        return {lang: v for lang, v in self._catalog.lang_voices.items() if lang in SPOKEN_LANGS}
 
     def _submit(self, utt: Utterance) -> list[Effect]:
         effects: list[Effect] = []

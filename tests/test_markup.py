@@ -51,3 +51,32 @@ def test_lexicon_file_missing_or_unreadable_is_empty(tmp_path):
     assert not Lexicon.load(tmp_path / "lexicon.txt")
     (tmp_path / "lexicon.txt").write_bytes(b"\xff\xfe bad")
     assert not Lexicon.load(tmp_path / "lexicon.txt")
+
+
+def _seconds(fn, text: str) -> float:
+    import time
+
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        fn(text)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def test_unfinished_tag_of_spaces_is_linear():
+    """Issue 13, bug 1: "<" + thousands of spaces + "!" backtracked cubically (46 s for 2,400).
+
+    Linear work grows 4x for 4x the input, quadratic 16x and cubic 64x; the bound leaves room
+    for a loaded machine without letting a quadratic pattern through. The absolute bound is
+    a second, where the old pattern took minutes.
+    """
+    small = "<" + " " * 500 + "!"
+    large = "<" + " " * 2000 + "!"
+
+    def feed(text: str) -> None:
+        MarkupStream().feed(text)
+
+    t_small, t_large = _seconds(feed, small), _seconds(feed, large)
+    assert t_large < 1.0
+    assert t_large < 10 * max(t_small, 1e-4)

@@ -18,6 +18,7 @@ from rtts.jobs import Job, JobAudio, JobDone, JobEvent
 from rtts.phrase_cache import PhraseCache
 from rtts.session import Close, Send, Session, Submit
 from rtts.voices import VoiceRegistry
+from tests.catalogs import FixedCatalog
 from tests.conftest import Client, ServerThread, make_config
 from tests.test_server import fetch
 
@@ -52,18 +53,13 @@ def test_phrase_cache_is_bounded_and_counts() -> None:
 VOICE = VoiceInfo("piper/a", "A", ("en",), "piper", 22050, "piper/a")
 
 
-class BusyCatalog:
+class BusyCatalog(FixedCatalog):
     """A catalog whose inference thread reports a given wait and load."""
 
-    voices = {"piper/a": VOICE}
-    default_voice = "piper/a"
-
     def __init__(self, wait: float, load: float) -> None:
+        super().__init__({"piper/a": VOICE}, "piper/a", loaded=["piper/a"])
         self.answer = (wait, load)
         self.asked: list[Job] = []
-
-    def loaded_voices(self) -> list[str]:
-        return ["piper/a"]
 
     def estimate(self, job: Job) -> tuple[float, float]:
         self.asked.append(job)

@@ -16,6 +16,7 @@ from rtts.config import Config
 from rtts.engines.base import VoiceInfo
 from rtts.jobs import JobAudio, JobDone, JobFailed
 from rtts.session import Close, Drop, Send, Session, Submit
+from tests.catalogs import FixedCatalog
 
 VOICES = {
     "piper/a": VoiceInfo("piper/a", "A", ("en",), "piper", 22050, "piper/a"),
@@ -23,12 +24,8 @@ VOICES = {
 }
 
 
-class Catalog:
-    voices = VOICES
-    default_voice = "piper/a"
-
-    def loaded_voices(self) -> list[str]:
-        return ["piper/a"]
+def Catalog() -> FixedCatalog:
+    return FixedCatalog(VOICES, "piper/a", loaded=["piper/a"])
 
 
 class Clock:
@@ -306,17 +303,13 @@ MIXED_VOICES = {
 }
 
 
-class MixedCatalog:
-    voices = MIXED_VOICES
-    default_voice = "piper/a"
-
-    def loaded_voices(self) -> list[str]:
-        return []
+def MixedCatalog(**kw) -> FixedCatalog:  # type: ignore[no-untyped-def]
+    return FixedCatalog(MIXED_VOICES, "piper/a", **kw)
 
 
-def make_mixed(**overrides) -> Session:
-    cfg = Config(cache_dir="/tmp/rtts-test", models_dir="/tmp/rtts-test", **overrides)
-    return Session("s1", cfg, MixedCatalog(), Clock())
+def make_mixed(**catalog) -> Session:  # type: ignore[no-untyped-def]
+    cfg = Config(cache_dir="/tmp/rtts-test", models_dir="/tmp/rtts-test")
+    return Session("s1", cfg, MixedCatalog(**catalog), Clock())
 
 
 def speak_all_jobs(session: Session, first_effects, seconds=0.3):
@@ -363,7 +356,7 @@ def test_mixed_text_goes_to_each_languages_voice_with_seamless_audio(rate):
 
 
 def test_segments_within_a_unit_are_marked_and_keep_one_voice_when_it_speaks_both():
-    session = make_mixed(first_unit_chars_kokoro=40)  # the whole sentence is one unit
+    session = make_mixed(first_unit_chars={"kokoro": 40})  # the whole sentence is one unit
     effects, jobs = speak_all_jobs(session, send(session, type="speak", id="m", text="请打开 Bluetooth 设置。", voice="kokoro/z"))
     assert [(j.voice.id, j.lang) for j in jobs] == [("kokoro/z", "zh"), ("kokoro/z", "en"), ("kokoro/z", "zh")]
     marks = sent(effects, protocol.Mark)

