@@ -8,7 +8,7 @@ import pytest
 hibari = pytest.importorskip("hibari")
 from hibari import dsp  # noqa: E402
 
-from rtts.engines.hibari import Windows  # noqa: E402
+from rtts.engines.hibari import FIRST_WINDOW, LAST_WINDOW, Windows  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -45,10 +45,10 @@ def test_windows_give_the_one_shot_audio(tts, text: str, first: int, later: int)
         assert difference == 0.0
 
 
-def test_first_window_holds_the_first_audio(tts) -> None:  # type: ignore[no-untyped-def]
-    outputs = _outputs(tts, "The quick brown fox jumps over the lazy dog while the sun sets.")
-    windows = iter(Windows(outputs, lambda a, b: np.zeros((601, b - a), np.complex64)))
-    first = next(windows)
-    # 12 frames, less the two that wait for the next frames' overlap: 10 hops of 12.5 ms.
-    assert len(first) == 10 * dsp.HOP
-    assert np.max(np.abs(first)) > 0
+@pytest.mark.parametrize("frames", [1, 30, 87, 88, 200, 1000])
+def test_window_sizes_cover_the_unit_and_keep_its_end_whole(frames: int) -> None:
+    outputs = [np.zeros((601, frames), np.float32)] * 5 + [np.zeros(frames, np.float32)]
+    sizes = list(Windows(outputs, lambda a, b: np.zeros((601, b - a), np.complex64)).sizes(FIRST_WINDOW))
+    assert sum(sizes) == frames and all(s > 0 for s in sizes)
+    assert sizes[0] == min(frames, FIRST_WINDOW) or len(sizes) == 1
+    assert len(sizes) == 1 or sizes[-1] >= LAST_WINDOW  # the trailing silence is trimmed in one piece

@@ -7,6 +7,7 @@ models directory is offered to one kind after another until one takes it.
 from __future__ import annotations
 
 from rtts.engines.base import EngineKind
+from rtts.engines.hibari import HIBARI
 from rtts.engines.kokoro import KOKORO
 from rtts.engines.piper import PIPER
 
@@ -15,6 +16,7 @@ __all__ = ["DEFAULT_VOICE", "KINDS", "kind"]
 KINDS: tuple[EngineKind, ...] = (
     KOKORO,
     PIPER,
+    HIBARI,
 )
 
 # Piper is about six times faster than Kokoro on a small CPU, so it answers first by default.

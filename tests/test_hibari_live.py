@@ -1,0 +1,114 @@
+"""Hibari "heart" through a real server: WebSocket, /tts, ``rtts say``, markup, lexicon, idle unload."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import time
+import urllib.parse
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rtts import protocol
+from rtts.engines.registry import KINDS
+from rtts.text.lexicon import Lexicon
+from rtts.voices import VoiceRegistry
+from tests.conftest import Client, ServerThread, make_config
+from tests.test_server import check_stream, fetch, is_speech
+
+pytest.importorskip("hibari")
+pytestmark = pytest.mark.slow
+
+HIBARI = "hibari/heart"
+SENTENCE = "The 10:30 train to Boston leaves from platform 4."
+LONG = (
+    "When the evening train finally pulled into the station, the passengers gathered their bags, "
+    "thanked the conductor and stepped out onto the cold and windy platform"
+)
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    tmp = tmp_path_factory.mktemp("hibari")
+    registry = VoiceRegistry.discover(tmp, tmp, 1, kinds=KINDS)
+    engine = registry.engine_for(HIBARI)
+    yield engine
+    engine.unload()
+
+
+def test_the_voice_is_listed_after_a_plain_install() -> None:
+    out = subprocess.run([sys.executable, "-m", "rtts", "voices"], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parent.parent)
+    line = next(line for line in out.stdout.splitlines() if line.startswith(HIBARI))
+    assert line.split()[1:4] == ["hibari", "en", "24000"]
+
+
+def test_numbers_go_through_rtts_normalizer_and_lexicon_phonemes_pass(engine) -> None:  # type: ignore[no-untyped-def]
+    # Hibari's own front end reads "4821" as "forty-eight twenty-one"; rtts's reads the number.
+    assert "θˈWzᵊnd" in engine.phonemize("Order 4821.")
+    lexicon = Lexicon.parse("Nguyen = /wˈɪn/")
+    assert "wˈɪn" in engine.phonemize(lexicon.apply("Mister Nguyen."))
+
+
+def test_a_long_unit_streams_in_windows(engine) -> None:  # type: ignore[no-untyped-def]
+    voice = VoiceRegistry.discover(None, Path("/nonexistent"), 1, kinds=KINDS).get(HIBARI)
+    pieces = list(engine.synthesize(LONG, voice, "en", 1.0))
+    assert len(pieces) >= 4  # a first window, then windows of 64 frames
+    audio = np.concatenate(pieces)
+    is_speech(audio, 24000, LONG)
+    # Leading silence (the model's pads) is trimmed from the first window: sound at once.
+    assert float(np.abs(pieces[0][:2400]).max()) > 0.01
+    with pytest.raises(ValueError):
+        engine.synthesize("Bonjour.", voice, "fr", 1.0)
+
+
+def test_speaks_over_websocket_with_markup(client: Client) -> None:
+    client.send(type="speak", id="h", text=SENTENCE, voice=HIBARI)
+    msgs = client.utterance("h")
+    assert msgs[0].voice == HIBARI
+    plain = check_stream(msgs, "h", 24000, 20, 2)
+    is_speech(plain, 24000, SENTENCE)
+    text = 'Meet the <sub alias="World Health Organization">WHO</sub> at gate <say-as interpret-as="characters">B12</say-as>.'
+    client.send(type="speak", id="m", text=text, voice=HIBARI)
+    marked = check_stream(client.utterance("m"), "m", 24000, 20, 2)
+    client.send(type="speak", id="n", text="Meet the WHO at gate B12.", voice=HIBARI)
+    bare = check_stream(client.utterance("n"), "n", 24000, 20, 2)
+    assert len(marked) > len(bare) + 0.5 * 24000  # "World Health Organization" and "B one two" take longer
+
+
+def test_http_tts_returns_a_wav(server: ServerThread) -> None:
+    q = urllib.parse.urlencode({"text": SENTENCE, "voice": HIBARI, "sample_rate": 16000})
+    status, headers, body = fetch(server.http + "/tts?" + q)
+    assert status == 200 and headers["Content-Type"] == "audio/wav"
+    with wave.open(io.BytesIO(body)) as w:
+        assert (w.getframerate(), w.getnchannels(), w.getsampwidth()) == (16000, 1, 2)
+        pcm = np.frombuffer(w.readframes(w.getnframes()), "<i2").astype(np.float32) / 32768
+    is_speech(pcm, 16000, SENTENCE)
+
+
+def test_rtts_say_writes_a_wav(tmp_path: Path) -> None:
+    out = tmp_path / "say.wav"
+    subprocess.run([sys.executable, "-m", "rtts", "say", SENTENCE, "--voice", HIBARI, "-o", str(out),
+                    "--models-dir", str(tmp_path)], check=True, capture_output=True,
+                   cwd=Path(__file__).resolve().parent.parent, timeout=120)
+    with wave.open(str(out)) as w:
+        pcm = np.frombuffer(w.readframes(w.getnframes()), "<i2").astype(np.float32) / 32768
+        rate = w.getframerate()
+    is_speech(pcm, rate, SENTENCE)
+
+
+def test_idle_unload_and_reload(tmp_path: Path) -> None:
+    with ServerThread(make_config(tmp_path, idle_unload=1.0)) as srv:
+        for n, utt in enumerate(("a", "b"), 1):
+            with Client(srv.url) as c:
+                assert isinstance(c.recv(), protocol.Ready)
+                c.send(type="speak", id=utt, text="Hello there.", voice=HIBARI)
+                check_stream(c.utterance(utt), utt, 24000, 20, 2)
+            deadline = time.monotonic() + 20
+            while srv.service.worker.unloads < n and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert srv.service.worker.unloads == n and srv.service.loaded_voices() == []
