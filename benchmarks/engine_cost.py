@@ -7,7 +7,7 @@ With no argument, every experiment runs (a few minutes on 2 cores). Each prints 
 table; times are the best of ``--runs`` runs, so a busy machine inflates them less.
 
 * ``load``: opening the Kokoro model with ONNX Runtime's optimizer, against loading
-  the optimized graph kept in a cache dir (what ``ort.create_session`` does).
+  the optimized graph kept in a cache dir (what ``Host.open`` does).
 * ``silence``: for first units of growing length, the audio the whole model generates,
   the speech left once ``trim_silence`` has cut the edges, and the compute.
 * ``cut``: the engine cut after its predictor (pads' frames dropped, ``kokoro_cut``)
@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from rtts.config import Config  # noqa: E402
-from rtts.engines import ort as rort  # noqa: E402
+from rtts.host import sessions as rort  # noqa: E402
 from rtts.engines.kokoro import KokoroEngine, _load_style  # noqa: E402
 from rtts.engines.trim import trim_silence  # noqa: E402
 from rtts.voices import VoiceRegistry  # noqa: E402

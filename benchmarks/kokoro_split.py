@@ -31,7 +31,7 @@ import onnxruntime as ort
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rtts.config import Config  # noqa: E402
-from rtts.engines import ort as rort  # noqa: E402
+from rtts.host import sessions as rort  # noqa: E402
 from rtts.engines.kokoro import KokoroEngine  # noqa: E402
 from rtts.text.split import split_units  # noqa: E402
 from rtts.voices import VoiceRegistry  # noqa: E402

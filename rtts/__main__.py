@@ -135,8 +135,7 @@ async def _say(cfg: config.Config, args: argparse.Namespace) -> int:
 def _voices(cfg: config.Config) -> int:
     from .voices import VoiceRegistry
 
-    assert cfg.cache_dir is not None
-    registry = VoiceRegistry.discover(cfg.models_dir, cfg.cache_dir, cfg.threads, default_voice=cfg.default_voice)
+    registry = VoiceRegistry.discover(cfg.models_dir, cfg.cache_dir or Path(), cfg.threads, default_voice=cfg.default_voice)
     rows = [("ID", "ENGINE", "LANGS", "RATE", "NAME")]
     for v in registry.voices.values():
         mark = " (default)" if v.id == registry.default_voice else ""

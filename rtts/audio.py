@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import os
 import wave
+from collections.abc import Iterator
 from fractions import Fraction
 from typing import Final
 
@@ -151,6 +152,18 @@ def silence(ms: float, rate: int) -> Samples:
     if ms < 0 or rate <= 0:
         raise ValueError(f"need ms >= 0 and rate > 0, got {ms}, {rate}")
     return np.zeros(round(rate * ms / 1000), dtype=np.float32)
+
+
+def silence_chunks(ms: float, rate: int, chunk_ms: int) -> Iterator[Samples]:
+    """``silence(ms, rate)`` in pieces of at most ``chunk_ms``: a long pause is never one array."""
+    if ms < 0 or rate <= 0 or chunk_ms <= 0:
+        raise ValueError(f"need ms >= 0, rate > 0 and chunk_ms > 0, got {ms}, {rate}, {chunk_ms}")
+    left = round(rate * ms / 1000)
+    step = max(1, rate * chunk_ms // 1000)
+    while left > 0:
+        n = min(step, left)
+        left -= n
+        yield np.zeros(n, dtype=np.float32)
 
 
 # --- streaming resampling ---------------------------------------------------

@@ -48,6 +48,10 @@ class Config:
     max_text_chars: int = 5000
     max_message_bytes: int = 65536
     max_utterances: int = 32  # live utterances per connection
+    # What one utterance may produce, whatever its text: audio in total (speech and
+    # pauses), and <break> pauses in total (each break is also at most 10 s). Seconds.
+    max_audio: float = 600.0
+    max_pause: float = 60.0
     sample_rate: int = 24000
     format: str = "pcm16"
     frame_ms: int = 20
@@ -105,6 +109,8 @@ class Config:
             problems.append("first-unit-chars-* must be within 1..250")
         if self.admission_max_wait < 0 or self.phrase_cache_mb < 0:
             problems.append("admission-max-wait and phrase-cache-mb must be >= 0")
+        if not 0 < self.max_pause <= self.max_audio:
+            problems.append("max-pause must be positive and at most max-audio")
         if self.max_text_chars < 1 or self.max_message_bytes < 256 or self.max_utterances < 1:
             problems.append("limits must be positive (max-message-bytes at least 256)")
         if self.max_connections < 1 or self.max_connections_per_ip < 1:
@@ -126,6 +132,8 @@ class Config:
             "max_text_chars": self.max_text_chars,
             "max_message_bytes": self.max_message_bytes,
             "max_utterances": self.max_utterances,
+            "max_audio_ms": round(self.max_audio * 1000),
+            "max_pause_ms": round(self.max_pause * 1000),
             "max_connections": self.max_connections,
             "max_connections_per_ip": self.max_connections_per_ip,
             "send_buffer_bytes": self.send_buffer,
@@ -173,6 +181,8 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "max_text_chars": (int, "longest text one utterance may hold"),
     "max_message_bytes": (int, "largest message accepted; larger closes with 1009"),
     "max_utterances": (int, "live utterances per connection"),
+    "max_audio": (float, "seconds of audio one utterance may produce; more ends it with audio_too_long"),
+    "max_pause": (float, "seconds of <break> pauses one utterance may hold; longer pauses are cut short"),
     "sample_rate": (int, "default output sample rate"),
     "format": (str, "default output format: pcm16, f32 or mulaw"),
     "frame_ms": (int, "default audio frame length in ms"),

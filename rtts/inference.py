@@ -39,9 +39,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import audio
 from .engines.base import EngineError, EngineKind, VoiceInfo
 from .estimates import fold
-from .engines.ort import release_memory
+from .host.client import Host
 from .jobs import Job, JobAudio, JobDone, JobEvent, JobFailed
 from .phrase_cache import PhraseCache
 from .protocol import ErrorCode
@@ -55,6 +56,8 @@ LOAD_GRACE_S = 300.0
 Post = Callable[[Callable[[], None]], None]  # runs a callback on the event loop
 
 
+# Silence of a pause job is sent in chunks this long (ms), one event-loop turn each.
+PAUSE_CHUNK_MS = 100
 # Seconds of speech per character of English text, for costing a unit before it runs.
 _SPEECH_S_PER_CHAR = 0.065
 # What a yielding job keeps in hand beyond the estimates: their error, the next unit's
@@ -91,12 +94,14 @@ class InferenceWorker:
         self,
         registry: VoiceRegistry,
         post: Post,
-        on_models_changed: Callable[[], None] | None = None,
         cache: PhraseCache | None = None,
+        host: Host | None = None,
     ):
+        """``host``: the inference process the engines use, ended when the last model is
+        unloaded (``Host.release``)."""
         self._registry = registry
         self._post = post
-        self._on_models_changed = on_models_changed
+        self._host = host
         self.cache = cache if cache is not None else PhraseCache(0)
         # Running estimates by engine kind, from each kind's priors until measured here:
         # compute/audio, load seconds, compute per character before a unit's first chunk.
@@ -140,6 +145,9 @@ class InferenceWorker:
         self._thread.join(timeout)
 
     def submit(self, job: Job) -> None:
+        if job.pause_ms:
+            self._pause(job)
+            return
         if self.cache.cacheable(job.text):
             cached = self.cache.get(self._cache_key(job))
             if cached is not None:
@@ -154,6 +162,21 @@ class InferenceWorker:
         for chunk in chunks:
             self._emit(job, JobAudio(chunk))
         self._emit(job, JobDone(0.0))
+
+    def _pause(self, job: Job) -> None:
+        """A pause job: silence in chunks of PAUSE_CHUNK_MS, one event-loop turn each, like
+        the chunks of speech; the inference thread has nothing to do for it."""
+        chunks = audio.silence_chunks(job.pause_ms, job.voice.native_rate, PAUSE_CHUNK_MS)
+
+        def turn() -> None:
+            if job.cancelled or job.sink is None:
+                return
+            chunk = next(chunks, None)
+            job.sink(job, JobDone(0.0) if chunk is None else JobAudio(chunk))
+            if chunk is not None:
+                self._post(turn)
+
+        self._post(turn)
 
     def estimate(self, job: Job) -> tuple[float, float]:
         """(seconds until ``job`` would start if submitted now, load of the thread with it).
@@ -233,8 +256,11 @@ class InferenceWorker:
 
     def warm_up(self, kinds: list[EngineKind]) -> None:
         """Let engine kinds prepare ahead of their first request (``EngineKind.warm_up``)."""
+        host = self._host
+        if host is None:
+            return
         for kind in kinds:
-            self._control(kind.warm_up)
+            self._control(lambda kind=kind: kind.warm_up(host))  # type: ignore[misc]
 
     def call(self, action: Callable[[], None], on_done: Callable[[BaseException | None], None]) -> None:
         """Run ``action`` on the inference thread before any queued job; ``on_done(error)``
@@ -293,7 +319,6 @@ class InferenceWorker:
             return
         self.last_progress = time.monotonic()
         self.loading.add(model)
-        self._changed()
         t0 = time.perf_counter()
         try:
             engine.load()
@@ -308,7 +333,6 @@ class InferenceWorker:
             raise
         finally:
             self.loading.discard(model)
-            self._changed()
 
     def _preload(self, model: str) -> bool:
         try:
@@ -321,12 +345,12 @@ class InferenceWorker:
         dropped = [key for key, engine in self._registry.engines.items() if engine.loaded]
         for key in dropped:
             self._registry.engines[key].unload()
-        gc.collect()
-        release_memory()
+        gc.collect()  # the sessions' finalizers tell the host which ones are gone
+        if self._host is not None:
+            self._host.release()
         if dropped:
             self.unloads += 1
             log.info("idle: unloaded %s", ", ".join(dropped))
-            self._changed()
 
     def _run_job(self, entry: _Entry) -> None:
         job = entry.job
@@ -446,7 +470,3 @@ class InferenceWorker:
         sink = job.sink
         if sink is not None:
             self._post(lambda: sink(job, event))
-
-    def _changed(self) -> None:
-        if self._on_models_changed is not None:
-            self._post(self._on_models_changed)

@@ -53,6 +53,9 @@ class Job:
     # however much audio of an earlier utterance the client still holds.
     opens: bool = False
     sink: Callable[[Job, JobEvent], None] | None = None
+    # A pause (<break>): this many ms of silence instead of synthesis (``text`` is empty).
+    # It travels as a job so it is held back and framed like speech, never built at once.
+    pause_ms: int = 0
     # Written by the event loop, read by the inference thread between chunks; a plain
     # bool is enough because it only ever goes False → True.
     cancelled: bool = False

@@ -28,6 +28,7 @@ class ErrorCode(StrEnum):
     MISSING_FIELD = "missing_field"
     UNKNOWN_VOICE = "unknown_voice"
     TEXT_TOO_LONG = "text_too_long"
+    AUDIO_TOO_LONG = "audio_too_long"  # the utterance reached limits.max_audio_ms
     DUPLICATE_ID = "duplicate_id"
     UNKNOWN_ID = "unknown_id"
     UNAUTHORIZED = "unauthorized"

@@ -24,9 +24,9 @@ from .phrase_cache import PhraseCache
 from .text.lexicon import FILE_NAME as LEXICON_FILE
 from .text.lexicon import Lexicon
 from .session import Close, Drop, Effect, Send, Session, Submit
-from .engines import ort_host
 from .engines.base import VoiceInfo
-from .voices import VoiceRegistry
+from .host.client import Host
+from .voices import VoiceRegistry, host_ops
 
 log = logging.getLogger(__name__)
 
@@ -92,10 +92,10 @@ class Metrics:
             r,
         )
         _LiveCounter("rtts_inference_process_starts", "inference processes started (loads after an idle "
-                     "unload, or after a crash)", lambda: ort_host.HOST.starts, r)
+                     "unload, or after a crash)", lambda: service.host.starts, r)
         prom.Gauge("rtts_inference_process_resident_bytes", "RSS of the inference process (models, "
                    "ONNX Runtime, zh/ja dictionaries); 0 when it is not running", registry=r).set_function(
-            ort_host.HOST.resident_bytes
+            service.host.resident_bytes
         )
 
     def observe(self, message: protocol.ServerMessage) -> None:
@@ -112,19 +112,21 @@ class Metrics:
 
 
 class Service:
-    def __init__(self, config: Config, registry: VoiceRegistry | None = None) -> None:
+    def __init__(self, config: Config) -> None:
         self.config = config
-        assert config.cache_dir is not None
-        self.registry = registry or VoiceRegistry.discover(
+        # The inference process, shared by every engine; started by the first model load.
+        self.host = Host(host_ops())
+        self.registry = VoiceRegistry.discover(
             config.models_dir,
-            config.cache_dir,
+            config.cache_dir or Path(),  # Config fills it in
             config.threads,
             default_voice=config.default_voice,
             lang_voices=config.lang_voices,
+            host=self.host,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         cache = PhraseCache(int(config.phrase_cache_mb * 1024 * 1024))
-        self.worker = InferenceWorker(self.registry, self._post, cache=cache)
+        self.worker = InferenceWorker(self.registry, self._post, cache=cache, host=self.host)
         self.metrics = Metrics(self)
         self.active = 0  # connections and HTTP syntheses in progress
         self._idle_timer: asyncio.TimerHandle | None = None
@@ -149,6 +151,7 @@ class Service:
         if self._idle_timer is not None:
             self._idle_timer.cancel()
         self.worker.stop(timeout)
+        self.host.stop()
 
     def _post(self, callback) -> None:  # type: ignore[no-untyped-def]
         loop = self._loop

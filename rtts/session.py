@@ -51,6 +51,10 @@ class Catalog(TypingProtocol):
         ...
 
 
+# The longest pause job (ms): a <break> is sent as silence jobs of at most this length,
+# so a client that is behind holds back the rest like it holds back speech.
+PAUSE_JOB_MS = 2000
+
 # Languages text can be read in; a request's ``lang`` may name them with a region.
 SPOKEN_LANGS = ("en", "zh", "ja")
 _LANG_ALIASES = {"en-us": "en", "en-gb": "en", "zh-cn": "zh", "zh-hans": "zh", "cmn": "zh", "ja-jp": "ja"}
@@ -116,15 +120,15 @@ class Utterance:
     out: Output
     created: float
     units: deque[Unit] = field(default_factory=deque)
-    parts: deque[Part | int] = field(default_factory=deque)  # the current unit's parts and breaks (ms)
+    parts: deque[Part | int] = field(default_factory=deque)  # the current unit's parts and pauses (ms)
     buffer: UnitBuffer | None = None  # text still arriving by append; None once complete
     markup: markup.MarkupStream | None = None
     chars: int = 0
     job: Job | None = None
-    job_part: Part | None = None
+    job_part: Part | None = None  # None while a pause job runs
     prev_unit: Unit | None = None
     part_started: bool = False
-    pause_ms: int = 0  # <break> time still to be played before the next audio
+    pause_left_ms: int = 0  # <break> time this utterance may still hold (limits.max_pause_ms)
     started: bool = False  # `start` sent
     seq: int = 0
     audio_s: float = 0.0  # audio produced so far, pauses included
@@ -202,8 +206,8 @@ class Session:
             return effects + self._pump()
         assert isinstance(event, JobDone)
         utt.compute_s += event.compute_s
-        assert utt.job_part is not None
-        utt.prev_unit = utt.job_part.unit
+        if utt.job_part is not None:
+            utt.prev_unit = utt.job_part.unit
         return self._pump()
 
     def close(self) -> list[Effect]:
@@ -316,6 +320,7 @@ class Session:
             out=self.out,
             created=self._clock(),
             chars=len(text),
+            pause_left_ms=round(self._config.max_pause * 1000),
         )
 
     def _pump(self) -> list[Effect]:
@@ -325,8 +330,6 @@ class Session:
             utt = next(iter(self.utterances.values()))
             if utt.job is not None:
                 break
-            while utt.parts and isinstance(utt.parts[0], int):
-                utt.pause_ms += utt.parts.popleft()  # type: ignore[operator]
             if utt.parts:
                 effects.extend(self._submit(utt))
                 if utt.id in self.utterances:
@@ -350,7 +353,12 @@ class Session:
         first = True
         for piece in markup.pieces(unit.text):
             if isinstance(piece, int):
-                utt.parts.append(piece)
+                ms = min(piece, utt.pause_left_ms)
+                utt.pause_left_ms -= ms
+                # Pause jobs of at most PAUSE_JOB_MS: the next is held back while the client is behind.
+                while ms > 0:
+                    utt.parts.append(min(ms, PAUSE_JOB_MS))
+                    ms -= PAUSE_JOB_MS
                 continue
             for seg in segment(piece, utt.lang, utt.voice.langs[0]):
                 if not seg.text.strip():
@@ -382,10 +390,15 @@ class Session:
     def _submit(self, utt: Utterance) -> list[Effect]:
         effects: list[Effect] = []
         now = self._clock()
-        part = utt.parts[0]
-        assert isinstance(part, Part)
+        head = utt.parts[0]
         deadline = self._play_until if self._play_until else now
-        job = Job(utt.id, part.speak, part.voice, part.lang, utt.speed, deadline, opens=not utt.started)
+        if isinstance(head, int):  # a pause, at the rate of the voice before it (no resampler switch)
+            part = None
+            voice = utt.job_part.voice if utt.job_part is not None else utt.voice
+            job = Job(utt.id, "", voice, voice.langs[0], utt.speed, deadline, opens=not utt.started, pause_ms=head)
+        else:
+            part, voice = head, head.voice
+            job = Job(utt.id, part.speak, voice, part.lang, utt.speed, deadline, opens=not utt.started)
         if not utt.started:
             wait, load = self._estimate(job)
             late = wait > self._config.admission_max_wait or load > 1.0
@@ -396,7 +409,7 @@ class Session:
             utt.frame_len = audio.frame_samples(utt.out.sample_rate, utt.out.frame_ms)
             utt.framer = audio.Framer(utt.frame_len)
             start = protocol.Start(
-                utt.id, part.voice.id, utt.out.sample_rate, utt.out.format, expected_wait_ms=round(wait * 1000)
+                utt.id, voice.id, utt.out.sample_rate, utt.out.format, expected_wait_ms=round(wait * 1000)
             )
             effects.append(Send(start))
         utt.parts.popleft()
@@ -422,26 +435,42 @@ class Session:
 
     def _audio(self, utt: Utterance, samples: np.ndarray) -> list[Effect]:
         part = utt.job_part
-        assert part is not None
+        assert utt.job is not None
+        voice = utt.job.voice
         effects: list[Effect] = []
         samples, bad = audio.sanitize(samples)
         if bad:
-            log.warning("session %s: %d non-finite samples from %s", self.id, bad, part.voice.id)
+            log.warning("session %s: %d non-finite samples from %s", self.id, bad, voice.id)
+        pause = 0
+        if not utt.part_started and part is not None and part.first and utt.prev_unit is not None:
+            # The pause goes before a unit rather than after, so none trails the last one.
+            pause = pause_ms(utt.prev_unit)
+        if utt.audio_s + pause / 1000 + len(samples) / voice.native_rate > self._config.max_audio:
+            return self._too_long(utt)
         if not utt.part_started:
             utt.part_started = True
-            effects.extend(self._switch_rate(utt, part.voice.native_rate))
-            pause = utt.pause_ms
-            if part.first and utt.prev_unit is not None:
-                # The pause goes before a unit rather than after, so none trails the last one.
-                pause += pause_ms(utt.prev_unit)
-            utt.pause_ms = 0
+            effects.extend(self._switch_rate(utt, voice.native_rate))
             if pause:
                 effects.extend(self._push(utt, audio.silence(pause, utt.rate)))
-            pts = utt.out_base + utt.native_since * utt.out.sample_rate // utt.rate
-            kind = "sentence" if part.first else "segment"
-            effects.append(Send(protocol.Mark(utt.id, part.text, pts, kind, voice=part.voice.id, lang=part.lang)))
+            if part is not None:
+                pts = utt.out_base + utt.native_since * utt.out.sample_rate // utt.rate
+                kind = "sentence" if part.first else "segment"
+                effects.append(Send(protocol.Mark(utt.id, part.text, pts, kind, voice=voice.id, lang=part.lang)))
         effects.extend(self._push(utt, samples))
         return effects
+
+    def _too_long(self, utt: Utterance) -> list[Effect]:
+        """The utterance would pass limits.max_audio_ms: it ends here, with an error."""
+        del self.utterances[utt.id]
+        effects: list[Effect] = []
+        if utt.job is not None:
+            utt.job.cancelled = True
+            effects.append(Drop(utt.job))
+            utt.job = None
+        message = f"this text would make more than {self._config.max_audio:g} s of audio; send it in parts"
+        effects.append(self._error(ErrorCode.AUDIO_TOO_LONG, message, utt.id))
+        effects.append(Send(protocol.End(utt.id, "error", self._stats(utt))))
+        return effects + self._pump()
 
     def _switch_rate(self, utt: Utterance, rate: int) -> list[Effect]:
         """Resample from ``rate`` from now on; the old resampler's tail is framed first."""
@@ -487,13 +516,8 @@ class Session:
         effects: list[Effect] = []
         if utt.framer is not None:
             effects.extend(self._drain_resampler(utt))
-            frames = []
-            if utt.pause_ms and utt.seq + utt.framer.pending:  # a trailing <break/> after speech
-                rate = utt.out.sample_rate
-                frames = utt.framer.push(audio.silence(utt.pause_ms, rate))
-                utt.audio_s += utt.pause_ms / 1000
             tail = utt.framer.flush()
-            effects.extend(self._frames(utt, frames + ([tail] if tail is not None else [])))
+            effects.extend(self._frames(utt, [tail] if tail is not None else []))
         else:
             effects.append(Send(protocol.Start(utt.id, utt.voice.id, utt.out.sample_rate, utt.out.format)))
         effects.append(Send(protocol.End(utt.id, "done", self._stats(utt))))

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from rtts.engines.base import Engine, EngineContext, EngineKind, Scanner, VoiceInfo
 from rtts.engines.registry import DEFAULT_VOICE, KINDS
+from rtts.host.client import Host
 
 __all__ = ["DEFAULT_VOICE", "Scan", "VoiceRegistry"]
 
@@ -83,15 +84,17 @@ class VoiceRegistry:
         default_voice: str | None = None,
         kinds: tuple[EngineKind, ...] = KINDS,
         lang_voices: tuple[tuple[str, str], ...] | None = None,
+        host: Host | None = None,
     ) -> VoiceRegistry:
         """Find the built-in voices and those in ``models_dir``; load nothing.
 
         ``default_voice`` defaults to ``DEFAULT_VOICE`` (or the first voice found when
-        that pack is missing). Raises ValueError when it names an unknown voice or when
+        that pack is missing). Engines will open their models in ``host`` (a new
+        one if None). Raises ValueError when it names an unknown voice or when
         no voice at all is available.
         """
         found = scan(models_dir, kinds)
-        context = EngineContext(cache_dir, threads)
+        context = EngineContext(cache_dir, threads, host or Host(host_ops(kinds)))
         return cls(
             found.voices,
             found.engines(context, {}),
@@ -113,6 +116,11 @@ class VoiceRegistry:
         """The engine that speaks ``voice`` (a VoiceInfo or a voice id)."""
         info = self.get(voice) if isinstance(voice, str) else voice
         return self.engines[info.model]
+
+    @property
+    def host(self) -> Host | None:
+        """The inference process the engines use."""
+        return self._context.host if self._context is not None else None
 
     def first_unit_chars(self, engine: str) -> int:
         """The engine's own longest first unit (``EngineKind.first_unit_chars``)."""
@@ -151,6 +159,11 @@ class VoiceRegistry:
     def rescan(self) -> None:
         """``scan`` then ``adopt``, on the calling thread (the inference thread, or a test's)."""
         self.adopt(self.scan())
+
+
+def host_ops(kinds: tuple[EngineKind, ...] = KINDS) -> dict[str, str]:
+    """Every kind's own requests to the inference process (``EngineKind.host_ops``)."""
+    return {op: target for kind in kinds for op, target in kind.host_ops.items()}
 
 
 def routes(

@@ -11,6 +11,7 @@ import numpy as np
 
 from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, VoiceInfo
 from rtts.engines.registry import KINDS
+from rtts.host.client import Host
 from rtts.inference import InferenceWorker
 from rtts.jobs import Job
 from rtts.voices import VoiceRegistry
@@ -58,12 +59,13 @@ class ToyKind:
     streams_in_unit = True
     first_unit_chars = 99
     lang_voices = (("en", "toy/b"),)
+    host_ops = {"toy.echo": "builtins:str"}
     warmed: list[str] = []
 
     def scanner(self) -> ToyScan:
         return ToyScan()
 
-    def warm_up(self) -> None:
+    def warm_up(self, host: Host) -> None:
         self.warmed.append(threading.current_thread().name)
 
 
@@ -79,16 +81,20 @@ def test_a_registered_kind_is_discovered_costed_and_routed(tmp_path: Path) -> No
     assert toy in registry.kinds_in_use()
     # Text another voice cannot speak goes to the kind's preferred voice for its language.
     assert registry.lang_voices["en"].id == "toy/b"
-    worker = InferenceWorker(registry, lambda callback: callback())
+    worker = InferenceWorker(registry, lambda callback: callback(), host=registry.host)
     assert worker.rtf["toy"] == 0.01 and worker.load_s["toy"] == 0.1
     job = Job("u", "hello", registry.get("toy/a"), "en", 1.0, 0.0)
     wait, load = worker.estimate(job)
     assert wait == 0.1  # the toy model is not loaded yet: its prior load time
     assert load == 0.01  # nothing else queued: this utterance's own rtf
-    worker.warm_up(registry.kinds_in_use())
+    worker.warm_up([toy])
     done = threading.Event()
     worker.call(lambda: None, lambda error: done.set())  # control work runs in arrival order
     worker.start()
     assert done.wait(10)
     worker.stop()
     assert toy.warmed == ["rtts-inference"]
+    # Its own requests to the inference process are served there.
+    assert registry.host is not None
+    assert registry.host.call("toy.echo", 42) == "42"
+    registry.host.stop()

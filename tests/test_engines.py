@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rtts.engines import ort
+from rtts.host.client import Host
+from rtts.host.sessions import optimized_path
 from rtts.engines.base import Engine, EngineError, VoiceInfo
 from rtts.engines.kokoro import MAX_TOKENS, KokoroEngine, KokoroPack, StyleFile, assemble_model
 from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, cached_kokoro_cut, drop_pad_frames
@@ -344,29 +345,30 @@ def test_piper_multi_speaker_voice_passes_speaker(
 @pytest.mark.slow
 def test_optimized_graph_is_kept_and_speaks_the_same(tmp_path: Path, kokoro: KokoroEngine) -> None:
     model = kokoro.model_path()
+    host = Host()
     feeds = {
         "tokens": np.array([[0, 50, 83, 54, 156, 57, 135, 0]], dtype=np.int64),
         "style": np.full((1, 256), 0.1, dtype=np.float32),
         "speed": np.array([1.0], dtype=np.float32),
     }
-    plain = ort.create_session(model, 2).run(None, feeds)[0]
-    first = ort.create_session(model, 2, cache_dir=tmp_path)  # optimizes, and keeps the result
-    kept = ort.optimized_path(model, tmp_path)
+    plain = host.open(model, 2).run(None, feeds)[0]
+    first = host.open(model, 2, cache_dir=tmp_path)  # optimizes, and keeps the result
+    kept = optimized_path(model, tmp_path)
     assert kept.is_file() and kept.stat().st_size > 1_000_000
     made = kept.stat().st_mtime_ns
-    again = ort.create_session(model, 2, cache_dir=tmp_path)  # loads the kept graph ...
+    again = host.open(model, 2, cache_dir=tmp_path)  # loads the kept graph ...
     assert kept.stat().st_mtime_ns == made  # ... rather than optimizing and writing it again
     np.testing.assert_array_equal(first.run(None, feeds)[0], plain)
     np.testing.assert_array_equal(again.run(None, feeds)[0], plain)
     # A damaged copy is made again, not fatal.
     kept.write_bytes(b"not a model")
-    np.testing.assert_array_equal(ort.create_session(model, 2, cache_dir=tmp_path).run(None, feeds)[0], plain)
+    np.testing.assert_array_equal(host.open(model, 2, cache_dir=tmp_path).run(None, feeds)[0], plain)
     assert kept.stat().st_size > 1_000_000
     # A cache that cannot be written (here: a file where the directory should be) only
     # costs the optimization on every load.
     blocked = tmp_path / "blocked"
     blocked.write_text("")
-    np.testing.assert_array_equal(ort.create_session(model, 2, cache_dir=blocked).run(None, feeds)[0], plain)
+    np.testing.assert_array_equal(host.open(model, 2, cache_dir=blocked).run(None, feeds)[0], plain)
 
 
 def test_pad_frames_are_dropped_but_a_few() -> None:
@@ -386,8 +388,9 @@ def test_kokoro_cut_reproduces_the_whole_model_and_drops_its_edge_silence(kokoro
     kokoro.load()
     assert kokoro._decoder is not None, "the built-in model should be cut"
     predictor_path, decoder_path, _ = cached_kokoro_cut(kokoro.model_path(), kokoro._cache_dir)  # type: ignore[arg-type]
-    whole = ort.create_session(kokoro.model_path(), 2)
-    predictor, decoder = ort.create_session(predictor_path, 2), ort.create_session(decoder_path, 2)
+    host = Host()
+    whole = host.open(kokoro.model_path(), 2)
+    predictor, decoder = host.open(predictor_path, 2), host.open(decoder_path, 2)
     voice = VoiceInfo("kokoro/jf_alpha", "jf_alpha", ("en",), "kokoro", 24000, "kokoro", "jf_alpha")
     tokens = [kokoro._get_vocab()[ch] for ch in kokoro.phonemize("Your table is ready.", voice, "en")]
     style = kokoro._style("jf_alpha")[len(tokens) - 1][np.newaxis, :]

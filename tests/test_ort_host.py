@@ -1,4 +1,4 @@
-"""ONNX Runtime runs in a child process that ends with the last model (rtts/engines/ort_host.py)."""
+"""ONNX Runtime runs in a child process that ends with the last model (rtts/host/)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,8 @@ import psutil
 import pytest
 
 from rtts import protocol
-from rtts.engines import ort
 from rtts.engines.base import EngineError
-from rtts.engines.ort_host import Host
+from rtts.host.client import Host
 
 from .conftest import Client, RttsProcess
 from .test_lifecycle import get, wait_until
@@ -143,7 +142,7 @@ def test_idle_unload_ends_the_inference_process(tmp_path: Path) -> None:
             c.send(type="speak", id="a", text="Before the unload.", voice=PIPER)
             assert c.until(protocol.End)[-1].reason == "done"
             children = server.children()
-            assert len(children) == 1 and "rtts.engines.ort_host" in " ".join(children[0].cmdline())
+            assert len(children) == 1 and "rtts.host.child" in " ".join(children[0].cmdline())
         assert wait_until(lambda: json.loads(get(proc.http + "/readyz")[1])["loaded"] == [], timeout=30)
         assert wait_until(lambda: not server.children(), timeout=10)
         children[0].wait(5)
@@ -166,3 +165,18 @@ def test_the_inference_process_ends_when_the_server_is_killed(tmp_path: Path) ->
             (child,) = psutil.Process(proc.proc.pid).children()
             proc.proc.kill()  # no drain, no goodbye: the pipe closes with the process
         child.wait(10)  # raises psutil.TimeoutExpired if it lingers
+
+
+def test_a_child_that_does_not_answer_is_ended_and_the_call_fails() -> None:
+    # Without a timeout the inference thread would wait for a hung child until the
+    # systemd watchdog restarted the whole service.
+    host = Host({"nap": "time:sleep"}, call_timeout_s=0.5)
+    started = time.monotonic()
+    with pytest.raises(EngineError, match="did not answer 'nap' in 0.5 s"):
+        host.call("nap", 30)
+    assert time.monotonic() - started < 10 and not host.running
+    assert host.call("nap", 0) is None and host.starts == 2  # the next call starts a new child
+    with pytest.raises(EngineError, match="unknown request 'nope'"):
+        host.call("nope")
+    host.stop()
+    assert not host.running

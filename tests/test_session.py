@@ -66,6 +66,10 @@ def tone(seconds: float, rate: int) -> np.ndarray:
 
 def run_job(session: Session, job, seconds=0.5, pieces=1):
     effects = []
+    if job.pause_ms:  # what the worker answers a pause job with
+        for chunk in audio.silence_chunks(job.pause_ms, job.voice.native_rate, 100):
+            effects += session.job_event(job, JobAudio(chunk))
+        return effects + session.job_event(job, JobDone(0.0))
     for _ in range(pieces):
         effects += session.job_event(job, JobAudio(tone(seconds / pieces, job.voice.native_rate)))
     effects += session.job_event(job, JobDone(seconds * 0.1))
@@ -307,8 +311,8 @@ def MixedCatalog(**kw) -> FixedCatalog:  # type: ignore[no-untyped-def]
     return FixedCatalog(MIXED_VOICES, "piper/a", **kw)
 
 
-def make_mixed(**catalog) -> Session:  # type: ignore[no-untyped-def]
-    cfg = Config(cache_dir="/tmp/rtts-test", models_dir="/tmp/rtts-test")
+def make_mixed(*, max_pause: float = 60.0, max_audio: float = 600.0, **catalog) -> Session:  # type: ignore[no-untyped-def]
+    cfg = Config(cache_dir="/tmp/rtts-test", models_dir="/tmp/rtts-test", max_pause=max_pause, max_audio=max_audio)
     return Session("s1", cfg, MixedCatalog(**catalog), Clock())
 
 
@@ -403,7 +407,7 @@ def test_break_markup_adds_exact_silence_and_unknown_tags_are_ignored():
     session = make_mixed()
     text = '<speak>One <break time="500ms"/> two <blink>three</blink></speak>'
     effects, jobs = speak_all_jobs(session, send(session, type="speak", id="b", text=text))
-    assert [j.text for j in jobs] == ["One", "two three"]
+    assert [(j.text, j.pause_ms) for j in jobs] == [("One", 0), ("", 500), ("two three", 0)]
     frames = sent(effects, protocol.Audio)
     total = sum(len(f.data) for f in frames) // 2
     assert total / 24000 == pytest.approx(0.6 + 0.5, abs=0.02)
@@ -418,7 +422,7 @@ def test_break_markup_split_across_appends_and_spelled_spans():
     effects += send(session, type="append", id="a", text='ak time="1s"/>done.')
     effects += send(session, type="flush", id="a")
     effects, jobs = speak_all_jobs(session, effects)
-    assert [j.text for j in jobs] == ["Code eigh B 1 now", "done."]
+    assert [(j.text, j.pause_ms) for j in jobs] == [("Code eigh B 1 now", 0), ("", 1000), ("done.", 0)]
     assert sent(effects, protocol.End)[-1].reason == "done"
 
 
@@ -430,3 +434,38 @@ def test_lexicon_reaches_the_engine_text_but_not_the_marks():
     effects, jobs = speak_all_jobs(session, send(session, type="speak", id="l", text="Nguyen likes Xiaomi."))
     assert jobs[0].text == "Win likes \ue002ʃaʊmi\ue003."
     assert sent(effects, protocol.Mark)[0].text == "Nguyen likes Xiaomi."
+
+
+def test_breaks_are_capped_in_total_and_sent_as_short_pause_jobs():
+    """Issue 13, bug 2: 277 ten-second breaks were summed into one 46-minute block of
+    silence, built at once on the event loop. The total is capped (limits.max_pause_ms)
+    and the silence goes out as pause jobs of at most 2 s, framed chunk by chunk."""
+    session = make_mixed(max_pause=30.0)
+    (ready,) = sent(session.open())
+    assert ready.limits["max_pause_ms"] == 30000 and ready.limits["max_audio_ms"] == 600000
+    text = "<break time='10s'/>" * 260 + "Hi."  # 4,943 characters
+    effects, jobs = speak_all_jobs(session, send(session, type="speak", id="b", text=text))
+    pauses = [j.pause_ms for j in jobs if j.pause_ms]
+    assert sum(pauses) == 30000 and max(pauses) <= 2000
+    assert [j.text for j in jobs if not j.pause_ms] == ["Hi."]
+    total = sum(len(f.data) for f in sent(effects, protocol.Audio)) // 2
+    assert total / 24000 == pytest.approx(30 + 0.3, abs=0.05)
+    assert sent(effects, protocol.End)[-1].reason == "done"
+    # One chunk of a pause job makes a handful of frames, not the whole pause.
+    session2 = make_mixed()
+    (job,) = submits(send(session2, type="speak", id="p", text="<break time='2s'/>x"))
+    assert job.pause_ms == 2000
+    assert len(sent(session2.job_event(job, JobAudio(np.zeros(2205, np.float32))), protocol.Audio)) <= 5
+
+
+def test_an_utterance_that_passes_max_audio_ends_with_audio_too_long():
+    session = make_mixed(max_audio=1.0, max_pause=1.0)
+    effects = send(session, type="speak", id="long", text="One. Two. Three. Four. Five.")
+    effects, jobs = speak_all_jobs(session, effects)
+    assert errors(effects) == ["audio_too_long"]
+    (end,) = sent(effects, protocol.End)
+    assert end.reason == "error" and end.stats["audio_ms"] <= 1000
+    assert any(isinstance(e, Drop) for e in effects)
+    # The connection goes on.
+    effects, _ = speak_all_jobs(session, send(session, type="speak", id="ok", text="Fine."))
+    assert sent(effects, protocol.End)[-1].reason == "done"

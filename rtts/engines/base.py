@@ -19,9 +19,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from rtts.host.client import Host
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,7 @@ class EngineContext:
 
     cache_dir: Path
     threads: int
+    host: Host  # the inference process, where engines open their ONNX sessions
 
 
 # Adds a voice found by a scan; False (and a warning logged) when its id is taken.
@@ -125,11 +129,13 @@ class EngineKind(Protocol):
     first_unit_chars: int
     # Its preferred voice per language, for text another voice cannot speak: ((lang, id), ...).
     lang_voices: tuple[tuple[str, str], ...]
+    # Its own requests to the inference process: op name → "module:function" run there.
+    host_ops: Mapping[str, str]
 
     def scanner(self) -> Scanner:
         """A fresh discovery pass."""
         ...
 
-    def warm_up(self) -> None:
+    def warm_up(self, host: Host) -> None:
         """Prepare what the first request would otherwise wait for (called on the inference
         thread once a server starts preloading); may do nothing."""

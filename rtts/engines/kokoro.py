@@ -27,13 +27,15 @@ from pathlib import Path
 
 import numpy as np
 
-from rtts.engines import ort, ort_host
 from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, VoiceInfo
 from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, CutError, cached_kokoro_cut, drop_pad_frames
 from rtts.engines.trim import trim_silence
 from rtts.g2p import espeak, kokoro_langs
 from rtts.g2p.split import split_phonemes
+from rtts.host.client import Host, RemoteSession
 from rtts.text.normalize_en import normalize_en
+from rtts.text.normalize_ja import normalize_ja
+from rtts.text.normalize_zh import normalize_zh
 
 __all__ = [
     "LANGS",
@@ -57,6 +59,10 @@ MAX_TOKENS = 510
 STYLE_DIM = 256
 MODEL_FILE = "kokoro-v1.0.int8.onnx"
 LANGS = ("en", "zh", "ja")
+# Languages whose front end runs in the inference process (rtts.g2p.kokoro_langs), after
+# normalizing here; and its requests there.
+_NORMALIZE = {"zh": normalize_zh, "ja": normalize_ja}
+_G2P, _WARM = "kokoro.g2p", "kokoro.warm"
 
 # espeak phonemes (multi-letter ones joined by the "^" tie) respelled in Kokoro v1.0's
 # alphabet, after misaki's EspeakFallback. Longest first, so "e^ɪ" is taken before "e".
@@ -261,13 +267,17 @@ class KokoroEngine:
         model_path_fn: Callable[[], Path] | None = None,
         style_files: Mapping[str, StyleFile] | None = None,
         pack: KokoroPack | None = None,
+        host: Host | None = None,
     ) -> None:
         """Use ``model_path_fn`` for the model if given, else assemble it into ``cache_dir``.
 
-        ``style_files`` adds voices to the five built-in ones, by style name.
+        ``style_files`` adds voices to the five built-in ones, by style name. ``host`` is
+        the inference process its sessions and Mandarin and Japanese front ends live in
+        (a new one if None).
         """
         if model_path_fn is None and cache_dir is None:
             raise ValueError("KokoroEngine needs cache_dir or model_path_fn")
+        self._host = host or Host(KokoroKind.host_ops)
         self._cache_dir = cache_dir
         self._model_path_fn = model_path_fn
         self._threads = threads
@@ -305,7 +315,7 @@ class KokoroEngine:
         builtin = _load_style(self._get_pack().voices)
         model = self.model_path()
         session, decoder = self._load_cut(model) or (
-            ort.create_session(model, self._threads, cache_dir=self._cache_dir),
+            self._host.open(model, self._threads, cache_dir=self._cache_dir),
             None,
         )
         names = {i.name for i in session.get_inputs()}
@@ -314,7 +324,7 @@ class KokoroEngine:
         self._styles.update(builtin)
         self._session, self._decoder = session, decoder
 
-    def _load_cut(self, model: Path) -> tuple[ort.RemoteSession, ort.RemoteSession] | None:
+    def _load_cut(self, model: Path) -> tuple[RemoteSession, RemoteSession] | None:
         """Predictor and decoder sessions (see ``kokoro_cut``), or None to run the model whole."""
         if self._cache_dir is None:
             return None
@@ -326,25 +336,27 @@ class KokoroEngine:
         except OSError as exc:
             logger.warning("Kokoro runs whole: cannot keep its cut in %s (%s)", self._cache_dir, exc)
             return None
-        predictor = ort.create_session(predictor_path, self._threads, "Kokoro predictor", self._cache_dir)
-        decoder = ort.create_session(decoder_path, self._threads, "Kokoro decoder", self._cache_dir)
+        predictor = self._host.open(predictor_path, self._threads, "Kokoro predictor", self._cache_dir)
+        decoder = self._host.open(decoder_path, self._threads, "Kokoro decoder", self._cache_dir)
         return predictor, decoder
 
     def unload(self) -> None:
         if self._session is None:
             return
         self._session = self._decoder = None
-        ort.release_memory()
+        self._host.release()
 
     def phonemize(self, text: str, voice: VoiceInfo | str, lang: str) -> str:
         """Kokoro phonemes for ``text``; ``voice`` is a VoiceInfo or a style name."""
         if lang not in LANGS:
             raise ValueError(f"Kokoro speaks {', '.join(LANGS)} here, not {lang!r}")
         name = voice.speaker if isinstance(voice, VoiceInfo) else voice
-        if lang == "zh":
-            return self._keep_known(kokoro_langs.with_lexicon(text, kokoro_langs.zh_phonemes))
-        if lang == "ja":
-            return self._keep_known(kokoro_langs.with_lexicon(text, kokoro_langs.ja_phonemes))
+        if lang in _NORMALIZE:
+            normalize = _NORMALIZE[lang]
+            # The front end itself runs in the inference process (its memory goes with it).
+            return self._keep_known(
+                kokoro_langs.with_lexicon(text, lambda piece: str(self._host.call(_G2P, lang, normalize(piece))))
+            )
         # Kokoro's British voices (bf_*, bm_*) were trained on British phonemes.
         british = name.startswith("b")
 
@@ -489,7 +501,9 @@ class _Scan:
         if isinstance(kokoro, KokoroEngine):
             kokoro.set_style_files(self.styles)
         else:
-            kokoro = KokoroEngine(context.cache_dir, context.threads, style_files=self.styles, pack=self.pack)
+            kokoro = KokoroEngine(
+                context.cache_dir, context.threads, style_files=self.styles, pack=self.pack, host=context.host
+            )
         return {KokoroEngine.key: kokoro}
 
 
@@ -522,15 +536,16 @@ class KokoroKind:
     first_unit_chars = 16
     # jm_kumo reads Mandarin best of the voices (docs/benchmarks.md, intelligibility).
     lang_voices = (("zh", "kokoro/jm_kumo"), ("ja", "kokoro/jf_alpha"))
+    host_ops = {_G2P: "rtts.g2p.kokoro_langs:local_phonemes", _WARM: "rtts.g2p.kokoro_langs:warm_up"}
 
     def scanner(self) -> _Scan:
         return _Scan()
 
-    def warm_up(self) -> None:
+    def warm_up(self, host: Host) -> None:
         """Have the inference process load the zh and ja front ends in the background:
         they take seconds, and would otherwise delay the first such request."""
         try:
-            ort_host.HOST.warm_up()
+            host.call(_WARM)
         except EngineError as exc:
             logger.warning("cannot warm the zh/ja front ends: %s", exc)
 

@@ -38,11 +38,11 @@ from typing import Any
 
 import numpy as np
 
-from rtts.engines import ort
 from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, VoiceInfo
 from rtts.engines.vits_flow import cached_flow_cut
 from rtts.engines.vits_split import SplitError, cached_split, split_vits
 from rtts.estimates import fold
+from rtts.host.client import Host, RemoteSession
 from rtts.engines.trim import trim_silence
 from rtts.g2p import espeak
 from rtts.g2p.split import split_phonemes
@@ -201,10 +201,18 @@ class PiperEngine:
     """One Piper voice model (with all of its speakers)."""
 
     def __init__(
-        self, key: str, model_path: Path, config: PiperConfig, threads: int = 2, cache_dir: Path | None = None
+        self,
+        key: str,
+        model_path: Path,
+        config: PiperConfig,
+        threads: int = 2,
+        cache_dir: Path | None = None,
+        host: Host | None = None,
     ) -> None:
-        """``cache_dir`` keeps the voice's two halves once cut (without it, it is cut at every load)."""
+        """``cache_dir`` keeps the voice's two halves once cut (without it, it is cut at every
+        load); ``host`` is the inference process its sessions live in (a new one if None)."""
         self.key = key
+        self._host = host or Host()
         self._cache_dir = cache_dir
         self.sample_rate = config.sample_rate
         self.model_path = model_path
@@ -226,10 +234,12 @@ class PiperEngine:
         self._has_sid = False
 
     @classmethod
-    def from_files(cls, model_path: Path, config_path: Path | None = None, threads: int = 2) -> PiperEngine:
+    def from_files(
+        cls, model_path: Path, config_path: Path | None = None, threads: int = 2, host: Host | None = None
+    ) -> PiperEngine:
         """Engine for ``X.onnx`` and ``X.onnx.json`` keyed ``piper/X``; ValueError for a bad config."""
         config = PiperConfig.from_json(config_path or model_path.with_name(model_path.name + ".json"))
-        return cls(f"piper/{model_path.name.removesuffix('.onnx')}", model_path, config, threads)
+        return cls(f"{PiperKind.name}/{model_path.name.removesuffix('.onnx')}", model_path, config, threads, host=host)
 
     @property
     def loaded(self) -> bool:
@@ -248,7 +258,7 @@ class PiperEngine:
             return
         except SplitError as exc:
             logger.info("%s decodes whole sentences: %s", self.key, exc)
-        session = ort.create_session(self.model_path, self._threads)
+        session = self._host.open(self.model_path, self._threads)
         self._check_inputs({i.name for i in session.get_inputs()})
         self._session = session
 
@@ -259,11 +269,11 @@ class PiperEngine:
             except OSError as exc:
                 logger.warning("%s: cannot keep the cut voice in %s (%s); cutting in memory", self.key, self._cache_dir, exc)
             else:
-                encoder = self._load_flow_cut(encoder_path) or ort.create_session(
+                encoder = self._load_flow_cut(encoder_path) or self._host.open(
                     encoder_path, self._threads, self.model_path.name + " encoder", self._cache_dir
                 )
                 self._check_inputs({i.name for i in encoder.get_inputs()})
-                decoder = ort.create_session(
+                decoder = self._host.open(
                     decoder_path, self._threads, self.model_path.name + " decoder", self._cache_dir
                 )
                 self._latent = str(meta["latent"])
@@ -282,14 +292,14 @@ class PiperEngine:
         self._check_inputs({i.name for i in model.graph.input})
         split = split_vits(model)
         del model
-        encoder = ort.create_session(split.encoder.SerializeToString(), self._threads, self.model_path.name + " encoder")
-        decoder = ort.create_session(split.decoder.SerializeToString(), self._threads, self.model_path.name + " decoder")
+        encoder = self._host.open(split.encoder.SerializeToString(), self._threads, self.model_path.name + " encoder")
+        decoder = self._host.open(split.decoder.SerializeToString(), self._threads, self.model_path.name + " decoder")
         self._latent = split.latent
         self._decoder_sid = "sid" in split.decoder_inputs
         self.hop = split.hop
         self._encoder, self._decoder = encoder, decoder
 
-    def _load_flow_cut(self, encoder_path: Path) -> ort.RemoteSession | None:
+    def _load_flow_cut(self, encoder_path: Path) -> RemoteSession | None:
         """Load the encoder as prior and flow (returning the prior); None when it cannot be cut."""
         assert self._cache_dir is not None
         try:
@@ -298,8 +308,8 @@ class PiperEngine:
             logger.info("%s runs its flow whole: %s", self.key, exc)
             return None
         name = self.model_path.name
-        prior = ort.create_session(prior_path, self._threads, name + " prior", self._cache_dir)
-        self._flow = ort.create_session(flow_path, self._threads, name + " flow", self._cache_dir)
+        prior = self._host.open(prior_path, self._threads, name + " prior", self._cache_dir)
+        self._flow = self._host.open(flow_path, self._threads, name + " flow", self._cache_dir)
         self._prior, self._flow_meta, self._flow_margin = prior, meta, int(meta["margin"])
         return prior
 
@@ -312,7 +322,7 @@ class PiperEngine:
         if not self.loaded:
             return
         self._session = self._encoder = self._decoder = self._prior = self._flow = None
-        ort.release_memory()
+        self._host.release()
 
     def phonemize(self, text: str) -> str:
         """espeak-ng IPA for ``text`` in this voice's espeak voice, as Piper feeds it.
@@ -405,7 +415,7 @@ class PiperEngine:
 
     def _call(
         self,
-        session: ort.RemoteSession | None,
+        session: RemoteSession | None,
         part: str,
         outputs: list[str] | None,
         feeds: dict[str, np.ndarray],
@@ -565,7 +575,7 @@ class _Scan:
         for key, (model, config) in self.models.items():
             piper = old.get(key)
             if not (isinstance(piper, PiperEngine) and piper.model_path == model and piper.config == config):
-                piper = PiperEngine(key, model, config, context.threads, cache_dir=context.cache_dir)
+                piper = PiperEngine(key, model, config, context.threads, context.cache_dir, context.host)
             engines[key] = piper
         return engines
 
@@ -581,12 +591,13 @@ class PiperKind:
     # sentence). See docs/benchmarks.md.
     first_unit_chars = 40
     lang_voices: tuple[tuple[str, str], ...] = ()
+    host_ops: Mapping[str, str] = {}  # espeak-ng runs in the server: it loads in milliseconds
 
     def scanner(self) -> _Scan:
         return _Scan()
 
-    def warm_up(self) -> None:
-        pass  # espeak-ng loads in milliseconds
+    def warm_up(self, host: Host) -> None:
+        pass
 
 
 PIPER = PiperKind()

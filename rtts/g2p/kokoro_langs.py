@@ -12,9 +12,9 @@ OpenJTalk dictionary), so each is made once per process, on first use or earlier
 the C front ends are not known to be thread-safe.
 
 They also take memory that Python never gives back (+132 MB for zh, +93 MB for ja),
-so they live in the inference process (``engines.ort_host``) with the models and go
-with it on idle unload: ``zh_phonemes`` and ``ja_phonemes`` normalize here and ask
-the inference process for the rest; that process runs ``local_phonemes``.
+so the Kokoro engine runs ``local_phonemes`` and ``warm_up`` in the inference process
+(``rtts.host``), after normalizing the text itself: they go with it on idle unload.
+This module only holds the front ends, wherever it is imported.
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ from collections.abc import Callable
 from typing import Any
 
 from rtts.text.lexicon import split_phonemes
-from rtts.text.normalize_ja import normalize_ja
-from rtts.text.normalize_zh import normalize_zh
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +34,9 @@ _front_ends: dict[str, Callable[[str], Any]] = {}
 _WARM_UP = {"zh": "你好", "ja": "こんにちは"}
 
 
-def warm_up() -> threading.Thread:
+def warm_up() -> None:
     """Load the zh and ja front ends in a daemon thread of this process, so the first
-    request does not wait (run in the inference process, see ``ort_host``)."""
+    request does not wait."""
 
     def run() -> None:
         for lang, word in _WARM_UP.items():
@@ -47,9 +45,7 @@ def warm_up() -> threading.Thread:
             except Exception as exc:  # a broken optional front end must not stop the service
                 log.warning("%s front end unavailable: %s", lang, exc)
 
-    thread = threading.Thread(target=run, name="g2p-warm-up", daemon=True)
-    thread.start()
-    return thread
+    threading.Thread(target=run, name="g2p-warm-up", daemon=True).start()
 
 
 def _front_end(lang: str) -> Callable[[str], Any]:
@@ -82,18 +78,6 @@ def _run(lang: str, text: str) -> str:
 def local_phonemes(lang: str, text: str) -> str:
     """Phonemes for normalized ``text`` from this process's front end."""
     return _run(lang, text)
-
-
-def zh_phonemes(text: str) -> str:
-    from rtts.engines.ort_host import HOST
-
-    return str(HOST.g2p("zh", normalize_zh(text)))
-
-
-def ja_phonemes(text: str) -> str:
-    from rtts.engines.ort_host import HOST
-
-    return str(HOST.g2p("ja", normalize_ja(text)))
 
 
 def with_lexicon(text: str, g2p: Callable[[str], str]) -> str:

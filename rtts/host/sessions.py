@@ -1,25 +1,28 @@
-"""ONNX Runtime sessions tuned for a small CPU-only machine, shared by every engine."""
+"""The inference process's ONNX Runtime sessions, tuned for a small CPU-only machine.
+
+Runs in the child only (``rtts.host.child``); the parent reaches these sessions through
+``client.RemoteSession``.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import hashlib
 import logging
 import os
 import platform
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from rtts.engines.base import EngineError
-from rtts.engines.ort_host import HOST, RemoteSession
 
 if TYPE_CHECKING:
     import onnxruntime as ort
 
-__all__ = ["create_session", "open_session", "optimized_path", "release_memory", "session_options"]
+__all__ = ["Sessions", "open_session", "optimized_path", "session_options"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,14 +57,6 @@ def session_options(threads: int) -> ort.SessionOptions:
     opts.enable_cpu_mem_arena = True
     opts.log_severity_level = 3  # ORT's warnings about unused initializers are noise for users
     return opts
-
-
-def create_session(
-    model: Path | bytes, threads: int, name: str = "", cache_dir: Path | None = None
-) -> RemoteSession:
-    """A session for a model file (or serialized bytes), run in the inference process
-    (``ort_host``); EngineError when unusable. See ``open_session`` for the rest."""
-    return HOST.open(model, threads, name, cache_dir)
 
 
 def open_session(
@@ -152,22 +147,21 @@ def _load_optimized(model: Path, threads: int, cache_dir: Path) -> ort.Inference
     return session
 
 
-def release_memory() -> None:
-    """End the inference process if no session is left, and ask glibc to hand freed
-    heap pages back to the OS after a session is dropped.
+class Sessions:
+    """The child's sessions, by the id the parent gave each."""
 
-    Without this an unloaded model's buffers stay in the process's RSS, because
-    glibc keeps freed memory in its arenas for reuse: after unloading Piper the
-    process measured 158 MB without the trim and 67 MB with it.
-    """
-    HOST.release()
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return
-    try:
-        libc = ctypes.CDLL(name)
-        trim = libc.malloc_trim
-    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to do
-        return
-    trim.argtypes = [ctypes.c_size_t]
-    trim(0)
+    def __init__(self) -> None:
+        self._by_id: dict[int, Any] = {}
+
+    def load(self, sid: int, model: str | bytes, threads: int, name: str, cache_dir: str | None) -> None:
+        source = model if isinstance(model, bytes) else Path(model)
+        self._by_id[sid] = open_session(source, threads, name, None if cache_dir is None else Path(cache_dir))
+
+    def inputs(self, sid: int) -> list[str]:
+        return [i.name for i in self._by_id[sid].get_inputs()]
+
+    def run(self, sid: int, names: list[str] | None, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return self._by_id[sid].run(names, feeds)
+
+    def drop(self, sid: int) -> None:
+        self._by_id.pop(sid, None)
