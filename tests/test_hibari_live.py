@@ -32,12 +32,16 @@ LONG = (
 
 
 @pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def registry(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     tmp = tmp_path_factory.mktemp("hibari")
     registry = VoiceRegistry.discover(tmp, tmp, 1, kinds=KINDS)
-    engine = registry.engine_for(HIBARI)
-    yield engine
-    engine.unload()
+    yield registry
+    registry.engine_for(HIBARI).unload()
+
+
+@pytest.fixture(scope="module")
+def engine(registry):  # type: ignore[no-untyped-def]
+    return registry.engine_for(HIBARI)
 
 
 def test_the_voice_is_listed_after_a_plain_install() -> None:
@@ -54,8 +58,8 @@ def test_numbers_go_through_rtts_normalizer_and_lexicon_phonemes_pass(engine) ->
     assert "wˈɪn" in engine.phonemize(lexicon.apply("Mister Nguyen."))
 
 
-def test_a_long_unit_streams_in_windows(engine) -> None:  # type: ignore[no-untyped-def]
-    voice = VoiceRegistry.discover(None, Path("/nonexistent"), 1, kinds=KINDS).get(HIBARI)
+def test_a_long_unit_streams_in_windows(registry, engine) -> None:  # type: ignore[no-untyped-def]
+    voice = registry.get(HIBARI)
     pieces = list(engine.synthesize(LONG, voice, "en", 1.0))
     assert len(pieces) >= 4  # a first window, then windows of 64 frames
     audio = np.concatenate(pieces)
@@ -90,11 +94,20 @@ def test_http_tts_returns_a_wav(server: ServerThread) -> None:
     is_speech(pcm, 16000, SENTENCE)
 
 
-def test_rtts_say_writes_a_wav(tmp_path: Path) -> None:
+def test_rtts_say_writes_a_wav_and_the_server_never_imports_hibari(tmp_path: Path) -> None:
+    # Hibari's G2P (106 MB of lexicons) and DSP (scipy.fft) live in the inference process.
     out = tmp_path / "say.wav"
-    subprocess.run([sys.executable, "-m", "rtts", "say", SENTENCE, "--voice", HIBARI, "-o", str(out),
-                    "--models-dir", str(tmp_path)], check=True, capture_output=True,
-                   cwd=Path(__file__).resolve().parent.parent, timeout=120)
+    script = (
+        "import sys\n"
+        "from rtts.__main__ import main\n"
+        f"assert main(['say', {SENTENCE!r}, '--voice', {HIBARI!r}, '-o', {str(out)!r},"
+        f" '--models-dir', {str(tmp_path)!r}]) == 0\n"
+        "print(sorted({'hibari', 'scipy', 'onnxruntime'} & set(sys.modules)))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parent.parent)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().splitlines()[-1] == "[]"
     with wave.open(str(out)) as w:
         pcm = np.frombuffer(w.readframes(w.getnframes()), "<i2").astype(np.float32) / 32768
         rate = w.getframerate()

@@ -12,26 +12,34 @@ across windows by construction, and it costs ~0.3 ms per second of audio), and e
 window takes its STFT frames from that train, adds its own noise and overlap-adds
 into the tail the window before left. Output equals the one-shot ``dsp.synth`` to
 float32 rounding when both draw the same noise (tests/test_hibari.py measures it).
+
+Where it runs: the model, like every model, in the inference process; Hibari's G2P
+(106 MB of lexicons) and its DSP (which imports scipy.fft, 28 MB) there too, through
+this module's ``host_ops``, so that an idle unload, which ends that process, gives
+their memory back. The server keeps only the vocabulary and a unit's window plan.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import itertools
+import json
 import logging
 import math
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
 
-from rtts.engines import ort
 from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, VoiceInfo
 from rtts.engines.trim import trim_silence
 from rtts.g2p.split import split_phonemes
+from rtts.host.client import Host, RemoteSession
 from rtts.text.lexicon import split_phonemes as split_lexicon
 from rtts.text.normalize_en import normalize_en
 
-__all__ = ["HIBARI", "HibariEngine", "Windows"]
+__all__ = ["HIBARI", "HibariEngine", "Windows", "window_sizes"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +57,20 @@ LAST_WINDOW = 48
 
 # noise(start, stop) -> complex64 [601, stop - start]: the noise of those frames.
 Noise = Callable[[int, int], np.ndarray]
+
+
+def window_sizes(frames: int, first: int) -> list[int]:
+    """Window sizes for a unit of ``frames``: ``first``, then LATER_WINDOW, the last one
+    stretched to hold at least LAST_WINDOW frames."""
+    sizes: list[int] = []
+    done, count = 0, first
+    while done < frames:
+        if frames - (done + count) < LAST_WINDOW:
+            count = frames - done
+        sizes.append(count)
+        done += count
+        count = LATER_WINDOW
+    return sizes
 
 
 def rng_noise(rng: np.random.Generator, bins: int) -> Noise:
@@ -121,38 +143,90 @@ class Windows:
         last = min(ready, self.frames + 2 - a)  # and keeps frames * hop samples
         return hops[first:last].reshape(-1)
 
-    def sizes(self, first: int) -> Iterator[int]:
-        """Window sizes for the whole unit: ``first``, then LATER_WINDOW, the last one
-        stretched to hold at least LAST_WINDOW frames."""
-        done, count = 0, first
-        while done < self.frames:
-            if self.frames - (done + count) < LAST_WINDOW:
-                count = self.frames - done
-            yield count
-            done += count
-            count = LATER_WINDOW
+
+
+# ---------------------------------------------------------------- in the inference process
+
+_G2P, _START, _TAKE, _CLOSE = "hibari.g2p", "hibari.start", "hibari.take", "hibari.close"
+# Units whose DSP state the inference process keeps at most: one per job in flight; a
+# unit whose generator was dropped without being closed is forgotten beyond this.
+_MAX_UNITS = 256
+
+
+class _Work:
+    """Hibari's G2P and the windows of the units in flight, in the inference process."""
+
+    def __init__(self) -> None:
+        self.g2p: Callable[[str], str] | None = None
+        self.rng = np.random.default_rng()
+        self.units: OrderedDict[int, Windows] = OrderedDict()
+
+
+# Made by the first request and ended with the inference process (as the Kokoro front
+# ends in g2p/kokoro_langs.py): never touched in the server.
+_work: list[_Work] = []
+
+
+def _here() -> _Work:
+    if not _work:
+        _work.append(_Work())
+    return _work[0]
+
+
+def child_phonemes(texts: list[str]) -> list[str]:
+    """Hibari's normalizer and G2P over each text (the lexicons load on the first call)."""
+    work = _here()
+    if work.g2p is None:
+        from hibari.g2p import G2P
+
+        work.g2p = G2P()
+    return [work.g2p(text) for text in texts]
+
+
+def child_start(unit: int, outputs: list[np.ndarray]) -> None:
+    """Keep a unit's model outputs for ``child_take``."""
+    work = _here()
+    work.units[unit] = Windows(outputs, rng_noise(work.rng, outputs[0].shape[0]))
+    while len(work.units) > _MAX_UNITS:
+        work.units.popitem(last=False)
+
+
+def child_take(unit: int, count: int) -> np.ndarray:
+    """The audio of the unit's next ``count`` frames (its last window ends it)."""
+    work = _here()
+    windows = work.units.get(unit)
+    if windows is None:
+        raise EngineError(f"Hibari unit {unit} is not in the inference process (it restarted)")
+    audio = windows.take(count)
+    if windows.finished:
+        del work.units[unit]
+    return audio
+
+
+def child_close(unit: int) -> None:
+    _here().units.pop(unit, None)
+
+
+# ---------------------------------------------------------------- in the server
 
 
 class HibariEngine:
-    """The "heart" voice: Hibari's model in the inference process, its G2P and DSP here.
-
-    Text goes through rtts's English normalizer, then Hibari's own normalizer and G2P
-    (``benchmarks/hibari_text.py``: WER 0.051 against 0.066 for Hibari's front end
-    alone on 42 sentences); lexicon phonemes (misaki's alphabet, as Kokoro's) pass as
-    written. Each unit runs the model once, then the DSP in ``Windows``.
-    """
+    """The "heart" voice. Text goes through rtts's English normalizer, then Hibari's own
+    normalizer and G2P (``benchmarks/hibari_text.py``: WER 0.051 against 0.066 for
+    Hibari's front end alone on 42 sentences); lexicon phonemes (misaki's alphabet, as
+    Kokoro's) pass as written. Each unit runs the model once, then its DSP in windows."""
 
     key = "hibari"
     sample_rate = SAMPLE_RATE
 
-    def __init__(self, model: Path, threads: int, cache_dir: Path | None = None) -> None:
-        self.model = model  # hibari/assets/hibari.onnx; its G2P's files sit beside it
+    def __init__(self, model: Path, threads: int, cache_dir: Path | None = None, host: Host | None = None) -> None:
+        self.model = model  # hibari/assets/hibari.onnx, its vocabulary beside it
         self._threads = threads
         self._cache_dir = cache_dir
-        self._session: ort.RemoteSession | None = None
-        self._g2p: Callable[[str], str] | None = None
+        self._host = host or Host(HibariKind.host_ops)
+        self._session: RemoteSession | None = None
         self._vocab: dict[str, int] = {}
-        self._rng = np.random.default_rng()
+        self._units = itertools.count()
 
     @property
     def loaded(self) -> bool:
@@ -161,36 +235,26 @@ class HibariEngine:
     def load(self) -> None:
         if self._session is not None:
             return
-        import json
-
-        from hibari.g2p import G2P
-        from hibari.g2p.oov import OOV
-
-        assets = self.model.parent
         try:
-            vocab = json.loads((assets / "vocab.json").read_text(encoding="utf-8"))
+            vocab = json.loads((self.model.parent / "vocab.json").read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise EngineError(f"cannot read Hibari's vocabulary: {exc}") from exc
-        session = ort.create_session(self.model, self._threads, "hibari", self._cache_dir)
-        # Words its lexicons lack are read by a small ONNX model: it runs in the
-        # inference process too (OOV takes any object with ``run``).
-        oov = OOV(str(assets / "oov.onnx"), session=ort.create_session(assets / "oov.onnx", 1, "hibari-oov"))
-        self._g2p, self._vocab, self._session = G2P(oov=oov), vocab, session
+        session = self._host.open(self.model, self._threads, "hibari", self._cache_dir)
+        self._host.call(_G2P, ["Hello."])  # its lexicons load now (0.6 s), not in the first request
+        self._vocab, self._session = vocab, session
 
     def unload(self) -> None:
         if self._session is None:
             return
-        self._session = self._g2p = None
-        ort.release_memory()
+        self._session = None
+        self._host.release()
 
     def phonemize(self, text: str) -> str:
         """Hibari's phonemes for ``text``, symbols its model does not know dropped."""
         self.load()
-        g2p = self._g2p
-        if g2p is None:
-            raise EngineError("Hibari was unloaded during synthesis")
-        pieces = (piece if is_phonemes else g2p(normalize_en(piece)) for is_phonemes, piece in split_lexicon(text))
-        phonemes = " ".join(p.strip() for p in pieces if p.strip())
+        pieces = list(split_lexicon(text))
+        said = iter(self._host.call(_G2P, [normalize_en(piece) for is_phonemes, piece in pieces if not is_phonemes]))
+        phonemes = " ".join(p.strip() for p in (piece if is_ph else next(said) for is_ph, piece in pieces) if p.strip())
         return "".join(ch for ch in phonemes if ch in self._vocab)
 
     def synthesize(
@@ -207,32 +271,38 @@ class HibariEngine:
 
     def _generate(self, phonemes: str, speed: float, first: int) -> Iterator[np.ndarray]:
         for piece in split_phonemes(phonemes, MAX_PHONEMES):
-            outputs = self._run([0, *(self._vocab[ch] for ch in piece), 0], speed)
-            windows = Windows(outputs, rng_noise(self._rng, outputs[0].shape[0]))
-            sizes = list(windows.sizes(first))
-            started = False
+            yield from self._unit([0, *(self._vocab[ch] for ch in piece), 0], speed, first)
+
+    def _unit(self, ids: list[int], speed: float, first: int) -> Iterator[np.ndarray]:
+        outputs = self._run(ids, speed)
+        sizes = window_sizes(outputs[0].shape[1], first)
+        unit = next(self._units)
+        self._host.call(_START, unit, outputs)
+        started = finished = False
+        try:
             for n, count in enumerate(sizes):
-                audio = windows.take(count)
-                last = n == len(sizes) - 1
+                audio = self._host.call(_TAKE, unit, count)
+                finished = n == len(sizes) - 1
                 # The model's pads are silence: cut it before the first sound and after the
                 # last (a silent pause between words is kept as it is).
-                if not started or last:
-                    audio = trim_silence(audio, SAMPLE_RATE, start=not started, end=last)
+                if not started or finished:
+                    audio = trim_silence(audio, SAMPLE_RATE, start=not started, end=finished)
                 if audio.size:
                     started = True
                     yield np.clip(audio, -1.0, 1.0)
+        finally:
+            if not finished:  # stopped inside the unit: the inference process forgets it
+                try:
+                    self._host.call(_CLOSE, unit)
+                except EngineError:
+                    pass  # it is gone with its process
 
     def _run(self, ids: list[int], speed: float) -> list[np.ndarray]:
         session = self._session
         if session is None:
             raise EngineError("Hibari was unloaded during synthesis")
         feeds = {"ids": np.asarray([ids], np.int64), "speed": np.asarray([speed], np.float32)}
-        try:
-            return [np.asarray(o[0]) for o in session.run(None, feeds)]
-        except EngineError:
-            raise
-        except Exception as exc:  # ORT's own exception types
-            raise EngineError(f"Hibari inference failed: {exc}") from exc
+        return [np.asarray(o[0]) for o in session.run(None, feeds)]
 
 
 _VOICE = VoiceInfo(
@@ -272,24 +342,30 @@ class _Scan:
             return {}
         engine = old.get(HibariEngine.key)
         if not isinstance(engine, HibariEngine) or engine.model != self.model:
-            engine = HibariEngine(self.model, context.threads, context.cache_dir)
+            engine = HibariEngine(self.model, context.threads, context.cache_dir, context.host)
         return {HibariEngine.key: engine}
 
 
 class HibariKind:
     name = "hibari"
-    # Measured by benchmarks/latency.py (docs/benchmarks.md): the model and DSP run at
-    # about 1/50 of real time on this box; the model runs over the whole unit first.
-    costs = Costs(rtf=0.02, load_s=1.0, first_s_per_char=0.0004)
+    # From benchmarks/english_voices.py (docs/benchmarks.md): model and DSP together at
+    # about 1/40 of real time on this box; a unit's model runs whole before its first window.
+    costs = Costs(rtf=0.025, load_s=1.0, first_s_per_char=0.0005)
     streams_in_unit = True  # the DSP runs in windows, and can stop or yield after each
     first_unit_chars = 40
     lang_voices: tuple[tuple[str, str], ...] = ()
+    host_ops: Mapping[str, str] = {
+        _G2P: f"{__name__}:child_phonemes",
+        _START: f"{__name__}:child_start",
+        _TAKE: f"{__name__}:child_take",
+        _CLOSE: f"{__name__}:child_close",
+    }
 
     def scanner(self) -> _Scan:
         return _Scan()
 
-    def warm_up(self) -> None:
-        pass  # loading is the model and the G2P's lexicons, done with the first request
+    def warm_up(self, host: Host) -> None:
+        pass  # loading the model loads the G2P's lexicons too
 
 
 HIBARI = HibariKind()
