@@ -177,11 +177,6 @@ def write_doc(section: str) -> None:
     DOC.write_text(text)
 
 
-def add_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--english-voices", dest="models_dir", type=Path, metavar="DIR",
-                   help="models directory holding Kokoro's af_heart style (see the module's help)")
-
-
 def run(models_dir: Path | None, server_arg: list[str], write: bool, command: str, repeats: int = 10,
         levels: list[int] | None = None, quality: bool = True) -> dict:
     args = argparse.Namespace(models_dir=models_dir, server_arg=server_arg, repeats=repeats,
