@@ -37,6 +37,7 @@ BUILTINS = [
     "kokoro/jf_tebukuro",
     "kokoro/jm_kumo",
     PIPER,
+    "hibari/heart",
 ]
 SENTENCE = "The quick brown fox jumps over the lazy dog."
 
@@ -80,12 +81,12 @@ def speak(registry: VoiceRegistry, voice_id: str, text: str, speed: float = 1.0)
 
 def test_builtin_voices_come_first(registry: VoiceRegistry) -> None:
     assert list(registry.voices)[: len(BUILTINS)] == BUILTINS
-    assert registry.default_voice == DEFAULT_VOICE == PIPER
+    assert registry.default_voice == DEFAULT_VOICE == "hibari/heart"
     assert registry.get(PIPER).native_rate == 22050
     assert registry.get(KOKORO).native_rate == 24000
     assert registry.get(KOKORO).langs == ("ja", "en", "zh")  # made for Japanese, speaks all three
     assert registry.get(KOKORO).as_dict()["engine"] == "kokoro"
-    assert set(registry.engines) == {"kokoro", PIPER}
+    assert set(registry.engines) == {"kokoro", PIPER, "hibari"}
 
 
 def test_discovery_loads_nothing(tmp_path: Path) -> None:

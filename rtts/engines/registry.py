@@ -19,8 +19,10 @@ KINDS: tuple[EngineKind, ...] = (
     HIBARI,
 )
 
-# Piper is about six times faster than Kokoro on a small CPU, so it answers first by default.
-DEFAULT_VOICE = "piper/en_US-joe-medium"
+# Hibari heart measured best of the English voices in one run (docs/benchmarks.md,
+# "English voices"): lower WER than Piper joe, first audio as soon or sooner, a tenth of
+# its compute, so more streams at once; Piper and Kokoro stay available.
+DEFAULT_VOICE = "hibari/heart"
 
 _BY_NAME = {k.name: k for k in KINDS}
 
