@@ -70,6 +70,21 @@ def test_a_long_unit_streams_in_windows(registry, engine) -> None:  # type: igno
         engine.synthesize("Bonjour.", voice, "fr", 1.0)
 
 
+def test_a_new_inference_process_loads_hibari_again_by_itself(registry, engine) -> None:  # type: ignore[no-untyped-def]
+    import os
+    import signal
+
+    voice = registry.get(HIBARI)
+    assert np.concatenate(list(engine.synthesize("Before.", voice, "en", 1.0))).size
+    host = engine._host
+    os.kill(host.pid, signal.SIGKILL)  # a crash in the inference process
+    deadline = time.monotonic() + 10
+    while host.running and time.monotonic() < deadline:
+        time.sleep(0.05)
+    audio = np.concatenate(list(engine.synthesize("After the crash.", voice, "en", 1.0)))
+    is_speech(audio, 24000, "After the crash.")
+
+
 def test_speaks_over_websocket_with_markup(client: Client) -> None:
     client.send(type="speak", id="h", text=SENTENCE, voice=HIBARI)
     msgs = client.utterance("h")

@@ -13,10 +13,10 @@ window takes its STFT frames from that train, adds its own noise and overlap-add
 into the tail the window before left. Output equals the one-shot ``dsp.synth`` to
 float32 rounding when both draw the same noise (tests/test_hibari.py measures it).
 
-Where it runs: the model, like every model, in the inference process; Hibari's G2P
-(106 MB of lexicons) and its DSP (which imports scipy.fft, 28 MB) there too, through
-this module's ``host_ops``, so that an idle unload, which ends that process, gives
-their memory back. The server keeps only the vocabulary and a unit's window plan.
+Where it runs: the model, like every model, in the inference process, with Hibari's
+G2P (106 MB of lexicons) and its DSP (which imports scipy.fft, 28 MB), through this
+module's ``host_ops``, so that an idle unload, which ends that process, gives their
+memory back. The server keeps only the vocabulary and a unit's window plan.
 """
 
 from __future__ import annotations
@@ -29,13 +29,14 @@ import math
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, VoiceInfo
 from rtts.engines.trim import trim_silence
 from rtts.g2p.split import split_phonemes
-from rtts.host.client import Host, RemoteSession
+from rtts.host.client import Host
 from rtts.text.lexicon import split_phonemes as split_lexicon
 from rtts.text.normalize_en import normalize_en
 
@@ -147,19 +148,40 @@ class Windows:
 
 # ---------------------------------------------------------------- in the inference process
 
-_G2P, _START, _TAKE, _CLOSE = "hibari.g2p", "hibari.start", "hibari.take", "hibari.close"
+_LOAD, _G2P, _START, _TAKE, _CLOSE, _UNLOAD = (
+    "hibari.load", "hibari.g2p", "hibari.start", "hibari.take", "hibari.close", "hibari.unload"
+)
 # Units whose DSP state the inference process keeps at most: one per job in flight; a
 # unit whose generator was dropped without being closed is forgotten beyond this.
 _MAX_UNITS = 256
+# (model path, threads, cache dir or None): what the inference process loads the model
+# from, sent with every unit so that a restarted process loads it again by itself.
+Spec = tuple[str, int, "str | None"]
 
 
 class _Work:
-    """Hibari's G2P and the windows of the units in flight, in the inference process."""
+    """Hibari's model, G2P and the windows of the units in flight, in the inference
+    process. The model runs here, not through a ``RemoteSession``, because its outputs
+    (five spectra, 2.4 MB per second of audio) would otherwise cross the pipe twice:
+    on a busy 2-core box a transfer that size waits for the other process again and
+    again (tens of ms), while a window of audio (40 frames, 48 kB) fits in one write."""
 
     def __init__(self) -> None:
+        self.session: Any = None
         self.g2p: Callable[[str], str] | None = None
         self.rng = np.random.default_rng()
         self.units: OrderedDict[int, Windows] = OrderedDict()
+
+    def load(self, spec: Spec) -> None:
+        if self.session is None:
+            from rtts.host.sessions import open_session
+
+            model, threads, cache_dir = spec
+            self.session = open_session(Path(model), threads, "hibari", None if cache_dir is None else Path(cache_dir))
+        if self.g2p is None:
+            from hibari.g2p import G2P
+
+            self.g2p = G2P()
 
 
 # Made by the first request and ended with the inference process (as the Kokoro front
@@ -173,22 +195,36 @@ def _here() -> _Work:
     return _work[0]
 
 
-def child_phonemes(texts: list[str]) -> list[str]:
-    """Hibari's normalizer and G2P over each text (the lexicons load on the first call)."""
+def child_load(spec: Spec) -> None:
+    """Open the model and load the G2P's lexicons (0.6 s)."""
+    _here().load(spec)
+
+
+def child_unload() -> None:
+    _work.clear()
+
+
+def child_phonemes(spec: Spec, texts: list[str]) -> list[str]:
+    """Hibari's normalizer and G2P over each text."""
     work = _here()
-    if work.g2p is None:
-        from hibari.g2p import G2P
+    work.load(spec)
+    g2p = work.g2p
+    if g2p is None:
+        raise EngineError("Hibari's G2P did not load")
+    return [g2p(text) for text in texts]
 
-        work.g2p = G2P()
-    return [work.g2p(text) for text in texts]
 
-
-def child_start(unit: int, outputs: list[np.ndarray]) -> None:
-    """Keep a unit's model outputs for ``child_take``."""
+def child_start(spec: Spec, unit: int, ids: list[int], speed: float) -> int:
+    """Run the model over a unit's phoneme ids and keep its outputs for ``child_take``;
+    returns the unit's frames."""
     work = _here()
+    work.load(spec)
+    feeds = {"ids": np.asarray([ids], np.int64), "speed": np.asarray([speed], np.float32)}
+    outputs = [np.asarray(o[0]) for o in work.session.run(None, feeds)]
     work.units[unit] = Windows(outputs, rng_noise(work.rng, outputs[0].shape[0]))
     while len(work.units) > _MAX_UNITS:
         work.units.popitem(last=False)
+    return int(outputs[0].shape[1])
 
 
 def child_take(unit: int, count: int) -> np.ndarray:
@@ -214,46 +250,49 @@ class HibariEngine:
     """The "heart" voice. Text goes through rtts's English normalizer, then Hibari's own
     normalizer and G2P (``benchmarks/hibari_text.py``: WER 0.051 against 0.066 for
     Hibari's front end alone on 42 sentences); lexicon phonemes (misaki's alphabet, as
-    Kokoro's) pass as written. Each unit runs the model once, then its DSP in windows."""
+    Kokoro's) pass as written. Each unit runs the model once, then its DSP in windows,
+    all in the inference process; the server plans the windows and trims the silence."""
 
     key = "hibari"
     sample_rate = SAMPLE_RATE
 
     def __init__(self, model: Path, threads: int, cache_dir: Path | None = None, host: Host | None = None) -> None:
         self.model = model  # hibari/assets/hibari.onnx, its vocabulary beside it
-        self._threads = threads
-        self._cache_dir = cache_dir
+        self._spec: Spec = (str(model), threads, None if cache_dir is None else str(cache_dir))
         self._host = host or Host(HibariKind.host_ops)
-        self._session: RemoteSession | None = None
         self._vocab: dict[str, int] = {}
         self._units = itertools.count()
 
     @property
     def loaded(self) -> bool:
-        return self._session is not None
+        return bool(self._vocab)
 
     def load(self) -> None:
-        if self._session is not None:
+        if self._vocab:
             return
         try:
             vocab = json.loads((self.model.parent / "vocab.json").read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise EngineError(f"cannot read Hibari's vocabulary: {exc}") from exc
-        session = self._host.open(self.model, self._threads, "hibari", self._cache_dir)
-        self._host.call(_G2P, ["Hello."])  # its lexicons load now (0.6 s), not in the first request
-        self._vocab, self._session = vocab, session
+        self._host.call(_LOAD, self._spec)
+        self._vocab = vocab
 
     def unload(self) -> None:
-        if self._session is None:
+        if not self._vocab:
             return
-        self._session = None
+        self._vocab = {}
+        try:
+            self._host.call(_UNLOAD)
+        except EngineError:
+            pass  # the inference process is gone, and Hibari with it
         self._host.release()
 
     def phonemize(self, text: str) -> str:
         """Hibari's phonemes for ``text``, symbols its model does not know dropped."""
         self.load()
         pieces = list(split_lexicon(text))
-        said = iter(self._host.call(_G2P, [normalize_en(piece) for is_phonemes, piece in pieces if not is_phonemes]))
+        texts = [normalize_en(piece) for is_phonemes, piece in pieces if not is_phonemes]
+        said = iter(self._host.call(_G2P, self._spec, texts) if texts else [])
         phonemes = " ".join(p.strip() for p in (piece if is_ph else next(said) for is_ph, piece in pieces) if p.strip())
         return "".join(ch for ch in phonemes if ch in self._vocab)
 
@@ -271,13 +310,14 @@ class HibariEngine:
 
     def _generate(self, phonemes: str, speed: float, first: int) -> Iterator[np.ndarray]:
         for piece in split_phonemes(phonemes, MAX_PHONEMES):
-            yield from self._unit([0, *(self._vocab[ch] for ch in piece), 0], speed, first)
+            vocab = self._vocab
+            if not vocab:
+                raise EngineError("Hibari was unloaded during synthesis")
+            yield from self._unit([0, *(vocab[ch] for ch in piece), 0], speed, first)
 
     def _unit(self, ids: list[int], speed: float, first: int) -> Iterator[np.ndarray]:
-        outputs = self._run(ids, speed)
-        sizes = window_sizes(outputs[0].shape[1], first)
         unit = next(self._units)
-        self._host.call(_START, unit, outputs)
+        sizes = window_sizes(self._host.call(_START, self._spec, unit, ids, speed), first)
         started = finished = False
         try:
             for n, count in enumerate(sizes):
@@ -296,13 +336,6 @@ class HibariEngine:
                     self._host.call(_CLOSE, unit)
                 except EngineError:
                     pass  # it is gone with its process
-
-    def _run(self, ids: list[int], speed: float) -> list[np.ndarray]:
-        session = self._session
-        if session is None:
-            raise EngineError("Hibari was unloaded during synthesis")
-        feeds = {"ids": np.asarray([ids], np.int64), "speed": np.asarray([speed], np.float32)}
-        return [np.asarray(o[0]) for o in session.run(None, feeds)]
 
 
 _VOICE = VoiceInfo(
@@ -355,6 +388,8 @@ class HibariKind:
     first_unit_chars = 40
     lang_voices: tuple[tuple[str, str], ...] = ()
     host_ops: Mapping[str, str] = {
+        _LOAD: f"{__name__}:child_load",
+        _UNLOAD: f"{__name__}:child_unload",
         _G2P: f"{__name__}:child_phonemes",
         _START: f"{__name__}:child_start",
         _TAKE: f"{__name__}:child_take",
