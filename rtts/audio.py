@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import os
+import struct
 import wave
 from collections.abc import Iterator
 from fractions import Fraction
@@ -263,6 +264,15 @@ def wav_bytes(samples: npt.ArrayLike, rate: int) -> bytes:
         w.setframerate(rate)
         w.writeframes(encode(samples, "pcm16"))
     return buf.getvalue()
+
+
+def wav_header(rate: int, data_bytes: int | None = None) -> bytes:
+    """The 44-byte header of a 16-bit mono WAV; ``None``: length not known yet (a stream),
+    written as the largest sizes, which players read as "until the data ends"."""
+    size = 0xFFFFFFFF - 36 if data_bytes is None else data_bytes
+    return struct.pack(
+        "<4sI4s4sIHHIIHH4sI", b"RIFF", 36 + size, b"WAVE", b"fmt ", 16, 1, 1, rate, rate * 2, 2, 16, b"data", size
+    )
 
 
 def read_wav(source: str | os.PathLike[str] | bytes | bytearray) -> tuple[Samples, int]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from . import protocol
+from . import codecs, protocol
 
 
 def _default_cache_dir() -> Path:
@@ -63,6 +63,10 @@ class Config:
     max_connections: int = 64
     max_connections_per_ip: int = 16
     trusted_proxies: tuple[str, ...] = ()  # peers whose X-Forwarded-For names the client
+    # Sockets that have not sent a whole request yet (rtts/plain_http.py): how long each
+    # may take, and how many may wait at once (a newcomer closes the longest waiting).
+    handshake_timeout: float = 10.0
+    max_handshakes: int = 128
     # Slow clients (rtts/outbox.py): bytes queued per connection before synthesis for it
     # pauses, and how long a client may accept nothing before it is dropped.
     send_buffer: int = 262144
@@ -79,6 +83,11 @@ class Config:
     # Longest first unit of an utterance, by engine name, where it differs from the
     # engine's own (EngineKind.first_unit_chars): ((engine, chars), ...).
     first_unit_chars: tuple[tuple[str, int], ...] = ()
+    # Wyoming (Home Assistant) on its own TCP port; None: off, 0: a free port (tests).
+    wyoming_port: int | None = None
+    zeroconf: bool = False  # announce the Wyoming server by mDNS
+    # OpenAI voice names (alloy, nova...) → voice ids, over rtts/openai_voices.json's table.
+    openai_voices: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         # Fill derived defaults here so every way of building a Config agrees.
@@ -101,8 +110,17 @@ class Config:
             problems.append(f"sample-rate must be one of {protocol.SAMPLE_RATES}")
         if self.format not in protocol.FORMATS:
             problems.append(f"format must be one of {protocol.FORMATS}")
+        elif self.format == "opus":
+            try:
+                codecs.check_opus(self.sample_rate, self.frame_ms)
+            except ValueError as exc:
+                problems.append(f"format opus: {exc}")
         if not protocol.FRAME_MS_RANGE[0] <= self.frame_ms <= protocol.FRAME_MS_RANGE[1]:
             problems.append("frame-ms must be within 10..200")
+        if self.wyoming_port is not None and not 0 <= self.wyoming_port < 65536:
+            problems.append(f"wyoming-port {self.wyoming_port} is not a TCP port")
+        if self.zeroconf and self.wyoming_port is None:
+            problems.append("zeroconf announces the Wyoming server: give --wyoming-port too")
         if self.admission not in ("queue", "refuse", "close"):
             problems.append("admission must be queue, refuse or close")
         if not all(1 <= chars <= 250 for _, chars in self.first_unit_chars):
@@ -113,6 +131,8 @@ class Config:
             problems.append("max-pause must be positive and at most max-audio")
         if self.max_text_chars < 1 or self.max_message_bytes < 256 or self.max_utterances < 1:
             problems.append("limits must be positive (max-message-bytes at least 256)")
+        if self.handshake_timeout <= 0 or self.max_handshakes < 1:
+            problems.append("handshake-timeout must be positive and max-handshakes at least 1")
         if self.max_connections < 1 or self.max_connections_per_ip < 1:
             problems.append("max-connections and max-connections-per-ip must be at least 1")
         if self.send_buffer < 4096 or self.send_stall <= 0:
@@ -141,15 +161,23 @@ class Config:
         }
 
 
-def parse_lang_voices(raw: str) -> tuple[tuple[str, str], ...]:
-    """``"zh=kokoro/jm_kumo,ja=kokoro/jf_alpha"`` → ((lang, voice), ...); ValueError when malformed."""
+def parse_pairs(raw: str, left: str = "lang") -> tuple[tuple[str, str], ...]:
+    """``"zh=kokoro/jm_kumo,ja=kokoro/jf_alpha"`` → ((key, voice), ...); ValueError when malformed."""
     pairs = []
     for item in filter(None, (p.strip() for p in raw.split(","))):
-        lang, sep, voice = item.partition("=")
-        if not sep or not lang.strip() or not voice.strip():
-            raise ValueError(f"lang-voices entry {item!r} is not lang=voice")
-        pairs.append((lang.strip().lower(), voice.strip()))
+        key, sep, voice = item.partition("=")
+        if not sep or not key.strip() or not voice.strip():
+            raise ValueError(f"entry {item!r} is not {left}=voice")
+        pairs.append((key.strip().lower(), voice.strip()))
     return tuple(pairs)
+
+
+def parse_lang_voices(raw: str) -> tuple[tuple[str, str], ...]:
+    return parse_pairs(raw, "lang")
+
+
+def parse_openai_voices(raw: str) -> tuple[tuple[str, str], ...]:
+    return parse_pairs(raw, "name")
 
 
 def _words(raw: str) -> tuple[str, ...]:
@@ -184,7 +212,7 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "max_audio": (float, "seconds of audio one utterance may produce; more ends it with audio_too_long"),
     "max_pause": (float, "seconds of <break> pauses one utterance may hold; longer pauses are cut short"),
     "sample_rate": (int, "default output sample rate"),
-    "format": (str, "default output format: pcm16, f32 or mulaw"),
+    "format": (str, "default output format: pcm16, f32, mulaw or opus"),
     "frame_ms": (int, "default audio frame length in ms"),
     "lang_voices": (
         parse_lang_voices,
@@ -194,6 +222,8 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "max_connections": (int, "WebSocket connections in total; more get HTTP 503"),
     "max_connections_per_ip": (int, "WebSocket connections per client address; more get HTTP 429"),
     "trusted_proxies": (_words, "proxy addresses whose X-Forwarded-For is believed, comma-separated"),
+    "handshake_timeout": (float, "seconds a new socket has to send its whole request"),
+    "max_handshakes": (int, "sockets that may wait at once for their request; more close the oldest"),
     "send_buffer": (int, "bytes queued for one client before its synthesis pauses"),
     "send_stall": (float, "seconds a client may accept no data before it is dropped"),
     "drain_grace": (float, "seconds to keep answering (503) after SIGTERM before closing connections"),
@@ -202,6 +232,9 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "admission": (str, "a new utterance that cannot start in time: queue it, refuse it (error busy) or close (1013)"),
     "admission_max_wait": (float, "seconds of expected wait above which a new utterance counts as late"),
     "phrase_cache_mb": (float, "memory for replaying repeated short texts (0: off)"),
+    "wyoming_port": (int, "also serve Wyoming (Home Assistant) on this TCP port, e.g. 10200"),
+    "zeroconf": (_yes, "announce the Wyoming server by mDNS (_wyoming._tcp) for Home Assistant's discovery"),
+    "openai_voices": (parse_openai_voices, "OpenAI voice names for /v1/audio/speech, e.g. alloy=piper/en_US-joe-medium"),
 }
 # One flag per registered engine (--first-unit-chars-NAME, RTTS_FIRST_UNIT_CHARS_NAME).
 _FIRST_UNIT = "first_unit_chars_"
@@ -232,6 +265,8 @@ def add_flags(
             shown = ",".join(f"{k}={v}" for k, v in default)  # as it is typed: zh=kokoro/jm_kumo
         if name == "drain_grace":
             shown = default
+        if name == "wyoming_port":
+            shown = "off"
         shown = shown_defaults.get(name, shown)
         flag = "--" + name.replace("_", "-")
         if parse is _yes:

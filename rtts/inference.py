@@ -121,7 +121,9 @@ class InferenceWorker:
         self.last_progress = time.monotonic()
         self.current: Job | None = None
         self.idle = False  # waiting for work
-        self.loading: set[str] = set()
+        # Models being loaded. Replaced, never changed in place: /readyz reads it on the
+        # event loop while this thread loads.
+        self.loading: frozenset[str] = frozenset()
         self.jobs_done = 0
         self.jobs_skipped = 0
         self.busy_s = 0.0
@@ -185,7 +187,7 @@ class InferenceWorker:
         of the queued jobs due before it, and what the running job will still take
         before it can yield. The load is the sum of the RTFs of every utterance with
         work queued or running, this one included: above 1 the thread cannot keep all
-        of them playing in real time.
+        of them playing in real time (an utterance alone counts at most 1).
         """
         now = time.monotonic()
         voice, deadline = job.voice, job.deadline
@@ -212,6 +214,10 @@ class InferenceWorker:
             # any other runs its unit to the end.
             wait += min(remaining, 0.1) if self._streams.get(job.voice.engine, False) else remaining
         load = self._rtf(voice) + sum(self._rtf(v) for v in busy.values())
+        if not busy:
+            # Alone on the thread it delays nobody, and refusing it would keep a cost
+            # estimate from a bad moment forever: estimates only move when jobs run.
+            load = min(load, 1.0)
         return wait, load
 
     def _rtf(self, voice: VoiceInfo) -> float:
@@ -318,7 +324,7 @@ class InferenceWorker:
         if engine.loaded:
             return
         self.last_progress = time.monotonic()
-        self.loading.add(model)
+        self.loading = self.loading | {model}
         t0 = time.perf_counter()
         try:
             engine.load()
@@ -332,7 +338,7 @@ class InferenceWorker:
             log.error("cannot load %s: %s", model, exc)
             raise
         finally:
-            self.loading.discard(model)
+            self.loading = self.loading - {model}
 
     def _preload(self, model: str) -> bool:
         try:

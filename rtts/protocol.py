@@ -55,7 +55,8 @@ class ProtocolError(Exception):
         self.id = id
 
 
-FORMATS = ("pcm16", "f32", "mulaw")
+# "opus": one raw Opus packet per frame (an extension of v1, with PyAV; see docs/protocol.md).
+FORMATS = ("pcm16", "f32", "mulaw", "opus")
 SAMPLE_RATES = (8000, 16000, 22050, 24000, 44100, 48000)
 FRAME_MS_RANGE = (10, 200)
 SPEED_RANGE = (0.5, 2.0)
@@ -141,6 +142,8 @@ class Ready:
     loaded: list[str]
     limits: dict[str, int]
     v: int = VERSION
+    # The formats this server can send (an extension of v1: "opus" only where PyAV is installed).
+    formats: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -284,18 +287,34 @@ def decode_client(data: bytes, *, max_bytes: int = 65536) -> ClientMessage:
                 raise ProtocolError(ErrorCode.MISSING_FIELD, f"{cls.TYPE} needs field '{f.name}'", msg_id)
             continue
         value = obj[f.name]
-        if f.name == "t":  # ping's token is echoed back verbatim, so it must be a scalar
-            if not isinstance(value, _SCALAR):
-                raise ProtocolError(ErrorCode.BAD_MESSAGE, "ping 't' must be a number or string")
-        elif not _type_ok(value, _FIELD_TYPES[f.name]):
-            want = "/".join(t.__name__ for t in _FIELD_TYPES[f.name])
-            raise ProtocolError(
-                ErrorCode.BAD_MESSAGE, f"{cls.TYPE}.{f.name} must be {want}, not {type(value).__name__}", msg_id
-            )
+        _check_type(cls, f.name, value, msg_id)
         kwargs[f.name] = float(value) if f.name == "speed" else value
     msg = cls(**kwargs)
     _check_values(msg, msg_id)
     return msg
+
+
+def check(msg: ClientMessage) -> None:
+    """Raise ``ProtocolError`` for a message made in this process (``rtts say``, ``/tts``)
+    that ``decode_client`` would have refused: one set of checks, without encoding it."""
+    raw_id = getattr(msg, "id", None)
+    msg_id = raw_id if isinstance(raw_id, str) else None
+    for f in dataclasses.fields(msg):
+        value = getattr(msg, f.name)
+        if value is not None:
+            _check_type(type(msg), f.name, value, msg_id)
+    _check_values(msg, msg_id)
+
+
+def _check_type(cls: type, name: str, value: Any, msg_id: str | None) -> None:
+    if name == "t":  # ping's token is echoed back verbatim, so it must be a scalar
+        if not isinstance(value, _SCALAR):
+            raise ProtocolError(ErrorCode.BAD_MESSAGE, "ping 't' must be a number or string")
+    elif not _type_ok(value, _FIELD_TYPES[name]):
+        want = "/".join(t.__name__ for t in _FIELD_TYPES[name])
+        raise ProtocolError(
+            ErrorCode.BAD_MESSAGE, f"{cls.TYPE}.{name} must be {want}, not {type(value).__name__}", msg_id  # type: ignore[attr-defined]
+        )
 
 
 def _check_values(msg: ClientMessage, msg_id: str | None) -> None:

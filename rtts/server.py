@@ -1,39 +1,43 @@
 """WebSocket and HTTP on one port, in front of a ``Service``.
 
-The WebSocket handler is a thin loop: frames go into the connection's ``Session``
-and its effects come out as sends, submits and closes. HTTP requests other than
-the upgrade on ``/ws`` are answered from ``process_request``, before any handshake.
+The WebSocket handler is a thin loop: frames go into the connection's driver
+(``connection.Connection``), which carries out its session's effects. Every request
+that is not a WebSocket upgrade is answered by ``plain_http.HttpFront`` (its routes are
+set up here); websockets sees only upgrades, and ``process_request`` admits or refuses them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import mimetypes
 import socket
 import struct
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 from http import HTTPStatus
 from importlib import resources
 from pathlib import Path
-from urllib.parse import parse_qs, unquote
+from urllib.parse import unquote
 
 import prometheus_client as prom
 from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.datastructures import Headers
+from websockets.datastructures import Headers, MultipleValuesError
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from . import access, audio, protocol
 from .access import ConnectionCaps
 from .config import Config
-from .jobs import Job
-from .outbox import Outbox, Stalled
+from .connection import Connection
+from .outbox import Stalled
+from .plain_http import HttpFront, HttpRequest, HttpResponse, json_response, text
 from .service import Service
-from .session import Effect, Session
+from .speech_stream import SpeechStream
+
+if TYPE_CHECKING:
+    from .wyoming_server import WyomingServer
 
 log = logging.getLogger(__name__)
 
@@ -58,12 +62,8 @@ def _response(status: HTTPStatus, body: bytes, content_type: str, extra: dict[st
     return Response(status.value, status.phrase, headers, body)
 
 
-def _json(status: HTTPStatus, obj: object) -> Response:
-    return _response(status, json.dumps(obj, ensure_ascii=False).encode() + b"\n", "application/json")
-
-
-def _text(status: HTTPStatus, text: str) -> Response:
-    return _response(status, text.encode(), "text/plain; charset=utf-8")
+def _text(status: HTTPStatus, message: str) -> Response:
+    return _response(status, message.encode(), "text/plain; charset=utf-8")
 
 
 class RttsServer:
@@ -75,22 +75,34 @@ class RttsServer:
         self.draining = False
         self.caps = ConnectionCaps(self.config.max_connections, self.config.max_connections_per_ip)
         self._admitted: dict[ServerConnection, tuple[str, bool]] = {}  # → (client address, token given)
-        self._live: dict[ServerConnection, _Live] = {}
+        self._live: dict[ServerConnection, Connection] = {}
         self._stop_grace = asyncio.Event()
+        self.wyoming: WyomingServer | None = None
+        if self.config.wyoming_port is not None:
+            from .wyoming_server import WyomingServer  # only when asked for
+
+            self.wyoming = WyomingServer(
+                service, self.caps, self.config.host, self.config.wyoming_port, zeroconf=self.config.zeroconf
+            )
         self.send_peak = 0  # the most bytes any connection's outbox has held
         prom.Gauge(
             "rtts_send_buffer_peak_bytes", "the most bytes queued for one client so far",
             registry=service.metrics.registry,
         ).set_function(lambda: max([self.send_peak, *(live.outbox.peak for live in self._live.values())]))
-        self._routes: dict[str, Callable[[dict[str, list[str]]], Response | Awaitable[Response]]] = {
-            "/healthz": lambda q: _text(HTTPStatus.OK, "ok\n"),
-            "/readyz": self._readyz,
-            "/voices": lambda q: _json(HTTPStatus.OK, [v.as_dict() for v in service.registry.voices.values()]),
-            "/metrics": lambda q: _response(
-                HTTPStatus.OK, service.metrics.render(), "text/plain; version=0.0.4; charset=utf-8"
-            ),
-            "/tts": self._tts,
-        }
+        cfg = self.config
+        self.front = HttpFront(
+            self._static_file,
+            max_body=cfg.max_message_bytes,
+            head_timeout=cfg.handshake_timeout,
+            max_pending=cfg.max_handshakes,
+            send_stall=cfg.send_stall,
+        )
+        self.front.route("/healthz", self._healthz)
+        self.front.route("/readyz", self._readyz)
+        self.front.route("/voices", self._voices)
+        self.front.route("/metrics", self._metrics)
+        self.front.route("/tts", self._tts)
+        self.front.route(WS_PATH, self._upgrade_required)
 
     async def start(self, sock: socket.socket | None = None) -> None:
         """Listen on the configured host and port, or on ``sock`` (systemd socket activation)."""
@@ -102,6 +114,10 @@ class RttsServer:
         self._server = await serve(
             self._handle,
             process_request=self._process_request,
+            create_connection=self.front.connection_class(),
+            # plain_http's gate bounds the wait for a request head; past it, an upgrade is
+            # answered at once and an HTTP response may stream for as long as it takes.
+            open_timeout=None,
             select_subprotocol=lambda connection, offered: access.select_subprotocol(offered),
             compression=None,  # PCM barely compresses; deflate costs ~64 KiB per connection
             max_size=self.config.max_message_bytes,
@@ -112,6 +128,8 @@ class RttsServer:
             **where,
         )
         log.info("listening on %s", ", ".join(self.urls))
+        if self.wyoming is not None:
+            await self.wyoming.start()
 
     @property
     def port(self) -> int:
@@ -164,10 +182,13 @@ class RttsServer:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._until_empty_or_cut(), self.config.drain_grace)
         self._server.close(close_connections=False)
+        await self.front.close()
+        if self.wyoming is not None:
+            await self.wyoming.close()
         if self._live:
             log.info("closing %d connections (1001)", len(self._live))
-        for live in list(self._live.values()):
-            live.shut()
+        for conn in list(self._live.values()):
+            conn.shut(protocol.CloseCode.GOING_AWAY, "server shutting down")
         try:
             await asyncio.wait_for(self._server.wait_closed(), max(0.1, deadline - loop.time()))
         except TimeoutError:
@@ -184,21 +205,16 @@ class RttsServer:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop_grace.wait(), 0.1)
 
-    async def serve_forever(self) -> None:
-        assert self._server is not None
-        await self._server.serve_forever()
-
     # ------------------------------------------------------------ HTTP
 
     async def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
-        path, _, query = request.path.partition("?")
-        if path == WS_PATH:
+        """WebSocket upgrades only (plain_http answers every other request)."""
+        if request.path.partition("?")[0] != WS_PATH:
+            return _text(HTTPStatus.NOT_FOUND, f"not found: WebSockets connect to {WS_PATH}\n")
+        try:
             return self._admit(connection, request)
-        route = self._routes.get(path)
-        if route is not None:
-            result = route(parse_qs(query))
-            return await result if asyncio.iscoroutine(result) else result  # type: ignore[return-value]
-        return self._static_file(path)
+        except MultipleValuesError as exc:
+            return _text(HTTPStatus.BAD_REQUEST, f"bad_request: {exc} is repeated\n")
 
     def _admit(self, connection: ServerConnection, request: Request) -> Response | None:
         """Refuse a WebSocket request before the upgrade, or take a connection slot for it."""
@@ -243,20 +259,38 @@ class RttsServer:
         _limit_kernel_buffer(connection, cfg.send_buffer)
         return None
 
-    def _static_file(self, path: str) -> Response:
-        name = unquote(path).lstrip("/") or "index.html"
+    async def _static_file(self, request: HttpRequest) -> HttpResponse:
+        name = unquote(request.path).lstrip("/") or "index.html"
         if name == "kiosk":
             name = "kiosk.html"
         root = self._static.resolve()
-        target = (root / name).resolve()
-        if root not in target.parents or not target.is_file():
-            return _text(HTTPStatus.NOT_FOUND, "not found\n")
+        try:
+            target = (root / name).resolve()
+            found = root in target.parents and target.is_file()
+        except (OSError, ValueError):  # a NUL byte, a name too long for the file system
+            found = False
+        if not found:
+            return text(HTTPStatus.NOT_FOUND, "not found\n")
         kind = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
         if kind.startswith("text/") or kind == "application/javascript":
             kind += "; charset=utf-8"
-        return _response(HTTPStatus.OK, target.read_bytes(), kind)
+        return HttpResponse(HTTPStatus.OK.value, [("Content-Type", kind)], target.read_bytes())
 
-    def _readyz(self, query: dict[str, list[str]]) -> Response:
+    async def _healthz(self, request: HttpRequest) -> HttpResponse:
+        return text(HTTPStatus.OK, "ok\n")
+
+    async def _voices(self, request: HttpRequest) -> HttpResponse:
+        return json_response(HTTPStatus.OK, [v.as_dict() for v in self.service.registry.voices.values()])
+
+    async def _metrics(self, request: HttpRequest) -> HttpResponse:
+        content_type = "text/plain; version=0.0.4; charset=utf-8"
+        return HttpResponse(HTTPStatus.OK.value, [("Content-Type", content_type)], self.service.metrics.render())
+
+    async def _upgrade_required(self, request: HttpRequest) -> HttpResponse:
+        return text(HTTPStatus.UPGRADE_REQUIRED, f"upgrade_required: {WS_PATH} is a WebSocket\n",
+                    [("Upgrade", "websocket")])
+
+    async def _readyz(self, request: HttpRequest) -> HttpResponse:
         """200 while this instance takes new clients; 503 when draining or full."""
         ready = not self.draining and not self.caps.full
         body = {
@@ -269,74 +303,97 @@ class RttsServer:
             "connections": self.caps.total,
             "queue_depth": self.service.worker.queue_depth,
         }
-        return _json(HTTPStatus.OK if ready else HTTPStatus.SERVICE_UNAVAILABLE, body)
+        return json_response(HTTPStatus.OK if ready else HTTPStatus.SERVICE_UNAVAILABLE, body)
 
-    async def _tts(self, query: dict[str, list[str]]) -> Response:
-        def arg(name: str) -> str | None:
-            values = query.get(name)
-            return values[0] if values else None
+    def http_gate(self, request: HttpRequest) -> tuple[HttpResponse | None, str]:
+        """The WebSocket's admission rules for an HTTP route that synthesizes: draining,
+        Origin, token (``?token=`` or ``Authorization: Bearer``) and the connection caps.
+        Returns (a refusal or None, the client address whose slot ``take_slot`` takes)."""
+        cfg = self.config
+        metrics = self.service.metrics
+        if self.draining:
+            metrics.refused.labels("503").inc()
+            return text(HTTPStatus.SERVICE_UNAVAILABLE, "draining: this server is shutting down\n",
+                        [("Retry-After", "1")]), ""
+        if not access.origin_allowed(request.header("Origin"), request.header("Host"), cfg.allow_origin):
+            metrics.refused.labels("403").inc()
+            return text(HTTPStatus.FORBIDDEN, "forbidden: this origin may not use this server\n"), ""
+        if cfg.token is not None:
+            bearer = request.header("Authorization")
+            given = bearer[7:].strip() if bearer and bearer[:7].lower() == "bearer " else request.arg("token")
+            if not access.token_ok(given, cfg.token):
+                metrics.refused.labels("401").inc()
+                return text(HTTPStatus.UNAUTHORIZED, "unauthorized: give ?token=... or Authorization: Bearer\n",
+                            [("WWW-Authenticate", "Bearer")]), ""
+        address = access.client_address(request.peer, request.header("X-Forwarded-For"), cfg.trusted_proxies)
+        status = self.caps.refusal(address)
+        if status is not None:
+            metrics.refused.labels(str(status)).inc()
+            why = "too many connections from this address" if status == 429 else "this server has no room"
+            return text(HTTPStatus(status), f"busy: {why}; try again\n", [("Retry-After", "1")]), address
+        return None, address
 
-        text = arg("text")
-        if not text:
-            return _text(HTTPStatus.BAD_REQUEST, "missing_field: give ?text=...\n")
-        if self.config.token is not None and not access.token_ok(arg("token"), self.config.token):
-            return _text(HTTPStatus.UNAUTHORIZED, "unauthorized: give ?token=...\n")
+    async def _tts(self, request: HttpRequest) -> HttpResponse:
+        """GET /tts?text=...: a WAV streamed as it is synthesized (see docs/protocol.md)."""
+        refusal, address = self.http_gate(request)
+        if refusal is not None:
+            return refusal
+        text_arg = request.arg("text")
+        if not text_arg:
+            return text(HTTPStatus.BAD_REQUEST, "missing_field: give ?text=...\n")
         try:
-            speed = float(arg("speed")) if arg("speed") else None
-            rate = int(arg("sample_rate")) if arg("sample_rate") else None
-            samples, rate, _ = await self.service.speak(text, arg("voice"), arg("lang"), speed, rate)
+            speed = float(request.arg("speed") or 0) or None
+            rate = int(request.arg("sample_rate") or 0) or None
         except ValueError:
-            return _text(HTTPStatus.BAD_REQUEST, "bad_message: speed and sample_rate must be numbers\n")
+            return text(HTTPStatus.BAD_REQUEST, "bad_message: speed and sample_rate must be numbers\n")
+        voice = request.arg("voice")
+        if voice is not None and voice not in self.service.registry.voices:
+            return text(HTTPStatus.BAD_REQUEST, f"unknown_voice: no voice {voice[:80]!r}; see /voices\n")
+        headers = [("Content-Type", "audio/wav")]
+        if request.method == "HEAD":
+            return HttpResponse(HTTPStatus.OK.value, headers)  # what GET would answer, without the work
+        self.caps.take(address)
+        try:
+            stream = SpeechStream(self.service, sample_rate=rate, format="pcm16")
         except protocol.ProtocolError as exc:
-            status = HTTPStatus.SERVICE_UNAVAILABLE if exc.code == protocol.ErrorCode.BUSY else HTTPStatus.BAD_REQUEST
-            return _text(status, f"{exc.code.value}: {exc.message}\n")
-        return _response(HTTPStatus.OK, audio.wav_bytes(samples, rate), "audio/wav")
+            self.caps.give_back(address)
+            return text(HTTPStatus.BAD_REQUEST, f"{exc.code.value}: {exc.message}\n")
+
+        def done() -> None:
+            stream.close()
+            self.caps.give_back(address)
+
+        try:
+            await stream.start(text_arg, voice, request.arg("lang"), speed)
+        except protocol.ProtocolError as exc:
+            done()
+            busy = exc.code == protocol.ErrorCode.BUSY
+            return text(HTTPStatus.SERVICE_UNAVAILABLE if busy else HTTPStatus.BAD_REQUEST,
+                        f"{exc.code.value}: {exc.message}\n")
+        except BaseException:
+            done()
+            raise
+        return HttpResponse(HTTPStatus.OK.value, headers, _wav_stream(stream), on_done=done)
 
     # ------------------------------------------------------------ WebSocket
 
     async def _handle(self, ws: ServerConnection) -> None:
         service = self.service
         address, authorized = self._admitted.get(ws, ("?", False))
-        session = service.new_session(authorized=authorized)
-        held: list[Job] = []  # the session's next job, while the client is behind
-
-        def on_room() -> None:
-            for job in held:
-                if not job.cancelled:
-                    service.worker.submit(job)
-            held.clear()
-
-        outbox = Outbox(self.config.send_buffer, self.config.send_stall, on_room)
-
-        def send(message: protocol.ServerMessage) -> None:
-            outbox.put(protocol.encode(message))
-
-        def close(code: int, reason: str) -> None:
-            outbox.close(code, reason)
-
-        def submit(job: Job) -> None:
-            # Backpressure: synthesis for a client with a full outbox waits until it drains.
-            if outbox.full:
-                held.append(job)
-            else:
-                service.worker.submit(job)
-
-        def apply(effects: list[Effect]) -> None:
-            service.apply(session, effects, send, close, submit)
-
-        live = _Live(ws, session, outbox, apply)
-        self._live[ws] = live
+        conn = Connection(service, authorized=authorized)
+        outbox = conn.outbox
+        self._live[ws] = conn
         service.acquire()
         service.metrics.connections.inc()
         service.metrics.connections_total.inc()
-        log.debug("%s connected from %s", session.id, address)
-        sending = asyncio.create_task(self._send(session, outbox, ws, address), name=f"send-{session.id}")
+        log.debug("%s connected from %s", conn.id, address)
+        sending = asyncio.create_task(self._send(conn, ws, address), name=f"send-{conn.id}")
         try:
-            apply(session.open())
+            conn.open()
             async for frame in ws:
                 if outbox.closing or outbox.done:
                     continue  # closing: nothing more is taken from this client
-                apply(session.receive(frame))
+                conn.receive(frame)
                 if outbox.full:
                     # Stop reading (TCP backpressure) until the client has caught up.
                     await outbox.room()
@@ -345,8 +402,7 @@ class RttsServer:
         finally:
             del self._live[ws]
             self.send_peak = max(self.send_peak, outbox.peak)
-            apply(session.close())
-            held.clear()
+            conn.close()
             if not outbox.done:
                 outbox.close(protocol.CloseCode.GOING_AWAY, "")
             with contextlib.suppress(asyncio.TimeoutError, ConnectionClosed, Stalled):
@@ -357,36 +413,27 @@ class RttsServer:
                     await sending
             service.metrics.connections.dec()
             service.release()
-            log.debug("%s closed", session.id)
+            log.debug("%s closed", conn.id)
 
-    async def _send(self, session: Session, outbox: Outbox, ws: ServerConnection, address: str) -> None:
+    async def _send(self, conn: Connection, ws: ServerConnection, address: str) -> None:
         try:
-            await outbox.run(ws)
+            await conn.outbox.run(ws)
         except Stalled as exc:
-            log.warning("%s from %s dropped: %s; its work is cancelled", session.id, address, exc)
+            log.warning("%s from %s dropped: %s; its work is cancelled", conn.id, address, exc)
             self.service.metrics.stalled.inc()
             _reset(ws)
         except ConnectionClosed:
             pass
 
 
-class _Live:
-    """One open connection, as shutdown needs it."""
-
-    def __init__(self, ws: ServerConnection, session: Session, outbox: Outbox, apply) -> None:  # type: ignore[no-untyped-def]
-        self.ws = ws
-        self.session = session
-        self.outbox = outbox
-        self.apply = apply
-
-    def shut(self) -> None:
-        """Cancel this connection's work and close it with 1001, ahead of any queued audio."""
-        self.apply(self.session.close())
-        self.outbox.close(protocol.CloseCode.GOING_AWAY, "server shutting down", now=True)
+def _refuse(status: HTTPStatus, message: str) -> Response:
+    return _response(status, message.encode() + b"\n", "text/plain; charset=utf-8", {"Retry-After": "1"})
 
 
-def _refuse(status: HTTPStatus, text: str) -> Response:
-    return _response(status, text.encode() + b"\n", "text/plain; charset=utf-8", {"Retry-After": "1"})
+async def _wav_stream(stream: SpeechStream) -> AsyncIterator[bytes]:
+    yield audio.wav_header(stream.sample_rate)
+    async for chunk in stream:
+        yield chunk
 
 
 def _reset(ws: ServerConnection) -> None:

@@ -2,7 +2,8 @@
 idle unload, metrics, and an in-process way to speak a whole text.
 
 ``server.py`` puts WebSocket and HTTP in front of it; ``rtts say`` uses it directly,
-so the command line and the server run the very same pipeline.
+and both drive a ``connection.Connection``, so the command line and the server run the
+very same pipeline.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from .jobs import Job
 from .phrase_cache import PhraseCache
 from .text.lexicon import FILE_NAME as LEXICON_FILE
 from .text.lexicon import Lexicon
-from .session import Close, Drop, Effect, Send, Session, Submit
+from .session import Session
+from .speech_stream import SpeechStream
 from .engines.base import VoiceInfo
 from .host.client import Host
 from .voices import VoiceRegistry, host_ops
@@ -124,6 +126,9 @@ class Service:
             lang_voices=config.lang_voices,
             host=self.host,
         )
+        unknown = sorted({name for name, _ in config.first_unit_chars} - {k.name for k in self.registry.kinds})
+        if unknown:
+            log.warning("first-unit-chars given for engines that are not registered: %s", ", ".join(unknown))
         self._loop: asyncio.AbstractEventLoop | None = None
         cache = PhraseCache(int(config.phrase_cache_mb * 1024 * 1024))
         self.worker = InferenceWorker(self.registry, self._post, cache=cache, host=self.host)
@@ -239,23 +244,6 @@ class Service:
                 log.info("lexicon %s: %d entries", path, len(self._lexicon.entries))
         return self._lexicon
 
-    def apply(self, session: Session, effects: list[Effect], send, close, submit=None) -> None:  # type: ignore[no-untyped-def]
-        """Carry out a session's effects; ``send``/``close`` (and ``submit``, which may hold a
-        job back while the client is slow) are the driver's callbacks."""
-        for effect in effects:
-            if isinstance(effect, Send):
-                self.metrics.observe(effect.message)
-                send(effect.message)
-            elif isinstance(effect, Submit):
-                effect.job.sink = lambda job, event: self.apply(
-                    session, session.job_event(job, event), send, close, submit
-                )
-                (submit or self.worker.submit)(effect.job)
-            elif isinstance(effect, Drop):
-                self.worker.drop(effect.job)
-            elif isinstance(effect, Close):
-                close(effect.code, effect.reason)
-
     async def speak(
         self,
         text: str,
@@ -264,38 +252,17 @@ class Service:
         speed: float | None = None,
         sample_rate: int | None = None,
     ) -> tuple[np.ndarray, int, protocol.End]:
-        """Speak a whole text through a session; returns float32 audio, its rate and ``end``.
-
-        Raises ``protocol.ProtocolError`` for what a client would get as ``error``.
+        """Speak a whole text through a connection of its own; returns float32 audio, its
+        rate and ``end``. Raises ``protocol.ProtocolError`` for what a client would get as ``error``.
         """
-        session = self.new_session()
-        done: asyncio.Future[protocol.End] = asyncio.get_running_loop().create_future()
-        frames: list[bytes] = []
-
-        def send(message: protocol.ServerMessage) -> None:
-            if isinstance(message, protocol.Audio):
-                frames.append(message.data)
-            elif isinstance(message, protocol.End) and not done.done():
-                done.set_result(message)
-            elif isinstance(message, protocol.Error) and not done.done():
-                done.set_exception(protocol.ProtocolError(protocol.ErrorCode(message.code), message.message))
-
-        def close(code: int, reason: str) -> None:
-            pass  # no connection to close
-
-        self.acquire()
+        stream = SpeechStream(self, sample_rate=sample_rate, format="f32")
         try:
-            self.apply(session, session.open(), send, close)
-            hello = protocol.Hello(sample_rate=sample_rate, format="f32", frame_ms=200, token=self.config.token)
-            self.apply(session, session.receive(protocol.encode(hello)), send, close)
-            speak = protocol.Speak(id="say", text=text, voice=voice, lang=lang, speed=speed)
-            self.apply(session, session.receive(protocol.encode(speak)), send, close)
-            end = await done
+            await stream.start(text, voice, lang, speed)
+            data = b"".join([chunk async for chunk in stream])
         finally:
-            self.apply(session, session.close(), send, close)
-            self.release()
-        samples = np.frombuffer(b"".join(frames), dtype="<f4")
-        return samples, session.out.sample_rate, end
+            stream.close()
+        assert stream.end is not None
+        return np.frombuffer(data, dtype="<f4"), stream.sample_rate, stream.end
 
 
 class _CatalogView:
@@ -324,7 +291,13 @@ class _CatalogView:
         return self._service.loaded_voices()
 
     def estimate(self, job: Job) -> tuple[float, float]:
-        return self._service.worker.estimate(job)
+        worker = self._service.worker
+        engine = self._service.registry.engines.get(job.voice.model)
+        if engine is not None and not engine.loaded and job.voice.model not in worker.loading:
+            # Load what was asked for now: if admission refuses the utterance for the wait,
+            # its retry finds the model in memory instead of being refused again.
+            worker.preload(job.voice.model)
+        return worker.estimate(job)
 
 
 class _LiveCounter:

@@ -1,10 +1,10 @@
 """Per-connection protocol logic, without sockets or threads (sans-I/O).
 
-``Session.receive`` takes the bytes of one client frame, ``Session.job_event`` takes
-what the inference thread reported; both return a list of effects for the driver
-(``server.py``) to carry out: messages to send, jobs to submit or cancel, a close.
+``Session.receive`` takes the bytes of one client frame (``handle`` a message made
+in this process), ``Session.job_event`` takes what the inference thread reported;
+each returns a list of effects for the driver (``connection.py``) to carry out: messages to send, jobs to submit or cancel, a close.
 Everything about ordering, ids, limits, framing and stats lives here, so it is
-tested without a network (tests/test_session.py).
+tested without a network (tests/unit/test_session.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Protocol as TypingProtocol
 
 import numpy as np
 
-from . import access, audio, protocol
+from . import access, audio, codecs, protocol
 from .config import Config
 from .engines.base import VoiceInfo
 from .jobs import Job, JobAudio, JobDone, JobEvent, JobFailed
@@ -27,6 +27,7 @@ from .text import markup
 from .text.lexicon import Lexicon
 from .text.segment import segment
 from .text.split import Unit, UnitBuffer, pause_ms, split_units
+from .track import Frame, Track
 
 log = logging.getLogger(__name__)
 
@@ -130,20 +131,15 @@ class Utterance:
     part_started: bool = False
     pause_left_ms: int = 0  # <break> time this utterance may still hold (limits.max_pause_ms)
     started: bool = False  # `start` sent
-    seq: int = 0
-    audio_s: float = 0.0  # audio produced so far, pauses included
     first_audio: float | None = None
     first_job: float | None = None
     compute_s: float = 0.0
-    # Output position: samples framed before the current resampler started, plus what
-    # that resampler was given (at its input rate). A voice with another native rate
-    # flushes the resampler into the framer and starts a new one, so pts stays exact.
-    rate: int = 0
-    out_base: int = 0
-    native_since: int = 0
-    resampler: audio.Resampler | None = None
-    framer: audio.Framer | None = None
-    frame_len: int = 0
+    track: Track | None = None  # from the first job on: resampling, frames, positions
+
+    @property
+    def audio_s(self) -> float:
+        """Audio produced so far, pauses included."""
+        return self.track.audio_s if self.track is not None else 0.0
 
 
 class Session:
@@ -179,18 +175,37 @@ class Session:
         return [Send(self._ready())] if self.authorized else []
 
     def receive(self, data: bytes | str) -> list[Effect]:
+        """A frame from the client."""
         if isinstance(data, str):
             return [self._error(ErrorCode.BAD_FRAME, "text frames are not accepted; send msgpack in a binary frame")]
         try:
             msg = protocol.decode_client(data, max_bytes=self._config.max_message_bytes)
+        except ProtocolError as exc:
+            return self._refused(exc)
+        return self._take(msg)
+
+    def handle(self, msg: protocol.ClientMessage) -> list[Effect]:
+        """A message made in this process (``rtts say``, ``/tts``, another protocol's
+        adapter), checked as a decoded one would be."""
+        try:
+            protocol.check(msg)
+        except ProtocolError as exc:
+            return self._refused(exc)
+        return self._take(msg)
+
+    def _take(self, msg: protocol.ClientMessage) -> list[Effect]:
+        try:
             if not self.authorized and not isinstance(msg, protocol.Hello):
                 raise ProtocolError(ErrorCode.UNAUTHORIZED, "send hello with a valid token first")
             return self._handle(msg)
         except ProtocolError as exc:
-            effects: list[Effect] = [self._error(exc.code, exc.message, exc.id)]
-            if exc.code == ErrorCode.UNAUTHORIZED:
-                effects.append(Close(protocol.CloseCode.POLICY, "unauthorized"))
-            return effects
+            return self._refused(exc)
+
+    def _refused(self, exc: ProtocolError) -> list[Effect]:
+        effects: list[Effect] = [self._error(exc.code, exc.message, exc.id)]
+        if exc.code == ErrorCode.UNAUTHORIZED:
+            effects.append(Close(protocol.CloseCode.POLICY, "unauthorized"))
+        return effects
 
     def job_event(self, job: Job, event: JobEvent) -> list[Effect]:
         utt = self.utterances.get(job.utterance)
@@ -243,8 +258,8 @@ class Session:
             elif utt.buffer is None:
                 raise ProtocolError(ErrorCode.BAD_MESSAGE, f"utterance {msg.id!r} takes no more text", msg.id)
             else:
-                utt.chars += len(msg.text)
-                self._check_length(utt.chars, msg.id)
+                self._check_length(utt.chars + len(msg.text), msg.id)
+                utt.chars += len(msg.text)  # counted once accepted: a refused append leaves no trace
             assert utt.markup is not None
             utt.units.extend(utt.buffer.feed(utt.markup.feed(msg.text)))
             return self._pump()
@@ -272,8 +287,14 @@ class Session:
             self.voice = self._voice(msg.voice, None).id
         rate = msg.sample_rate or self.out.sample_rate
         frame_ms = msg.frame_ms or self.out.frame_ms
+        fmt = msg.format or self.out.format
         self._frame_samples(rate, frame_ms)
-        self.out = Output(rate, msg.format or self.out.format, frame_ms)
+        if fmt == "opus":
+            try:
+                codecs.check_opus(rate, frame_ms)
+            except ValueError as exc:
+                raise ProtocolError(ErrorCode.BAD_MESSAGE, str(exc)) from None
+        self.out = Output(rate, fmt, frame_ms)
         self.lang = msg.lang if msg.lang is not None else self.lang
         self.speed = msg.speed if msg.speed is not None else self.speed
         return [Send(self._ready())]
@@ -288,6 +309,7 @@ class Session:
             default_voice=self.voice,
             loaded=self._catalog.loaded_voices(),
             limits=self._config.limits,
+            formats=[f for f in protocol.FORMATS if f != "opus" or codecs.available("opus")],
         )
 
     # ------------------------------------------------------------ utterances
@@ -406,8 +428,7 @@ class Session:
                 return self._refuse(utt, wait, load)
             utt.started = True
             utt.first_job = now
-            utt.frame_len = audio.frame_samples(utt.out.sample_rate, utt.out.frame_ms)
-            utt.framer = audio.Framer(utt.frame_len)
+            utt.track = Track(utt.out.sample_rate, utt.out.frame_ms, utt.out.format)
             start = protocol.Start(
                 utt.id, voice.id, utt.out.sample_rate, utt.out.format, expected_wait_ms=round(wait * 1000)
             )
@@ -434,8 +455,9 @@ class Session:
         return effects
 
     def _audio(self, utt: Utterance, samples: np.ndarray) -> list[Effect]:
-        part = utt.job_part
-        assert utt.job is not None
+        part, track = utt.job_part, utt.track
+        if utt.job is None or track is None:
+            return []  # unreachable: audio comes only for the running job of a started utterance
         voice = utt.job.voice
         effects: list[Effect] = []
         samples, bad = audio.sanitize(samples)
@@ -449,14 +471,14 @@ class Session:
             return self._too_long(utt)
         if not utt.part_started:
             utt.part_started = True
-            effects.extend(self._switch_rate(utt, voice.native_rate))
+            effects.extend(self._frames(utt, track.switch_rate(voice.native_rate)))
             if pause:
-                effects.extend(self._push(utt, audio.silence(pause, utt.rate)))
+                effects.extend(self._frames(utt, track.push(audio.silence(pause, track.rate))))
             if part is not None:
-                pts = utt.out_base + utt.native_since * utt.out.sample_rate // utt.rate
                 kind = "sentence" if part.first else "segment"
-                effects.append(Send(protocol.Mark(utt.id, part.text, pts, kind, voice=voice.id, lang=part.lang)))
-        effects.extend(self._push(utt, samples))
+                mark = protocol.Mark(utt.id, part.text, track.position, kind, voice=voice.id, lang=part.lang)
+                effects.append(Send(mark))
+        effects.extend(self._frames(utt, track.push(samples)))
         return effects
 
     def _too_long(self, utt: Utterance) -> list[Effect]:
@@ -472,52 +494,22 @@ class Session:
         effects.append(Send(protocol.End(utt.id, "error", self._stats(utt))))
         return effects + self._pump()
 
-    def _switch_rate(self, utt: Utterance, rate: int) -> list[Effect]:
-        """Resample from ``rate`` from now on; the old resampler's tail is framed first."""
-        if utt.rate == rate:
-            return []
-        effects = self._drain_resampler(utt)
-        utt.rate = rate
-        utt.resampler = audio.Resampler(rate, utt.out.sample_rate)
-        return effects
-
-    def _drain_resampler(self, utt: Utterance) -> list[Effect]:
-        assert utt.framer is not None
-        effects: list[Effect] = []
-        if utt.resampler is not None:
-            effects = self._frames(utt, utt.framer.push(utt.resampler.flush()))
-        utt.out_base = utt.framer.samples_out + utt.framer.pending
-        utt.native_since = 0
-        utt.resampler = None
-        utt.rate = 0
-        return effects
-
-    def _push(self, utt: Utterance, samples: np.ndarray) -> list[Effect]:
-        assert utt.resampler is not None and utt.framer is not None
-        utt.native_since += len(samples)
-        utt.audio_s += len(samples) / utt.rate
-        return self._frames(utt, utt.framer.push(utt.resampler.process(samples)))
-
-    def _frames(self, utt: Utterance, frames: list[np.ndarray]) -> list[Effect]:
+    def _frames(self, utt: Utterance, frames: list[Frame]) -> list[Effect]:
         effects: list[Effect] = []
         now = self._clock()
         for frame in frames:
             if utt.first_audio is None:
                 utt.first_audio = now
-            pts = utt.seq * utt.frame_len  # only the last frame is shorter, so this is exact
-            effects.append(Send(protocol.Audio(utt.id, utt.seq, pts, audio.encode(frame, utt.out.format))))
-            utt.seq += 1
-            self._play_until = max(self._play_until, now) + len(frame) / utt.out.sample_rate
+            effects.append(Send(protocol.Audio(utt.id, frame.seq, frame.pts, frame.data)))
+            self._play_until = max(self._play_until, now) + frame.seconds
         return effects
 
     def _finish(self, utt: Utterance) -> list[Effect]:
         """All text spoken: send the tail (the one short frame) and ``end``."""
         del self.utterances[utt.id]
         effects: list[Effect] = []
-        if utt.framer is not None:
-            effects.extend(self._drain_resampler(utt))
-            tail = utt.framer.flush()
-            effects.extend(self._frames(utt, [tail] if tail is not None else []))
+        if utt.track is not None:
+            effects.extend(self._frames(utt, utt.track.finish()))
         else:
             effects.append(Send(protocol.Start(utt.id, utt.voice.id, utt.out.sample_rate, utt.out.format)))
         effects.append(Send(protocol.End(utt.id, "done", self._stats(utt))))

@@ -156,10 +156,6 @@ class VoiceRegistry:
         self.voices, self.engines, self.default_voice, self.lang_voices = found.voices, engines, default, lang_voices
         logger.info("rescan: %d voices, %d engines", len(found.voices), len(engines))
 
-    def rescan(self) -> None:
-        """``scan`` then ``adopt``, on the calling thread (the inference thread, or a test's)."""
-        self.adopt(self.scan())
-
 
 def host_ops(kinds: tuple[EngineKind, ...] = KINDS) -> dict[str, str]:
     """Every kind's own requests to the inference process (``EngineKind.host_ops``)."""

@@ -1,4 +1,13 @@
-"""Shared fixtures: a real rtts server in a background thread, and a small client."""
+"""Shared fixtures: a real rtts server in a background thread, and a small client.
+
+Tests come in three tiers, one folder each, and carry its marker:
+
+* ``tests/unit``: pure logic (protocol, session, text, audio, scheduling with fakes); seconds;
+* ``tests/live``: a real server or real models and real clients;
+* ``tests/system``: the browser (Debian's chromium), nginx, systemd, the soak.
+
+``python -m pytest tests/unit`` (or ``-m unit``) runs the first alone; ``python -m pytest`` all.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +25,16 @@ from rtts import protocol
 from rtts.config import Config
 from rtts.server import RttsServer
 from rtts.service import Service
+
+_TIERS = ("unit", "live", "system")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = item.path.parent.name
+        if tier in _TIERS:
+            item.add_marker(getattr(pytest.mark, tier))
+
 
 # Hypothesis' per-example deadline is a timing assertion: on a busy 2-core machine it fails
 # tests that are correct. Speed is measured by benchmarks, not tests.

@@ -2,72 +2,138 @@
 
 Cutting a graph needs the ``onnx`` package, which costs ~15 MB of RSS that the server
 would keep after unloading every model (and ~0.4 s per load). So the server never
-imports it: ``cached_cut`` runs ``python -m MODULE MODEL CACHE_DIR`` once, where
+imports it: ``Cut.cached`` runs ``python -m MODULE MODEL FIRST SECOND META`` once, where
 MODULE calls ``write_cut`` with its own cutting function, and later loads read the
 two halves and their description from the cache. Used for Piper voices
-(``vits_split``: encoder | decoder) and Kokoro (``kokoro_cut``: predictor | decoder).
+(``vits_split``: encoder | decoder, ``vits_flow``: prior | flow) and Kokoro
+(``kokoro_cut``: predictor | decoder).
+
+A cut is named by what made it, like the optimized graphs of ``host/sessions.py``:
+the model file (its path, size and mtime) and the recipe, a hash of the cutting
+code's source (every module that takes part, so a changed margin or cut point is a new
+recipe) and the onnx version. A cut that failed is remembered under its recipe only,
+so new code tries again; and cuts nothing will load again are removed (``_prune``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import importlib.metadata
+import importlib.util
 import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["cached_cut", "cut_files", "write_cut"]
+__all__ = ["REPLACED_S", "Cut", "write_cut"]
+
+# A cut replaced by another of the same model (new code, a changed model file) is
+# removed once unused for this long.
+REPLACED_S = 7 * 24 * 3600.0
 
 # (first half, second half, description for the engine); raises the cutter's own error.
 Cutter = Callable[["onnx.ModelProto"], tuple["onnx.ModelProto", "onnx.ModelProto", dict[str, Any]]]
 
 
-def cut_files(model: Path, cache_dir: Path, folder: str, halves: tuple[str, str]) -> tuple[Path, Path, Path]:
-    """Where the halves of ``model`` and their description are kept (named by size and mtime)."""
-    stat = model.stat()
-    stem = f"{model.stem}-{stat.st_size}-{stat.st_mtime_ns}"
-    where = cache_dir / folder
-    return where / f"{stem}.{halves[0]}.onnx", where / f"{stem}.{halves[1]}.onnx", where / f"{stem}.json"
+@dataclass(frozen=True)
+class Cut:
+    """One way of cutting models in two: run by ``module``, kept in ``folder``."""
+
+    module: str
+    folder: str
+    halves: tuple[str, str]
+    uses: tuple[str, ...] = ()  # other modules whose code takes part in the cut
+
+    def recipe(self) -> str:
+        """What makes this cut: the source of the modules that do it, and the onnx version."""
+        digest = hashlib.sha256()
+        for module in (self.module, __name__, *self.uses):
+            spec = importlib.util.find_spec(module)
+            if spec is None or spec.origin is None:
+                raise OSError(f"cannot find the source of {module}")
+            digest.update(Path(spec.origin).read_bytes())
+        try:
+            digest.update(importlib.metadata.version("onnx").encode())
+        except importlib.metadata.PackageNotFoundError:
+            pass  # the cut itself will say so
+        return digest.hexdigest()[:12]
+
+    def files(self, model: Path, cache_dir: Path) -> tuple[Path, Path, Path]:
+        """Where the halves of ``model`` and their description are kept."""
+        stat = model.stat()
+        where = hashlib.sha256(str(model.resolve()).encode()).hexdigest()[:8]
+        stem = f"{model.name.removesuffix('.onnx')}-{where}-{stat.st_size}-{stat.st_mtime_ns}-{self.recipe()}"
+        folder = cache_dir / self.folder
+        return folder / f"{stem}.{self.halves[0]}.onnx", folder / f"{stem}.{self.halves[1]}.onnx", folder / f"{stem}.json"
+
+    def cached(self, model: Path, cache_dir: Path, error: type[Exception]) -> tuple[Path, Path, dict[str, Any]]:
+        """The kept halves and description of ``model``, cutting it in a child process first.
+
+        Raises ``error`` when the model cannot be cut by this recipe (remembered until the
+        recipe changes), OSError when the cache cannot be written. Marks the cut used, and
+        removes those nothing will use again (``_prune``).
+        """
+        first, second, meta_path = self.files(model, cache_dir)
+        if not meta_path.is_file():
+            meta_path.parent.mkdir(parents=True, exist_ok=True)
+            done = subprocess.run(
+                [sys.executable, "-m", self.module, str(model), str(first), str(second), str(meta_path)],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                cwd=Path(__file__).resolve().parents[2],  # so a checkout's rtts is found too
+            )
+            if done.returncode != 0 or not meta_path.is_file():
+                raise OSError(f"cutting {model.name} failed: {done.stderr.strip()[-500:]}")
+        else:
+            with contextlib.suppress(OSError):
+                os.utime(meta_path)  # its mtime says when it was last used (see _prune)
+        _prune(meta_path, model)
+        meta = json.loads(meta_path.read_text())
+        if meta.get("error"):
+            raise error(meta["error"])
+        return first, second, meta
 
 
-def cached_cut(
-    module: str, model: Path, cache_dir: Path, folder: str, halves: tuple[str, str], error: type[Exception]
-) -> tuple[Path, Path, dict[str, Any]]:
-    """The kept halves and description of ``model``, cutting it in a child process first.
-
-    Raises ``error`` when the model cannot be cut (remembered, so it is not retried),
-    OSError when the cache cannot be written.
-    """
-    first, second, meta_path = cut_files(model, cache_dir, folder, halves)
-    if not meta_path.is_file():
-        meta_path.parent.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(
-            [sys.executable, "-m", module, str(model), str(cache_dir)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            cwd=Path(__file__).resolve().parents[2],  # so a checkout's rtts is found too
-        )
-        if done.returncode != 0 or not meta_path.is_file():
-            raise OSError(f"cutting {model.name} failed: {done.stderr.strip()[-500:]}")
-    meta = json.loads(meta_path.read_text())
-    if meta.get("error"):
-        raise error(meta["error"])
-    return first, second, meta
+def _prune(kept: Path, model: Path, now: float | None = None) -> None:
+    """Remove the cuts in ``kept``'s folder that nothing will load again: those whose model
+    is gone (a Piper encoder half cut again), and, once unused for REPLACED_S, other cuts
+    of ``model`` (another size, mtime or recipe) and those of an earlier build, which did
+    not record their model. Another version of rtts may share this cache dir and still use
+    those: removing them at once would have the two cut again at every load."""
+    keep = kept.name.removesuffix(".json")
+    cutoff = (time.time() if now is None else now) - REPLACED_S
+    for meta_path in kept.parent.glob("*.json"):
+        stem = meta_path.name.removesuffix(".json")
+        if stem == keep:
+            continue
+        try:
+            source = json.loads(meta_path.read_text()).get("source")
+            unused = meta_path.stat().st_mtime < cutoff
+        except (OSError, ValueError, AttributeError):
+            continue  # being written by another server, or not ours
+        if (source in (None, str(model)) and unused) or (source is not None and not Path(source).exists()):
+            for old in kept.parent.iterdir():
+                if old.name.startswith(stem + "."):
+                    with contextlib.suppress(OSError):
+                        old.unlink()
 
 
-def write_cut(
-    model_path: Path, cache_dir: Path, folder: str, halves: tuple[str, str], cut: Cutter, error: type[Exception]
-) -> None:
-    """In the child: cut the model and write both halves, then the description."""
+def write_cut(argv: list[str], cut: Cutter, error: type[Exception]) -> None:
+    """In the child (``argv``: MODEL FIRST SECOND META): cut the model and write both
+    halves, then the description."""
     import onnx
 
-    first, second, meta_path = cut_files(model_path, cache_dir, folder, halves)
+    model_path, first, second, meta_path = (Path(a) for a in argv)
     try:
         a, b, meta = cut(onnx.load(str(model_path)))
     except error as exc:
@@ -77,6 +143,7 @@ def write_cut(
             tmp = path.with_suffix(f".{os.getpid()}.tmp")  # two servers may cut at once
             tmp.write_bytes(half.SerializeToString())
             os.replace(tmp, path)
+    meta["source"] = str(model_path)  # so that a cut of a model that is gone can be removed
     # The description is written last: its presence means the halves are complete.
     tmp = meta_path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(meta))

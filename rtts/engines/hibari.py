@@ -40,7 +40,7 @@ from rtts.host.client import Host
 from rtts.text.lexicon import split_phonemes as split_lexicon
 from rtts.text.normalize_en import normalize_en
 
-__all__ = ["HIBARI", "HibariEngine", "Windows", "window_sizes"]
+__all__ = ["HIBARI", "HibariEngine", "HibariWork", "Windows", "window_sizes"]
 
 logger = logging.getLogger(__name__)
 
@@ -159,12 +159,15 @@ _MAX_UNITS = 256
 Spec = tuple[str, int, "str | None"]
 
 
-class _Work:
+class HibariWork:
     """Hibari's model, G2P and the windows of the units in flight, in the inference
-    process. The model runs here, not through a ``RemoteSession``, because its outputs
-    (five spectra, 2.4 MB per second of audio) would otherwise cross the pipe twice:
-    on a busy 2-core box a transfer that size waits for the other process again and
-    again (tens of ms), while a window of audio (40 frames, 48 kB) fits in one write."""
+    process (one object per process, made by its first request: see ``host/child.py``).
+
+    The model runs here, not through a ``RemoteSession``, because its outputs (five
+    spectra, 2.4 MB per second of audio) would otherwise cross the pipe twice: on a busy
+    2-core box a transfer that size waits for the other process again and again (tens of
+    ms), while a window of audio (40 frames, 48 kB) fits in one write. Every request
+    carries the model's ``Spec``, so a restarted process loads it again by itself."""
 
     def __init__(self) -> None:
         self.session: Any = None
@@ -173,6 +176,7 @@ class _Work:
         self.units: OrderedDict[int, Windows] = OrderedDict()
 
     def load(self, spec: Spec) -> None:
+        """Open the model and load the G2P's lexicons (0.6 s)."""
         if self.session is None:
             from rtts.host.sessions import open_session
 
@@ -183,64 +187,41 @@ class _Work:
 
             self.g2p = G2P()
 
+    def unload(self) -> None:
+        self.session = self.g2p = None
+        self.units.clear()
 
-# Made by the first request and ended with the inference process (as the Kokoro front
-# ends in g2p/kokoro_langs.py): never touched in the server.
-_work: list[_Work] = []
+    def phonemes(self, spec: Spec, texts: list[str]) -> list[str]:
+        """Hibari's normalizer and G2P over each text."""
+        self.load(spec)
+        g2p = self.g2p
+        if g2p is None:
+            raise EngineError("Hibari's G2P did not load")
+        return [g2p(text) for text in texts]
 
+    def start(self, spec: Spec, unit: int, ids: list[int], speed: float) -> int:
+        """Run the model over a unit's phoneme ids and keep its outputs for ``take``;
+        returns the unit's frames."""
+        self.load(spec)
+        feeds = {"ids": np.asarray([ids], np.int64), "speed": np.asarray([speed], np.float32)}
+        outputs = [np.asarray(o[0]) for o in self.session.run(None, feeds)]
+        self.units[unit] = Windows(outputs, rng_noise(self.rng, outputs[0].shape[0]))
+        while len(self.units) > _MAX_UNITS:
+            self.units.popitem(last=False)
+        return int(outputs[0].shape[1])
 
-def _here() -> _Work:
-    if not _work:
-        _work.append(_Work())
-    return _work[0]
+    def take(self, unit: int, count: int) -> np.ndarray:
+        """The audio of the unit's next ``count`` frames (its last window ends it)."""
+        windows = self.units.get(unit)
+        if windows is None:
+            raise EngineError(f"Hibari unit {unit} is not in the inference process (it restarted)")
+        audio = windows.take(count)
+        if windows.finished:
+            del self.units[unit]
+        return audio
 
-
-def child_load(spec: Spec) -> None:
-    """Open the model and load the G2P's lexicons (0.6 s)."""
-    _here().load(spec)
-
-
-def child_unload() -> None:
-    _work.clear()
-
-
-def child_phonemes(spec: Spec, texts: list[str]) -> list[str]:
-    """Hibari's normalizer and G2P over each text."""
-    work = _here()
-    work.load(spec)
-    g2p = work.g2p
-    if g2p is None:
-        raise EngineError("Hibari's G2P did not load")
-    return [g2p(text) for text in texts]
-
-
-def child_start(spec: Spec, unit: int, ids: list[int], speed: float) -> int:
-    """Run the model over a unit's phoneme ids and keep its outputs for ``child_take``;
-    returns the unit's frames."""
-    work = _here()
-    work.load(spec)
-    feeds = {"ids": np.asarray([ids], np.int64), "speed": np.asarray([speed], np.float32)}
-    outputs = [np.asarray(o[0]) for o in work.session.run(None, feeds)]
-    work.units[unit] = Windows(outputs, rng_noise(work.rng, outputs[0].shape[0]))
-    while len(work.units) > _MAX_UNITS:
-        work.units.popitem(last=False)
-    return int(outputs[0].shape[1])
-
-
-def child_take(unit: int, count: int) -> np.ndarray:
-    """The audio of the unit's next ``count`` frames (its last window ends it)."""
-    work = _here()
-    windows = work.units.get(unit)
-    if windows is None:
-        raise EngineError(f"Hibari unit {unit} is not in the inference process (it restarted)")
-    audio = windows.take(count)
-    if windows.finished:
-        del work.units[unit]
-    return audio
-
-
-def child_close(unit: int) -> None:
-    _here().units.pop(unit, None)
+    def close(self, unit: int) -> None:
+        self.units.pop(unit, None)
 
 
 # ---------------------------------------------------------------- in the server
@@ -388,12 +369,12 @@ class HibariKind:
     first_unit_chars = 40
     lang_voices: tuple[tuple[str, str], ...] = ()
     host_ops: Mapping[str, str] = {
-        _LOAD: f"{__name__}:child_load",
-        _UNLOAD: f"{__name__}:child_unload",
-        _G2P: f"{__name__}:child_phonemes",
-        _START: f"{__name__}:child_start",
-        _TAKE: f"{__name__}:child_take",
-        _CLOSE: f"{__name__}:child_close",
+        _LOAD: f"{__name__}:HibariWork.load",
+        _UNLOAD: f"{__name__}:HibariWork.unload",
+        _G2P: f"{__name__}:HibariWork.phonemes",
+        _START: f"{__name__}:HibariWork.start",
+        _TAKE: f"{__name__}:HibariWork.take",
+        _CLOSE: f"{__name__}:HibariWork.close",
     }
 
     def scanner(self) -> _Scan:

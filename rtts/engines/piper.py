@@ -10,7 +10,7 @@ its HiFi-GAN decoder (``vits_split``), the encoder runs once per sentence and th
 decoder over overlapping windows of the latent, small first and growing after, so
 the first audio leaves after the encoder plus one short window. The decoder is
 convolutions only, so with ``DECODE_MARGIN`` frames of context on each side a window
-gives the same samples as decoding the whole latent at once (tests/test_vits_split.py
+gives the same samples as decoding the whole latent at once (tests/live/test_vits_split.py
 measures the difference). A voice that cannot be cut is run whole, as before.
 
 The encoder is cut once more, before its flow (``vits_flow``), which is convolutions
@@ -232,14 +232,6 @@ class PiperEngine:
         self._decoder_sid = False
         self.hop = 0  # output samples per latent frame; 0 until loaded split
         self._has_sid = False
-
-    @classmethod
-    def from_files(
-        cls, model_path: Path, config_path: Path | None = None, threads: int = 2, host: Host | None = None
-    ) -> PiperEngine:
-        """Engine for ``X.onnx`` and ``X.onnx.json`` keyed ``piper/X``; ValueError for a bad config."""
-        config = PiperConfig.from_json(config_path or model_path.with_name(model_path.name + ".json"))
-        return cls(f"{PiperKind.name}/{model_path.name.removesuffix('.onnx')}", model_path, config, threads, host=host)
 
     @property
     def loaded(self) -> bool:

@@ -16,9 +16,9 @@ The cut is found from the graph's structure, not from tensor names:
 * the flow then needs ``z_p``, the frame mask (the one tensor it takes from the
   encoder that depends on the text) and, for multi-speaker voices, the speaker id;
 * its receptive field is the sum of its convolutions' reach, so a window with that
-  much context on each side is exact (tests/test_vits_split.py measures it).
+  much context on each side is exact (tests/live/test_vits_split.py measures it).
 
-Made once by a child process (``python -m rtts.engines.vits_flow ENCODER DIR``), like
+Made once by a child process (``python -m rtts.engines.vits_flow ENCODER FIRST SECOND META``), like
 the first cut; see ``graph_cut``.
 """
 
@@ -28,15 +28,16 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rtts.engines.graph_cut import cached_cut, write_cut
+from rtts.engines.graph_cut import Cut, write_cut
 from rtts.engines.vits_split import SplitError, ancestors
 
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["cached_flow_cut", "cut_flow"]
+__all__ = ["FLOW", "cached_flow_cut", "cut_flow"]
 
-_FOLDER, _HALVES = "piper-flow", ("prior", "flow")
+# ancestors() from vits_split takes part in this cut.
+FLOW = Cut("rtts.engines.vits_flow", "piper-flow", ("prior", "flow"), uses=("rtts.engines.vits_split",))
 _CHAIN = frozenset({"Mul", "Add", "Identity", "Cast"})
 # Frames of context added to the measured receptive field, for safety.
 _SLACK = 8
@@ -156,8 +157,8 @@ def _reach(graph: onnx.GraphProto) -> int:
 
 def cached_flow_cut(encoder: Path, cache_dir: Path) -> tuple[Path, Path, dict]:
     """The kept prior and flow of a cut Piper encoder, cut in a child process first if needed."""
-    return cached_cut("rtts.engines.vits_flow", encoder, cache_dir, _FOLDER, _HALVES, SplitError)
+    return FLOW.cached(encoder, cache_dir, SplitError)
 
 
 if __name__ == "__main__":
-    write_cut(Path(sys.argv[1]), Path(sys.argv[2]), _FOLDER, _HALVES, cut_flow, SplitError)
+    write_cut(sys.argv[1:], cut_flow, SplitError)

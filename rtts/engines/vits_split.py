@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rtts.engines.graph_cut import cached_cut, cut_files, write_cut
+from rtts.engines.graph_cut import Cut, write_cut
 
 if TYPE_CHECKING:  # imported where used: see "the cut, kept on disk" below
     import onnx
 
-__all__ = ["SplitError", "VitsSplit", "ancestors", "cached_split", "split_vits"]
+__all__ = ["SPLIT", "SplitError", "VitsSplit", "ancestors", "cached_split", "split_vits"]
 
 logger = logging.getLogger(__name__)
 
@@ -154,24 +154,19 @@ def _hop(graph: onnx.GraphProto) -> int:
 
 # ---------------------------------------------------------------- the cut, kept on disk
 #
-# Made once by a child process (``python -m rtts.engines.vits_split MODEL DIR``), so the
+# Made once by a child process (``python -m rtts.engines.vits_split MODEL FIRST SECOND META``), so the
 # server never imports ``onnx``; see ``graph_cut``.
 
-_FOLDER, _HALVES = "piper-split", ("encoder", "decoder")
-
-
-def split_files(model: Path, cache_dir: Path) -> tuple[Path, Path, Path]:
-    """Where the halves of ``model`` and their description are cached (named by size and mtime)."""
-    return cut_files(model, cache_dir, _FOLDER, _HALVES)
+SPLIT = Cut("rtts.engines.vits_split", "piper-split", ("encoder", "decoder"))
 
 
 def cached_split(model: Path, cache_dir: Path) -> tuple[Path, Path, dict]:
     """The cached halves and description of ``model``, cutting it in a child process first if needed.
 
-    Raises SplitError when the voice cannot be cut (remembered, so it is not retried),
-    OSError when the cache cannot be written.
+    Raises SplitError when the voice cannot be cut (remembered until the cutting code
+    changes), OSError when the cache cannot be written.
     """
-    return cached_cut("rtts.engines.vits_split", model, cache_dir, _FOLDER, _HALVES, SplitError)
+    return SPLIT.cached(model, cache_dir, SplitError)
 
 
 def _cut(model: onnx.ModelProto) -> tuple[onnx.ModelProto, onnx.ModelProto, dict]:
@@ -181,4 +176,4 @@ def _cut(model: onnx.ModelProto) -> tuple[onnx.ModelProto, onnx.ModelProto, dict
 
 
 if __name__ == "__main__":
-    write_cut(Path(sys.argv[1]), Path(sys.argv[2]), _FOLDER, _HALVES, _cut, SplitError)
+    write_cut(sys.argv[1:], _cut, SplitError)

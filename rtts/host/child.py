@@ -3,8 +3,10 @@
 Each request is a tuple ``(op, *args)`` and gets one answer, ``("ok", value)`` or
 ``("err", text)``, except ``drop``, which the parent does not wait for. Sessions'
 requests go to ``sessions.Sessions``; any other op is looked up in ``OPS`` (JSON: op →
-``"module:function"``, from the engines' ``EngineKind.host_ops``), imported on first
-use, so a child that only runs Piper never imports Kokoro's dictionaries.
+``"module:function"`` or ``"module:Class.method"``, from the engines'
+``EngineKind.host_ops``), imported on first use, so a child that only runs Piper never
+imports Kokoro's dictionaries. A class is made once per child and keeps its state
+(loaded front ends) for as long as the child lives.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from rtts.host.sessions import Sessions
 def serve(inbox: Connection, outbox: Connection, ops: dict[str, str]) -> None:
     sessions = Sessions()
     handlers: dict[str, Callable[..., Any]] = {"load": sessions.load, "inputs": sessions.inputs, "run": sessions.run}
+    instances: dict[str, Any] = {}  # "module:Class" → the one object of it in this child
     while True:
         try:
             op, *args = inbox.recv()
@@ -35,7 +38,7 @@ def serve(inbox: Connection, outbox: Connection, ops: dict[str, str]) -> None:
         try:
             handler = handlers.get(op)
             if handler is None:
-                handler = handlers[op] = _resolve(ops, op)
+                handler = handlers[op] = _resolve(ops, op, instances)
             outbox.send(("ok", handler(*args)))
         except EngineError as exc:
             outbox.send(("err", str(exc)))
@@ -43,12 +46,18 @@ def serve(inbox: Connection, outbox: Connection, ops: dict[str, str]) -> None:
             outbox.send(("err", f"{type(exc).__name__}: {exc}"))
 
 
-def _resolve(ops: dict[str, str], op: str) -> Callable[..., Any]:
+def _resolve(ops: dict[str, str], op: str, instances: dict[str, Any]) -> Callable[..., Any]:
     target = ops.get(op)
     if target is None:
         raise EngineError(f"unknown request {op!r}")
     module, _, name = target.partition(":")
-    return getattr(importlib.import_module(module), name)
+    owner, _, method = name.rpartition(".")
+    if not owner:
+        return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+    key = f"{module}:{owner}"
+    if key not in instances:
+        instances[key] = getattr(importlib.import_module(module), owner)()
+    return getattr(instances[key], method)  # type: ignore[no-any-return]
 
 
 if __name__ == "__main__":

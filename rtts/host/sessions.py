@@ -22,7 +22,10 @@ from rtts.engines.base import EngineError
 if TYPE_CHECKING:
     import onnxruntime as ort
 
-__all__ = ["Sessions", "open_session", "optimized_path", "session_options"]
+__all__ = ["UNUSED_S", "Sessions", "open_session", "optimized_path", "session_options"]
+
+# An optimized copy not loaded for this long is removed (at the next load of any model).
+UNUSED_S = 30 * 24 * 3600.0
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +71,7 @@ def open_session(
     With ``cache_dir``, a model file's graph, once optimized, is kept there and later
     loads skip the optimizer: Kokoro then loads in 0.37 s instead of 1.0 s (2-core box,
     ORT 1.32), which is most of what a cold connection waits for. The result is the
-    same graph, so the audio is identical (checked in tests/test_engines.py).
+    same graph, so the audio is identical (checked in tests/live/test_engines.py).
     """
     import onnxruntime as ort
 
@@ -123,7 +126,11 @@ def _load_optimized(model: Path, threads: int, cache_dir: Path) -> ort.Inference
         opts = session_options(threads)
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         try:
-            return ort.InferenceSession(str(target), sess_options=opts, providers=["CPUExecutionProvider"])
+            session = ort.InferenceSession(str(target), sess_options=opts, providers=["CPUExecutionProvider"])
+            with contextlib.suppress(OSError):
+                os.utime(target)  # its mtime says when it was last used (see _prune_unused)
+            _prune_unused(target.parent)
+            return session
         except Exception as exc:  # a truncated or foreign file: make it again below
             logger.warning("ignoring the optimized copy %s: %s", target, exc)
             target.unlink(missing_ok=True)
@@ -144,7 +151,19 @@ def _load_optimized(model: Path, threads: int, cache_dir: Path) -> ort.Inference
     for old in target.parent.glob(prefix + "*.onnx"):
         if old != target and old.name[len(prefix) :].split("-", 1)[0].isdigit():
             old.unlink(missing_ok=True)
+    _prune_unused(target.parent)
     return session
+
+
+def _prune_unused(folder: Path, now: float | None = None) -> None:
+    """Remove optimized copies not loaded for UNUSED_S: the model they were made from is
+    no longer run that way (Kokoro's whole model once it runs cut: 92 MB) or is gone.
+    Run at every load that uses the folder."""
+    cutoff = (time.time() if now is None else now) - UNUSED_S
+    for old in folder.glob("*.onnx"):
+        with contextlib.suppress(OSError):
+            if old.stat().st_mtime < cutoff:
+                old.unlink()
 
 
 class Sessions:

@@ -3,7 +3,7 @@
 espeak-ng reads plain words well but guesses at the rest: "$23.50", "10:30",
 "2026-11-29", "3rd", "km/h", "FBI" and "Dr." come out wrong or odd. Each rule here
 rewrites one kind of token into words; the order matters (dates before ranges,
-money before decimals). The golden table in tests/test_normalize_en.py is the spec.
+money before decimals). The golden table in tests/unit/test_normalize_en.py is the spec.
 """
 
 from __future__ import annotations

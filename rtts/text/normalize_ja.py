@@ -5,7 +5,7 @@ pyopenjtalk already reads numbers with counters well (3番 サンバン, 1本 �
 times (15:30), ISO and slashed dates, currency signs, percent signs, ranges, and
 phone numbers (read digit by digit with の between groups), and romanized names
 (Shibuya → シブヤ) that the segmenter gave to Japanese. The golden table in
-tests/test_normalize_ja.py is the spec.
+tests/unit/test_normalize_ja.py is the spec.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Numbers are read the way announcements read them: quantities as numbers
 (一百二十八元), years, phone, flight, train and order numbers digit by digit
 (二零二六年, 幺三八…), times as 点/分, dates as 年月日, percentages as 百分之….
 ``2`` before a measure word is 两 (两个, 两点). The golden table in
-tests/test_normalize_zh.py is the spec.
+tests/unit/test_normalize_zh.py is the spec.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import cn2an
 from .rules import Rule, alternation, apply_rules
 
 _DIGITS: Final = "零一二三四五六七八九"
+_CN2AN_DIGITS: Final = 16  # the longest number cn2an.an2cn reads (it raises past it)
 # Measure words after which 2 is 两 (两个人, 两点, 两天); 二 stays in 二月, 二号, 第二.
 _LIANG_BEFORE: Final = "个位张次天本件条只名辆种台份间双对把瓶杯碗块元千万亿点分秒周年岁层家所路趟小架支首套斤公米"
 _CURRENCY: Final = {"¥": "元", "￥": "元", "$": "美元", "€": "欧元", "£": "英镑", "HK$": "港币", "US$": "美元"}
@@ -40,13 +41,20 @@ def digits(s: str, yao: bool = True) -> str:
     return out.replace("一", "幺") if yao else out
 
 
+def cardinal(whole: str) -> str:
+    """A whole number in words (128 → 一百二十八); past cn2an's 16 digits, which nobody reads
+    as a quantity anyway, digit by digit."""
+    whole = whole.lstrip("0") or "0"
+    return cn2an.an2cn(whole) if len(whole) <= _CN2AN_DIGITS else digits(whole, yao=False)
+
+
 def number(s: str) -> str:
     """A quantity: 128 → 一百二十八, 7.50 → 七点五, 1,200 → 一千二百, -5 → 负五."""
     s = s.replace(",", "")
     sign = "负" if s.startswith("-") else ""
     s = s.lstrip("+-")
     whole, _, frac = s.partition(".")
-    words = cn2an.an2cn(whole or "0")
+    words = cardinal(whole)
     if frac:
         words += "点" + digits(frac, yao=False)
     return sign + words
@@ -75,9 +83,9 @@ def _date(m: re.Match[str]) -> str:
     if y:
         out += digits(y, yao=False) + "年"
     if mo:
-        out += cn2an.an2cn(str(int(mo))) + "月"
+        out += cardinal(mo) + "月"
     if d:
-        out += cn2an.an2cn(str(int(d))) + (m.group("dsuf") or "日")
+        out += cardinal(d) + (m.group("dsuf") or "日")
     return out
 
 
@@ -85,13 +93,13 @@ def _time(m: re.Match[str]) -> str:
     hour, minute = int(m.group("h")), int(m.group("m"))
     if hour > 24 or minute > 59:
         return m.group(0)
-    out = _liang(cn2an.an2cn(str(hour))) + "点"
+    out = _liang(cardinal(str(hour))) + "点"
     if minute == 30 and m.group("half"):
         return out + "半"
     if minute:
-        out += ("零" if minute < 10 else "") + cn2an.an2cn(str(minute)) + "分"
+        out += ("零" if minute < 10 else "") + cardinal(str(minute)) + "分"
     if m.group("s"):
-        out += cn2an.an2cn(str(int(m.group("s")))) + "秒"
+        out += cardinal(m.group("s")) + "秒"
     return out
 
 
@@ -153,7 +161,7 @@ _RULES: Final[list[Rule]] = [
     (re.compile(r"(?<![\d/])(\d+)/(\d+)(?![\d/])"), _fraction),
     (re.compile(rf"([-+]?\d+(?:\.\d+)?)\s?({alternation(_UNITS)})(?![A-Za-z])"), _unit),
     # 第3 → 第三 (ordinals never take 两).
-    (re.compile(r"第(\d+)"), lambda m: "第" + cn2an.an2cn(m.group(1))),
+    (re.compile(r"第(\d+)"), lambda m: "第" + cardinal(m.group(1))),
     # Any other number is a quantity: 128元, 3点半, 2个, 1,200人, 3.5公里.
     (re.compile(r"([-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?|[-+]?\d+(?:\.\d+)?)(.?)"), _quantity),
     (re.compile(r"\+"), "加"),

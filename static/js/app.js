@@ -13,12 +13,13 @@ const client = new RttsClient({
   lang: saved.lang || "",
   speed: Number(saved.speed || 1),
   sampleRate: Number(params.get("rate") || saved.sampleRate || 24000),
+  format: params.get("format") || saved.format || "pcm16",
 });
 window.rtts = client; // the tests (and curious people) read window.rtts.stats
 
 const els = {
   text: $("text"), voice: $("voice"), lang: $("lang"), speed: $("speed"), speedOut: $("speed-out"),
-  rate: $("rate"), speak: $("speak"), stop: $("stop"), typealong: $("typealong"), download: $("download"),
+  rate: $("rate"), format: $("format"), speak: $("speak"), stop: $("stop"), typealong: $("typealong"), download: $("download"),
   caption: $("caption"), notice: $("notice"), conn: $("conn"), retry: $("retry"), token: $("token"),
   history: $("history"), connSettings: $("conn-settings"),
 };
@@ -35,7 +36,7 @@ function loadSettings() {
 
 function saveSettings() {
   const s = client.settings;
-  const keep = { voice: s.voice, lang: s.lang, speed: s.speed, sampleRate: s.sampleRate, token: s.token };
+  const keep = { voice: s.voice, lang: s.lang, speed: s.speed, sampleRate: s.sampleRate, format: s.format, token: s.token };
   try {
     localStorage.setItem("rtts.settings", JSON.stringify(keep));
   } catch {
@@ -45,6 +46,7 @@ function saveSettings() {
 
 els.speed.value = client.settings.speed;
 els.rate.value = String(client.settings.sampleRate);
+els.format.value = client.settings.format === "opus" ? "opus" : "pcm16";
 els.token.value = client.settings.token;
 showSpeed();
 
@@ -70,6 +72,12 @@ els.rate.addEventListener("change", async () => {
   if (client.live.size) await client.stop(); // audio of the old rate cannot go into the new context
   client.configure({ sampleRate: Number(els.rate.value) });
   saveSettings();
+});
+els.format.addEventListener("change", () => {
+  // The next connection asks for it (Opus needs a browser check first): reload the page.
+  client.configure({ format: els.format.value });
+  saveSettings();
+  location.reload();
 });
 els.token.addEventListener("change", () => {
   client.configure({ token: els.token.value.trim() });
@@ -294,7 +302,7 @@ function refresh() {
     $("f-underruns").textContent = st.underruns
       ? `${st.underruns}, ${st.audibleUnderruns} audible (${Math.round(st.starvedMs)} ms)` : "0";
     $("f-rtt").textContent = client.conn.rttMs === null ? "—" : `${client.conn.rttMs.toFixed(1)} ms`;
-    $("f-audio").textContent = `${st.audio}${st.sampleRate ? ` · ${st.sampleRate} Hz` : ""}`;
+    $("f-audio").textContent = `${st.audio}${st.sampleRate ? ` · ${st.sampleRate} Hz` : ""} · ${st.wireFormat}`;
     $("f-stop").textContent = ms(st.lastStopMs);
     const rec = latest();
     els.stop.disabled = !(client.live.size || st.bufferedMs > 0);

@@ -8,6 +8,7 @@
 
 import { Connection, wsUrl } from "./connection.js";
 import { Player, decodeFrame } from "./player.js";
+import { OPUS_RATE, OpusStream, opusSupported } from "./opus.js";
 
 let counter = 0;
 function newId(prefix) {
@@ -20,8 +21,9 @@ const CJK_END = /[\u3000-\u9fff\uff00-\uffef]$/u;
 const CJK_START = /^[\u3000-\u9fff\uff00-\uffef]/u;
 
 export class RttsClient extends EventTarget {
-  // settings: {token, voice, lang, speed, sampleRate, prebufferMs}; voice/lang/speed
-  // go with each utterance, sampleRate and token with `hello`.
+  // settings: {token, voice, lang, speed, sampleRate, format, prebufferMs}; voice/lang/speed
+  // go with each utterance, sampleRate, format and token with `hello`. format "opus" is
+  // used when both this browser (WebCodecs) and the server (ready.formats) can; else pcm16.
   constructor(settings = {}) {
     super();
     this.settings = { prebufferMs: 60, ...settings };
@@ -39,10 +41,18 @@ export class RttsClient extends EventTarget {
     this.player.addEventListener("done", (e) => this._onSoundDone(e.detail));
     this.player.addEventListener("state", () => this._emit("audiostate", { state: this.audioState }));
     this.maxRecords = 200; // an unattended page must not grow without bound
+    this.opus = { browser: false, server: null }; // can each side do Opus (null: not known yet)
   }
 
-  start() {
+  async start() {
+    if (this.settings.format === "opus") this.opus.browser = await opusSupported();
     this.conn.connect();
+  }
+
+  // What goes on the wire: Opus only when wanted and both ends have it.
+  get wireFormat() {
+    const o = this.opus;
+    return this.settings.format === "opus" && o.browser && o.server ? "opus" : "pcm16";
   }
 
   get audioState() {
@@ -59,9 +69,11 @@ export class RttsClient extends EventTarget {
 
   _hello() {
     const s = this.settings;
-    const msg = { format: "pcm16", frame_ms: 20 };
+    const format = this.wireFormat;
+    const msg = { format, frame_ms: 20 };
     if (s.token) msg.token = s.token;
-    if (s.sampleRate) msg.sample_rate = Number(s.sampleRate);
+    if (format === "opus") msg.sample_rate = OPUS_RATE;
+    else if (s.sampleRate) msg.sample_rate = Number(s.sampleRate);
     return msg;
   }
 
@@ -160,12 +172,24 @@ export class RttsClient extends EventTarget {
     const rec = msg.id !== undefined ? this.utterances.get(msg.id) : undefined;
     switch (msg.type) {
       case "ready":
+        if (this.settings.format === "opus" && this.opus.browser && this.opus.server === null) {
+          // The first `ready` says whether this server can send Opus; ask for it if so.
+          this.opus.server = (msg.formats || []).includes("opus");
+          if (this.opus.server) {
+            this.conn.rehello();
+            break;
+          }
+        }
         this.player.open(msg.sample_rate).catch((err) => this._emit("error", { code: "audio", message: String(err) }));
         this._emit("ready", msg);
         break;
       case "start":
         if (rec) {
           Object.assign(rec, { started: true, voice: msg.voice, format: msg.format, rate: msg.sample_rate });
+          if (msg.format === "opus") {
+            rec.opus = new OpusStream(msg.sample_rate, (samples) => this._onSamples(rec, samples),
+              (err) => this._onOpusError(rec, err));
+          }
           rec.expectedWaitMs = msg.expected_wait_ms ?? null;
           this._emit("start", rec);
         }
@@ -182,11 +206,26 @@ export class RttsClient extends EventTarget {
           rec.stats = msg.stats || null;
           if (rec.stats && rec.stats.ttfa_ms >= 0) rec.serverTtfaMs = rec.stats.ttfa_ms;
           this.live.delete(msg.id);
+          if (rec.opus) {
+            // The decoder may still hold the last packets: end playback after they are out.
+            const opus = rec.opus;
+            rec.opus = null;
+            opus.finish().catch(() => {}).then(() => {
+              if (!rec.cancelled) this.player.end(msg.id);
+              this._emit("end", rec);
+            });
+            break;
+          }
           if (!rec.cancelled) this.player.end(msg.id);
           this._emit("end", rec);
         }
         break;
       case "error":
+        if (!rec && this.wireFormat === "opus" && msg.code === "bad_message" && /opus/.test(msg.message)) {
+          // This server took `ready.formats` back (a restart without PyAV): plain PCM then.
+          this.opus.server = false;
+          this.conn.rehello();
+        }
         if (rec) {
           rec.error = { code: msg.code, message: msg.message };
           if (!rec.started && this.live.has(rec.id)) {
@@ -203,14 +242,26 @@ export class RttsClient extends EventTarget {
   }
 
   _onAudio(rec, msg) {
-    const samples = decodeFrame(msg.data, rec.format || this.conn.ready.format);
-    rec.sent += samples.length;
+    rec.bytes = (rec.bytes || 0) + msg.data.length;
     if (rec.firstFrameAt === null) {
       rec.firstFrameAt = performance.now();
       rec.ttfaMs = rec.firstFrameAt - rec.sentAt;
       this.last = { id: rec.id, rate: rec.rate || this.conn.ready.sample_rate, chunks: [] };
       this._emit("firstaudio", rec);
     }
+    if (rec.opus) rec.opus.decode(msg.data, msg.pts);
+    else this._onSamples(rec, decodeFrame(msg.data, rec.format || this.conn.ready.format));
+  }
+
+  _onOpusError(rec, err) {
+    // A browser whose decoder fails goes back to pcm16 for the next utterances.
+    this.opus.browser = false;
+    this.conn.rehello();
+    this._emit("error", { id: rec.id, code: "opus", message: String(err) });
+  }
+
+  _onSamples(rec, samples) {
+    rec.sent += samples.length;
     if (this.last && this.last.id === rec.id) this.last.chunks.push(samples.slice());
     // Frames still in flight after Stop or an interrupt are dropped here, so they can
     // never reach the speakers.
@@ -222,6 +273,8 @@ export class RttsClient extends EventTarget {
     // already has instead of waiting for frames that will not come.
     for (const id of this.live) {
       const rec = this.utterances.get(id);
+      if (rec.opus) rec.opus.close();
+      rec.opus = null;
       rec.reason = "disconnected";
       this.player.end(id);
       this._emit("end", rec);
@@ -289,13 +342,13 @@ export class RttsClient extends EventTarget {
       utterances[id] = {
         mode: r.mode, text: r.text, sent: r.sent, received: r.received, played: r.played,
         ttfaMs: r.ttfaMs, firstSoundMs: r.firstSoundMs, serverTtfaMs: r.serverTtfaMs,
-        reason: r.reason, stats: r.stats, error: r.error, stopMs: r.stopMs,
+        reason: r.reason, stats: r.stats, error: r.error, stopMs: r.stopMs, format: r.format ?? null, bytes: r.bytes ?? 0,
         marks: r.marks.length, firstFrameAt: r.firstFrameAt, flushAt: r.flushAt, expectedWaitMs: r.expectedWaitMs,
       };
     }
     const st = this.player.status;
     return {
-      state: this.conn.state, audio: this.audioState, sampleRate: this.player.sampleRate,
+      state: this.conn.state, audio: this.audioState, sampleRate: this.player.sampleRate, wireFormat: this.wireFormat,
       bufferedMs: this.player.bufferedMs(), underruns: st.underruns, audibleUnderruns: st.audibleUnderruns,
       starvedMs: this.player.sampleRate
         ? (st.starved / this.player.sampleRate) * 1000 : 0,

@@ -33,6 +33,7 @@ const client = new RttsClient({
   lang: params.get("lang") || "",
   speed: number("speed", 1),
   sampleRate: number("rate", 24000),
+  format: params.get("format") || "pcm16", // "opus" for thin links (WebCodecs; pcm16 where missing)
 });
 
 const urlQueue = params.getAll("queue").map(parseItem).filter((item) => item.text);

@@ -17,7 +17,7 @@ from websockets.exceptions import ConnectionClosed
 
 from rtts import audio, protocol
 
-from .conftest import Client, ServerThread, make_config
+from tests.conftest import Client, ServerThread, make_config
 
 pytestmark = pytest.mark.slow
 

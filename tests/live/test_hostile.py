@@ -14,8 +14,8 @@ import pytest
 
 from rtts import protocol
 
-from .conftest import Client, ServerThread, make_config
-from .test_server import fetch
+from tests.conftest import Client, ServerThread, make_config
+from tests.live.test_server import fetch
 
 pytestmark = pytest.mark.slow
 
@@ -47,3 +47,21 @@ def test_a_wall_of_breaks_is_capped_and_held_back_for_a_slow_client(tmp_path):
         assert cfg.max_pause * 1000 <= end.stats["audio_ms"] <= cfg.max_pause * 1000 + 3000
         # What waited for A: the send buffer plus at most one pause job (2 s of 48 kHz f32) and a chunk.
         assert 0 < _send_peak(server) < cfg.send_buffer + 2.2 * 48000 * 4 + 65536
+
+
+@pytest.mark.parametrize(
+    "text, voice",
+    [
+        ("编号12345678901234567890123，金额98765432109876543210元。", "kokoro/jm_kumo"),
+        ("番号は12345678901234567890123です。", "kokoro/jf_alpha"),
+        ("The number is 12345678901234567890123456789012345678901234567890.", PIPER),
+    ],
+)
+def test_very_long_numbers_are_spoken_not_internal(server: ServerThread, text: str, voice: str):
+    """Bug 5: Mandarin numbers over 16 digits ended the utterance with `internal` (cn2an raised)."""
+    with Client(server.url) as c:
+        c.recv()
+        c.send(type="speak", id="n", text=text, voice=voice)
+        msgs = c.utterance("n", timeout=180)
+    assert not [m for m in msgs if isinstance(m, protocol.Error)], msgs[-2:]
+    assert msgs[-1].reason == "done" and msgs[-1].stats["audio_ms"] > 2000

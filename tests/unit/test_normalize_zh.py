@@ -71,3 +71,18 @@ def test_table_is_wide():
 def test_idempotent_on_spoken_text():
     for _, spoken in GOLDEN:
         assert normalize_zh(spoken) == spoken
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("12345678901234567", "一二三四五六七八九零一二三四五六七"),
+        ("共12345678901234567890元", "共一二三四五六七八九零一二三四五六七八九零元"),
+        ("第12345678901234567", "第一二三四五六七八九零一二三四五六七"),
+        ("增长了12345678901234567%", "增长了百分之一二三四五六七八九零一二三四五六七"),
+        ("1234567890123456", "一千二百三十四万五千六百七十八亿九千零一十二万三千四百五十六"),
+    ],
+)
+def test_numbers_longer_than_sixteen_digits_are_read_digit_by_digit(text, expected):
+    """Issue 13, bug 5: cn2an reads at most 16 digits and raised, which ended the utterance with `internal`."""
+    assert normalize_zh(text) == expected

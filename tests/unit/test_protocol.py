@@ -128,3 +128,30 @@ def test_random_maps_decode_or_raise_protocol_error(obj):
         assert exc.code in ErrorCode
     else:
         assert type(msg).TYPE == obj["type"]
+
+
+@pytest.mark.parametrize(
+    "msg",
+    [
+        protocol.Speak(id="a", text="hi", speed=9.0),
+        protocol.Speak(id="", text="hi"),
+        protocol.Speak(id="a", text="hi", voice=3),  # type: ignore[arg-type]
+        protocol.Hello(format="wav"),
+        protocol.Hello(v=2),
+        protocol.Hello(sample_rate=12345),
+        protocol.Append(id="a", text=b"bytes"),  # type: ignore[arg-type]
+        protocol.Ping(t=[1]),
+    ],
+)
+def test_check_refuses_in_process_what_decoding_refuses_on_the_wire(msg) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(protocol.ProtocolError) as wire:
+        protocol.decode_client(protocol.encode(msg))
+    with pytest.raises(protocol.ProtocolError) as local:
+        protocol.check(msg)
+    assert (local.value.code, local.value.message) == (wire.value.code, wire.value.message)
+
+
+def test_check_passes_what_decoding_passes() -> None:
+    for msg in (protocol.Speak(id="a", text="hi", speed=1.5), protocol.Hello(sample_rate=16000), protocol.Ping(t=3)):
+        protocol.check(msg)
+        assert protocol.decode_client(protocol.encode(msg)) == msg

@@ -2,7 +2,7 @@
 
 The inference thread is played by hand: the test answers each submitted job with
 audio it makes up. The same behaviours run end to end with real voices in
-tests/test_server.py.
+tests/live/test_server.py.
 """
 
 from __future__ import annotations
@@ -436,6 +436,21 @@ def test_lexicon_reaches_the_engine_text_but_not_the_marks():
     assert sent(effects, protocol.Mark)[0].text == "Nguyen likes Xiaomi."
 
 
+def test_a_message_made_in_process_is_handled_like_the_same_frame():
+    # rtts say and /tts hand the session message objects; nothing is encoded to be decoded again.
+    wire, _ = make()
+    local, _ = make()
+
+    def shape(effects):  # jobs are numbered per process
+        return [(type(e).__name__, getattr(e, "message", None), getattr(getattr(e, "job", None), "text", None)) for e in effects]
+
+    for msg in (protocol.Hello(sample_rate=16000), protocol.Speak(id="a", text="Hello there.")):
+        assert shape(local.handle(msg)) == shape(wire.receive(protocol.encode(msg)))
+    bad = protocol.Speak(id="b", text="x", speed=5.0)
+    assert local.handle(bad) == wire.receive(protocol.encode(bad))
+    assert errors(local.handle(bad)) == ["bad_message"]
+
+
 def test_breaks_are_capped_in_total_and_sent_as_short_pause_jobs():
     """Issue 13, bug 2: 277 ten-second breaks were summed into one 46-minute block of
     silence, built at once on the event loop. The total is capped (limits.max_pause_ms)
@@ -469,3 +484,12 @@ def test_an_utterance_that_passes_max_audio_ends_with_audio_too_long():
     # The connection goes on.
     effects, _ = speak_all_jobs(session, send(session, type="speak", id="ok", text="Fine."))
     assert sent(effects, protocol.End)[-1].reason == "done"
+
+
+def test_a_refused_append_is_not_counted():
+    """Issue 13, bug 7: the refused text was added to the utterance's length before the check,
+    so text that fits was refused afterwards."""
+    session, _ = make(max_text_chars=100)
+    send(session, type="append", id="a", text="x" * 60)
+    assert errors(send(session, type="append", id="a", text="y" * 50)) == ["text_too_long"]
+    assert errors(send(session, type="append", id="a", text="z" * 40)) == []

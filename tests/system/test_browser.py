@@ -20,11 +20,11 @@ from urllib.parse import urlencode
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from .conftest import ServerThread, make_config
+from tests.conftest import ServerThread, make_config
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "docs" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -514,3 +514,53 @@ def test_kiosk_high_priority_interrupts_and_the_cut_one_is_spoken_again(server: 
     texts = [utterance(page, i)["text"] for i in ids]
     assert texts == [normal, alert, normal]
     page.evaluate("window.rtts.stop()")
+
+
+# ---------------------------------------------------------------- Opus on the wire
+
+
+def test_page_and_kiosk_play_opus_decoded_by_webcodecs(server: ServerThread, new_page) -> None:  # type: ignore[no-untyped-def]
+    """``?format=opus``: the server sends one Opus packet per 20 ms frame at 48 kHz, the
+    page decodes them with WebCodecs' AudioDecoder and the worklet plays every sample."""
+    text = "The 10:30 train to Boston leaves from platform 4. Please mind the gap."
+    page = new_page()
+    page.goto(server.http + "/?format=opus")
+    page.wait_for_function("window.rtts && window.rtts.stats.wireFormat === 'opus'", timeout=60_000)
+    wait_ready(page)
+    page.select_option("#voice", VOICE)
+    utt = speak_from_page(page, text)
+    rec = wait_played_out(page, utt)
+    assert rec["reason"] == "done" and rec["format"] == "opus"
+    assert page.evaluate("window.rtts.stats.sampleRate") == 48000
+    # Every sample the server made came out of the decoder (plus at most a frame of the
+    # padding that completes the last packet), and the worklet played it.
+    audio_samples = rec["stats"]["audio_ms"] * 48
+    assert audio_samples <= rec["sent"] <= audio_samples + 960 * 2
+    assert rec["played"] >= 0.95 * rec["sent"]
+    # About 24 kbit/s: an eighth of pcm16 at 24 kHz, a sixteenth at 48 kHz.
+    bytes_per_s = rec["bytes"] / (rec["stats"]["audio_ms"] / 1000)
+    assert 1500 < bytes_per_s < 4500, bytes_per_s
+    rms = page.evaluate(
+        """() => { const c = window.rtts.last.chunks; let s = 0, n = 0;
+                   for (const x of c) for (const v of x) { s += v * v; n++; } return Math.sqrt(s / n); }"""
+    )
+    assert 0.01 < rms < 0.5, rms
+
+    kiosk = new_page()
+    kiosk.goto(kiosk_url(server, "Welcome to the central station.") + "&format=opus")
+    kiosk.wait_for_function("window.rtts && window.rtts.stats.wireFormat === 'opus'", timeout=60_000)
+    page.wait_for_timeout(100)
+    kiosk.wait_for_function("window.rtts.utterances.size > 0", timeout=60_000)
+    rec = wait_played_out(kiosk, kiosk.evaluate("[...window.rtts.utterances.keys()][0]"))
+    assert rec["format"] == "opus" and rec["played"] >= 0.95 * rec["sent"] > 48000 // 2
+
+
+def test_without_webcodecs_the_page_falls_back_to_pcm16(server: ServerThread, new_page) -> None:  # type: ignore[no-untyped-def]
+    page = new_page()
+    page.add_init_script("delete window.AudioDecoder; delete window.EncodedAudioChunk;")
+    page.goto(server.http + "/?format=opus&rate=24000")
+    wait_ready(page)
+    assert page.evaluate("window.rtts.stats.wireFormat") == "pcm16"
+    page.select_option("#voice", VOICE)
+    rec = wait_played_out(page, speak_from_page(page, "Plain samples then."))
+    assert rec["format"] == "pcm16" and rec["played"] >= 0.95 * rec["sent"] > 0

@@ -22,11 +22,11 @@ from rtts.host.sessions import optimized_path
 from rtts.engines.base import Engine, EngineError, VoiceInfo
 from rtts.engines.kokoro import MAX_TOKENS, KokoroEngine, KokoroPack, StyleFile, assemble_model
 from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, cached_kokoro_cut, drop_pad_frames
-from rtts.engines.piper import PiperEngine
+from rtts.engines.piper import PiperConfig, PiperEngine
 from rtts.engines.trim import trim_silence
 from rtts.g2p import split_phonemes
 from rtts.voices import DEFAULT_VOICE, VoiceRegistry
-from .texts import LONG_TEXT
+from tests.texts import LONG_TEXT
 
 KOKORO = "kokoro/jf_alpha"
 PIPER = "piper/en_US-joe-medium"
@@ -44,7 +44,7 @@ SENTENCE = "The quick brown fox jumps over the lazy dog."
 
 @pytest.fixture(scope="module")
 def cache_dir() -> Path:
-    path = Path(os.environ.get("RTTS_TEST_CACHE") or Path(__file__).parent.parent / ".pytest-cache-models")
+    path = Path(os.environ.get("RTTS_TEST_CACHE") or Path(__file__).parents[2] / ".pytest-cache-models")
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -175,7 +175,7 @@ def test_rescan_keeps_engines_and_adds_voices(tmp_path: Path, piper_voice_files:
     (tmp_path / "x.onnx").symlink_to(model)
     (tmp_path / "x.onnx.json").symlink_to(config)
     np.save(tmp_path / "extra.npy", np.zeros((510, 256), np.float32))
-    registry.rescan()
+    registry.adopt(registry.scan())
     assert "piper/x" in registry.voices and "kokoro/extra" in registry.voices
     assert registry.engines["kokoro"] is kokoro and registry.engines[PIPER] is piper
 
@@ -199,7 +199,29 @@ def test_kokoro_model_assembly(tmp_path: Path) -> None:
     assert path.parent == cache and path.read_bytes() == b"abcdefgh"
     mtime = path.stat().st_mtime_ns
     assert assemble_model(pack, cache) == path and path.stat().st_mtime_ns == mtime  # done once
-    assert [p.name for p in cache.iterdir()] == [path.name]
+    assert sorted(p.name for p in cache.iterdir()) == [path.name, path.name + ".ok"]
+
+
+def test_kokoro_model_is_hashed_once_then_known_by_its_stamp(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from rtts.engines import kokoro as kokoro_module
+
+    part = tmp_path / "part.bin"
+    part.write_bytes(b"abcdefgh")
+    pack = KokoroPack(parts=(part,), sha256=hashlib.sha256(b"abcdefgh").hexdigest(), vocab=part, voices=part)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    path = cache / kokoro_module.MODEL_FILE
+    path.write_bytes(b"abcdefgh")  # assembled by a build that kept no stamp
+    hashed: list[Path] = []
+    real = kokoro_module._sha256
+    monkeypatch.setattr(kokoro_module, "_sha256", lambda p: hashed.append(p) or real(p))
+    assert assemble_model(pack, cache) == path and hashed == [path]  # checked once ...
+    assert assemble_model(pack, cache) == path and hashed == [path]  # ... then by its stamp
+    # Same size, other bytes (a damaged file): the stamp no longer matches, the file is
+    # hashed, found wrong and assembled again.
+    path.write_bytes(b"XXXXXXXX")
+    assert assemble_model(pack, cache) == path and path.read_bytes() == b"abcdefgh"
+    assert hashed == [path, path]
 
 
 def test_bad_onnx_raises_engine_error_at_load(tmp_path: Path, piper_voice_files: tuple[Path, Path]) -> None:
@@ -334,7 +356,7 @@ def test_piper_multi_speaker_voice_passes_speaker(
     raw.update(num_speakers=2, speaker_id_map={"a": 0, "b": 1})
     (tmp_path / "m.onnx").symlink_to(model)
     (tmp_path / "m.onnx.json").write_text(json.dumps(raw))
-    engine = PiperEngine.from_files(tmp_path / "m.onnx", threads=1)
+    engine = PiperEngine("piper/m", tmp_path / "m.onnx", PiperConfig.from_json(tmp_path / "m.onnx.json"), threads=1)
     voice = VoiceInfo("piper/m/b", "m b", ("en",), "piper", 22050, engine.key, speaker="1")
     assert np.concatenate(list(engine.synthesize("Hi.", voice, "en", 1.0))).size > 0
     with pytest.raises(ValueError, match="out of range"):
@@ -356,9 +378,10 @@ def test_optimized_graph_is_kept_and_speaks_the_same(tmp_path: Path, kokoro: Kok
     first = host.open(model, 2, cache_dir=tmp_path)  # optimizes, and keeps the result
     kept = optimized_path(model, tmp_path)
     assert kept.is_file() and kept.stat().st_size > 1_000_000
-    made = kept.stat().st_mtime_ns
+    made = kept.stat()
     again = host.open(model, 2, cache_dir=tmp_path)  # loads the kept graph ...
-    assert kept.stat().st_mtime_ns == made  # ... rather than optimizing and writing it again
+    assert kept.stat().st_ino == made.st_ino  # ... rather than optimizing and writing it again
+    assert kept.stat().st_mtime_ns >= made.st_mtime_ns  # and marks it used
     np.testing.assert_array_equal(first.run(None, feeds)[0], plain)
     np.testing.assert_array_equal(again.run(None, feeds)[0], plain)
     # A damaged copy is made again, not fatal.

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import _CACHE
+from tests.conftest import _CACHE
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def load_soak():  # type: ignore[no-untyped-def]

@@ -166,20 +166,20 @@ def test_a_sentence_after_audio_in_hand_is_decoded_in_bigger_windows(piper: tupl
 
 @pytest.mark.slow
 def test_the_cut_is_kept_on_disk_and_reused(piper: tuple[PiperEngine, VoiceInfo], tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from rtts.engines.graph_cut import cut_files
-    from rtts.engines.vits_split import split_files
+    from rtts.engines.vits_flow import FLOW
+    from rtts.engines.vits_split import SPLIT
 
     engine, _ = piper
     first = PiperEngine(engine.key, engine.model_path, engine.config, threads=1, cache_dir=tmp_path)
     first.load()
-    files = split_files(engine.model_path, tmp_path)
+    files = SPLIT.files(engine.model_path, tmp_path)
     # The encoder half is cut once more, before its flow (vits_flow).
-    files += cut_files(files[0], tmp_path, "piper-flow", ("prior", "flow"))
+    files += FLOW.files(files[0], tmp_path)
     assert first.streaming and first._prior is not None and all(f.is_file() for f in files)
-    stamps = [f.stat().st_mtime_ns for f in files]
+    stamps = [f.stat().st_ino for f in files]  # a cut made again would be new files
     again = PiperEngine(engine.key, engine.model_path, engine.config, threads=1, cache_dir=tmp_path)
     again.load()
-    assert again.streaming and [f.stat().st_mtime_ns for f in files] == stamps
+    assert again.streaming and [f.stat().st_ino for f in files] == stamps
     assert again.hop == first.hop == 256
 
 
@@ -269,3 +269,43 @@ def test_the_flow_in_two_windows_matches_the_whole_flow(piper: tuple[PiperEngine
     finally:
         engine._flow_margin = margin
     assert np.max(np.abs(bare - whole)) > 100 * diff
+
+
+@pytest.mark.slow
+def test_new_cutting_code_cuts_again_retries_a_failure_and_removes_what_it_replaces(  # type: ignore[no-untyped-def]
+    piper: tuple[PiperEngine, VoiceInfo], tmp_path, monkeypatch
+) -> None:
+    import json
+
+    import os
+    import time
+
+    from rtts.engines.graph_cut import REPLACED_S, Cut
+    from rtts.engines.vits_split import SPLIT, cached_split
+
+    model = piper[0].model_path
+    # A failure remembered by an earlier version of the cutting code ...
+    monkeypatch.setattr(Cut, "recipe", lambda self: "0ld0ld0ld0ld")
+    _, _, failed = SPLIT.files(model, tmp_path)
+    failed.parent.mkdir(parents=True)
+    failed.write_text(json.dumps({"error": "the old code could not cut it", "source": str(model)}))
+    with pytest.raises(SplitError, match="old code"):
+        cached_split(model, tmp_path)  # remembered while the code is the same
+    # ... and a cut by a build that named cuts by size and mtime only.
+    legacy = [failed.parent / f"{model.stem}-1-2.{end}" for end in ("encoder.onnx", "decoder.onnx", "json")]
+    legacy[2].write_text(json.dumps({"latent": "z", "decoder_inputs": ["z"], "hop": 256}))
+    for path in legacy[:2]:
+        path.write_bytes(b"old")
+    # New code: cut again, for real. The failure and the earlier build's cut stay while
+    # another version of rtts might still use them ...
+    monkeypatch.setattr(Cut, "recipe", lambda self: "n3wn3wn3wn3w")
+    encoder, decoder, meta = cached_split(model, tmp_path)
+    assert meta["hop"] == 256 and encoder.stat().st_size > 1000
+    kept = sorted(p.name for p in SPLIT.files(model, tmp_path))
+    assert sorted(p.name for p in failed.parent.iterdir()) == sorted([*kept, failed.name, *(p.name for p in legacy)])
+    # ... until unused for a week.
+    week_ago = time.time() - REPLACED_S - 60
+    for path in (failed, legacy[2]):
+        os.utime(path, (week_ago, week_ago))
+    cached_split(model, tmp_path)
+    assert sorted(p.name for p in failed.parent.iterdir()) == kept

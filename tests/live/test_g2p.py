@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from rtts.engines.kokoro import MAX_TOKENS, KokoroEngine, KokoroPack, to_kokoro_phonemes
 from rtts.g2p import phonemize, split_phonemes
 from rtts.g2p.espeak import punctuation_for_terminator
-from .texts import LONG_TEXT
+from tests.texts import LONG_TEXT
 
 PUNCTUATION = ",.?!:;"
 

@@ -17,8 +17,8 @@ from websockets.exceptions import ConnectionClosed
 
 from rtts import protocol
 
-from .conftest import Client, ServerThread, make_config
-from .rawws import frame, open_raw, read_frame
+from tests.conftest import Client, ServerThread, make_config
+from tests.rawws import frame, open_raw, read_frame
 
 pytestmark = [
     pytest.mark.slow,

@@ -18,7 +18,7 @@ from rtts.engines.registry import KINDS
 from rtts.text.lexicon import Lexicon
 from rtts.voices import VoiceRegistry
 from tests.conftest import Client, ServerThread, make_config
-from tests.test_server import check_stream, fetch, is_speech
+from tests.live.test_server import check_stream, fetch, is_speech
 
 pytest.importorskip("hibari")
 pytestmark = pytest.mark.slow

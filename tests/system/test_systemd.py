@@ -24,9 +24,9 @@ from rtts import protocol
 from rtts.__main__ import _healthy
 from rtts.sdnotify import Notifier
 
-from .conftest import _CACHE, Client, RttsProcess, ServerThread, make_config
+from tests.conftest import _CACHE, Client, RttsProcess, ServerThread, make_config
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 UNITS = ROOT / "systemd"
 ANALYZE = shutil.which("systemd-analyze")
 needs_systemd = pytest.mark.skipif(ANALYZE is None, reason="systemd-analyze missing: apt-get install systemd")

@@ -7,6 +7,7 @@ import logging
 import shutil
 import signal
 import socket
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -18,8 +19,8 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from rtts import protocol
 from rtts.engines.piper import BUILTIN as _BUILTIN_PIPER
 
-from .conftest import Client, RttsProcess, ServerThread, make_config
-from .rawws import open_raw, send_msg
+from tests.conftest import Client, RttsProcess, ServerThread, make_config
+from tests.rawws import open_raw, send_msg
 
 pytestmark = pytest.mark.slow
 
@@ -225,3 +226,43 @@ def test_port_in_use_is_a_clear_error(tmp_path):
             assert proc.proc.wait(60) == 1
             proc.wait_for(rf"cannot listen on 127.0.0.1 port {port}: .*address already in use")
             assert "Traceback" not in proc.log
+
+
+@pytest.mark.slow
+def test_readyz_reports_loads_while_they_happen(tmp_path):
+    # /readyz reads the worker's set of models being loaded on the event loop while the
+    # inference thread changes it: the set is replaced, never changed in place.
+    import urllib.request
+
+    with ServerThread(make_config(tmp_path, idle_unload=0.0)) as srv:
+        worker = srv.service.worker
+        model = srv.service.registry.voices[srv.service.registry.default_voice].model
+        seen: list[list[str]] = []
+        for round_ in range(1, 4):
+            worker.preload(model)
+            worker.unload_all()
+            deadline = time.monotonic() + 60
+            while worker.unloads < round_ and time.monotonic() < deadline:
+                with urllib.request.urlopen(srv.http + "/readyz", timeout=10) as r:
+                    assert r.status == 200
+                    seen.append(json.loads(r.read())["loading"])
+        assert [model] in seen and [] in seen
+        assert worker.loads == 3
+
+
+def test_sighup_rescan_touches_engines_on_the_inference_thread_only(tmp_path, monkeypatch):
+    # engines/base.py: only the inference thread calls into an engine. A rescan reads the
+    # files elsewhere and adopts them there (Kokoro is told of its style files then).
+    from rtts.engines.kokoro import KokoroEngine
+
+    threads: list[str] = []
+    original = KokoroEngine.set_style_files
+
+    def record(self, style_files):  # type: ignore[no-untyped-def]
+        threads.append(threading.current_thread().name)
+        return original(self, style_files)
+
+    monkeypatch.setattr(KokoroEngine, "set_style_files", record)
+    with ServerThread(make_config(tmp_path)) as srv:
+        srv.call(srv.service.rescan())
+    assert threads == ["rtts-inference"]

@@ -18,7 +18,7 @@ from websockets.exceptions import ConnectionClosed
 
 from rtts import protocol
 
-from .conftest import Client, RttsProcess
+from tests.conftest import Client, RttsProcess
 
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(NGINX is None, reason="needs nginx: apt-get install nginx")]

@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""Bytes per second of audio for every format rtts sends, and what Opus adds to latency.
+
+    python3 benchmarks/codecs.py            # about 2 minutes on 2 cores
+
+It starts ``python3 -m rtts serve --port P --phrase-cache-mb 0`` (the cache is off so
+that every request is synthesized) and speaks the English and Mandarin sentences of
+``benchmarks/sentences`` with the Piper and the Kokoro voice over WebSocket:
+
+* **Bytes per second of audio** on the WebSocket for ``pcm16``, ``f32``, ``mulaw`` and
+  ``opus`` (24 and 48 kHz, 20 ms frames): the ``audio.data`` bytes, and whole messages
+  (msgpack framing included) over the seconds of audio. For the HTTP formats of the
+  OpenAI speech API (wav, pcm, mp3, opus, aac, flac) the same speech, received as
+  pcm16, goes through ``rtts.codecs.stream_encoder`` 20 ms at a time, as the HTTP route
+  streams it.
+* **Opus's added latency**, in three parts: the encoder's look-ahead (pre-skip, fixed
+  by libopus), the time to encode one 20 ms frame on the server and to decode one
+  (FFmpeg's libopus decoder through PyAV, as a stand-in for the browser's), and the
+  time to first audio of the same requests with ``format: "opus"`` and ``"pcm16"``,
+  interleaved on one connection each so both see the same machine.
+
+The host probe of ``benchmarks/latency.py`` is printed before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import msgpack
+import numpy as np
+import websockets
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from latency import probe_ms  # noqa: E402
+
+from rtts import audio, codecs  # noqa: E402
+
+VOICES = {"piper/en_US-joe-medium": "en", "kokoro/jm_kumo": "zh"}
+WS_FORMATS = [("pcm16", 24000), ("f32", 24000), ("mulaw", 24000), ("opus", 24000), ("opus", 48000)]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def session(url: str, fmt: str, rate: int):  # type: ignore[no-untyped-def]
+    ws = await websockets.connect(url, compression=None, max_size=None, open_timeout=60)
+    await ws.recv()
+    await ws.send(msgpack.packb({"type": "hello", "v": 1, "format": fmt, "sample_rate": rate, "frame_ms": 20}))
+    ready = msgpack.unpackb(await ws.recv())
+    assert ready["type"] == "ready" and ready["format"] == fmt, ready
+    return ws
+
+
+async def speak(ws, utt_id: str, text: str, voice: str) -> dict:  # type: ignore[no-untyped-def]
+    """One utterance: data bytes, message bytes, seconds of audio, client TTFA, the frames."""
+    sent = time.perf_counter()
+    await ws.send(msgpack.packb({"type": "speak", "id": utt_id, "text": text, "voice": voice}))
+    out = {"data": 0, "wire": 0, "first": None, "frames": []}
+    while True:
+        raw = await ws.recv()
+        msg = msgpack.unpackb(raw)
+        if msg.get("id") != utt_id:
+            continue
+        if msg["type"] == "audio":
+            out["first"] = out["first"] or time.perf_counter() - sent
+            out["data"] += len(msg["data"])
+            out["wire"] += len(raw)
+            out["frames"].append(msg["data"])
+        elif msg["type"] == "end":
+            out["audio_s"] = msg["stats"]["audio_ms"] / 1000
+            out["server_ttfa_ms"] = msg["stats"]["ttfa_ms"]
+            return out
+        elif msg["type"] == "error":
+            raise RuntimeError(msg)
+
+
+def sentences() -> list[tuple[str, str]]:
+    out = []
+    for voice, lang in VOICES.items():
+        texts = json.loads((ROOT / "benchmarks" / "sentences" / f"{lang}.json").read_text())[lang]
+        out += [(voice, t) for t in texts if isinstance(t, str)][:8]
+    return out
+
+
+def opus_codec_times(speech: np.ndarray, rate: int) -> dict[str, float]:
+    """ms to encode and to decode one 20 ms frame, over real speech."""
+    import av
+
+    n = rate // 50
+    enc = codecs.OpusPackets(rate, n)
+    frames = [speech[i : i + n] for i in range(0, len(speech) - n + 1, n)]
+    enc_ms, packets = [], []
+    for f in frames:
+        t0 = time.perf_counter()
+        packets.append(enc.encode(f))
+        enc_ms.append((time.perf_counter() - t0) * 1000)
+    dec = av.CodecContext.create("libopus", "r")
+    dec.extradata = enc.head
+    dec_ms = []
+    for p in packets:
+        t0 = time.perf_counter()
+        list(dec.decode(av.Packet(p)))
+        dec_ms.append((time.perf_counter() - t0) * 1000)
+    return {
+        "pre_skip_ms": enc.pre_skip * 1000 / rate,
+        "encode_p50": statistics.median(enc_ms), "encode_p95": float(np.percentile(enc_ms, 95)),
+        "decode_p50": statistics.median(dec_ms), "decode_p95": float(np.percentile(dec_ms, 95)),
+    }
+
+
+async def measure(url: str, rounds: int) -> dict:
+    texts = sentences()
+    r: dict = {"ws": {}, "http": {}, "ttfa": {"pcm16": [], "opus": []}, "server_ttfa": {"pcm16": [], "opus": []}}
+    pcm_speech: list[np.ndarray] = []
+    for fmt, rate in WS_FORMATS:
+        ws = await session(url, fmt, rate)
+        data = wire = seconds = 0.0
+        for i, (voice, text) in enumerate(texts):
+            u = await speak(ws, f"{fmt}{rate}-{i}", text, voice)
+            data += u["data"]
+            wire += u["wire"]
+            seconds += u["audio_s"]
+            if fmt == "pcm16":
+                pcm_speech.append(np.concatenate([audio.decode(f, "pcm16") for f in u["frames"]]))
+        await ws.close()
+        r["ws"][f"{fmt} {rate // 1000} kHz"] = {"data": data / seconds, "wire": wire / seconds, "seconds": seconds}
+    speech = np.concatenate(pcm_speech)
+    seconds = len(speech) / 24000
+    for fmt in codecs.STREAM_FORMATS:
+        enc = codecs.stream_encoder(fmt, 24000)
+        size = sum(len(enc.push(speech[i : i + 480])) for i in range(0, len(speech), 480)) + len(enc.finish())
+        r["http"][fmt] = size / seconds
+    r["codec"] = {rate: opus_codec_times(audio.Resampler(24000, rate).process(speech) if rate != 24000 else speech, rate)
+                  for rate in (24000, 48000)}
+    # TTFA, interleaved: the same requests, one connection per format, alternating.
+    pcm_ws, opus_ws = await session(url, "pcm16", 48000), await session(url, "opus", 48000)
+    for k in range(rounds):
+        for i, (voice, text) in enumerate(texts):
+            order = [("pcm16", pcm_ws), ("opus", opus_ws)]
+            for fmt, ws in order if (i + k) % 2 else order[::-1]:
+                u = await speak(ws, f"t{k}-{i}", text, voice)
+                r["ttfa"][fmt].append(u["first"] * 1000)
+                r["server_ttfa"][fmt].append(u["server_ttfa_ms"])
+    await pcm_ws.close()
+    await opus_ws.close()
+    return r
+
+
+def report(r: dict, probes: list[float], command: str) -> str:
+    lines = [
+        "## Formats: bytes per second of audio, and Opus's added latency (issue 15)",
+        "",
+        "```sh", command, "```", "",
+        f"Host probe {probes[0]:.0f} ms before, {probes[1]:.0f} ms after (`benchmarks/latency.py`'s "
+        "fixed CPU workload; higher is a slower host).", "",
+        "WebSocket (20 ms frames; `data`: the audio bytes, `messages`: whole msgpack messages):", "",
+        "| format | data B/s | messages B/s | kbit/s on the wire |", "|---|---|---|---|",
+    ]
+    for name, v in r["ws"].items():
+        lines.append(f"| {name} | {v['data']:,.0f} | {v['wire']:,.0f} | {v['wire'] * 8 / 1000:,.1f} |")
+    lines += ["", "HTTP bodies (`/v1/audio/speech` `response_format`, 24 kHz mono, as streamed):", "",
+              "| format | B/s | kbit/s |", "|---|---|---|"]
+    for fmt, bps in r["http"].items():
+        lines.append(f"| {fmt} | {bps:,.0f} | {bps * 8 / 1000:,.1f} |")
+    lines += ["", "Opus's added latency:", "", "| part | 24 kHz | 48 kHz |", "|---|---|---|"]
+    c24, c48 = r["codec"][24000], r["codec"][48000]
+    lines.append(f"| encoder look-ahead (pre-skip), fixed | {c24['pre_skip_ms']:.1f} ms | {c48['pre_skip_ms']:.1f} ms |")
+    lines.append(f"| encode one 20 ms frame, p50 / p95 | {c24['encode_p50']:.2f} / {c24['encode_p95']:.2f} ms "
+                 f"| {c48['encode_p50']:.2f} / {c48['encode_p95']:.2f} ms |")
+    lines.append(f"| decode one 20 ms frame, p50 / p95 | {c24['decode_p50']:.2f} / {c24['decode_p95']:.2f} ms "
+                 f"| {c48['decode_p50']:.2f} / {c48['decode_p95']:.2f} ms |")
+    p, o = r["ttfa"]["pcm16"], r["ttfa"]["opus"]
+    sp, so = r["server_ttfa"]["pcm16"], r["server_ttfa"]["opus"]
+    lines += [
+        "",
+        f"Time to first audio at 48 kHz over {len(p)} requests per format (Piper and Kokoro, interleaved): "
+        f"pcm16 p50 {statistics.median(p):.0f} ms (server {statistics.median(sp):.0f}), "
+        f"opus p50 {statistics.median(o):.0f} ms (server {statistics.median(so):.0f}); "
+        f"p50 of the paired differences {statistics.median([b - a for a, b in zip(p, o)]):+.1f} ms.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=2, help="TTFA rounds over the sentences")
+    args = parser.parse_args()
+    port = free_port()
+    cmd = [sys.executable, "-m", "rtts", "serve", "--port", str(port), "--phrase-cache-mb", "0", "--idle-unload", "0",
+           "--log-level", "warning"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL)
+    try:
+        url = f"ws://127.0.0.1:{port}/ws"
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), 1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise SystemExit("rtts did not start") from None
+                time.sleep(0.2)
+        probes = [probe_ms()]
+        r = asyncio.run(measure(url, args.rounds))
+        probes.append(probe_ms())
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    print(report(r, probes, "python3 benchmarks/codecs.py" + (f" --rounds {args.rounds}" if args.rounds != 2 else "")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

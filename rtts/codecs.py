@@ -1,0 +1,272 @@
+"""Compressed audio for clients that ask for it: mp3, Opus, AAC and FLAC, plus WAV and raw PCM.
+
+Two shapes, for two kinds of client:
+
+* ``stream_encoder(fmt, rate)``: a byte stream to write as it comes (HTTP bodies, the
+  OpenAI speech API): ``push(samples) -> bytes`` and ``finish() -> bytes``. mp3 is bare
+  MPEG frames, Opus is Ogg Opus, AAC is ADTS, FLAC is native FLAC, WAV is a header with
+  "unknown length" sizes followed by PCM, ``pcm`` is bare little-endian int16.
+* ``OpusPackets(rate, frame_samples)``: one raw Opus packet per fixed frame, for a
+  framed transport (the WebSocket's ``format: "opus"``, decoded in browsers by
+  WebCodecs' ``AudioDecoder``).
+
+The encoders are FFmpeg's, through PyAV (libmp3lame, libopus, FFmpeg's own AAC and FLAC,
+all in PyAV's wheel). PyAV is an optional extra (``pip install 'rtts[codecs]'``: a
+36 MB wheel, ~20 MB of RSS once imported), so it is imported on first use, never at
+start: a server nobody asks for mp3 idles as small as before. ``available(fmt)`` tells
+whether a format can be made here; asking for one that cannot raises ``Unavailable``.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+import numpy as np
+
+from . import audio
+
+# What each compressed format is made of: FFmpeg muxer, encoder, bit rate (None: lossless
+# or the encoder's own choice), and the Content-Type it is served as.
+@dataclass(frozen=True)
+class _Container:
+    muxer: str
+    codec: str
+    bit_rate: int | None
+    content_type: str
+    options: tuple[tuple[str, str], ...] = ()
+
+
+# Bit rates for mono speech: Opus is transparent-ish for speech at 24 kbit/s (the rate
+# the issue's thin links need), mp3 and AAC need more for the same quality at 24 kHz.
+# docs/benchmarks.md has the bytes per second of audio each one makes.
+_CONTAINERS: Final = {
+    "mp3": _Container("mp3", "libmp3lame", 48_000, "audio/mpeg"),
+    # One Ogg page per packet: the first sound leaves at once instead of after a 1 s page.
+    "opus": _Container("ogg", "libopus", 24_000, "audio/ogg; codecs=opus", (("page_duration", "20000"),)),
+    "aac": _Container("adts", "aac", 48_000, "audio/aac"),
+    "flac": _Container("flac", "flac", None, "audio/flac"),
+}
+PLAIN: Final = ("wav", "pcm")
+COMPRESSED: Final = tuple(_CONTAINERS)
+STREAM_FORMATS: Final = PLAIN + COMPRESSED
+# libopus takes these rates, and frames of these lengths (ms).
+OPUS_RATES: Final = (8000, 12000, 16000, 24000, 48000)
+OPUS_FRAME_MS: Final = (10, 20, 40, 60)
+OPUS_BIT_RATE: Final = 24_000
+
+_INSTALL_HINT = "pip install 'rtts[codecs]' (PyAV)"
+
+
+class Unavailable(Exception):
+    """This format needs PyAV, which is not installed."""
+
+
+def _av() -> Any:
+    try:
+        import av
+    except ImportError:
+        raise Unavailable(f"compressed audio needs PyAV: {_INSTALL_HINT}") from None
+    return av
+
+
+def available(fmt: str) -> bool:
+    """Whether ``fmt`` (a stream format, or ``"opus"`` for packets) can be encoded here."""
+    if fmt in PLAIN:
+        return True
+    try:
+        _av()
+    except Unavailable:
+        return False
+    return True
+
+
+def content_type(fmt: str, rate: int) -> str:
+    if fmt == "wav":
+        return "audio/wav"
+    if fmt == "pcm":
+        return f"audio/pcm; rate={rate}; channels=1; encoding=s16le"
+    return _CONTAINERS[fmt].content_type
+
+
+# ---------------------------------------------------------------- byte streams
+
+
+class StreamEncoder(Protocol):
+    def push(self, samples: audio.Samples) -> bytes:
+        """Encode more audio; returns what is ready to send (maybe nothing yet)."""
+        ...
+
+    def finish(self) -> bytes:
+        """The end of the stream: what the encoder still held, and any trailer."""
+        ...
+
+
+class _Pcm:
+    def push(self, samples: audio.Samples) -> bytes:
+        return audio.encode(samples, "pcm16")
+
+    def finish(self) -> bytes:
+        return b""
+
+
+class _Wav(_Pcm):
+    """A WAV whose length is not known when it starts: its RIFF and data sizes are
+    0xFFFFFFFF, which players and decoders read as "until the end of the stream"."""
+
+    def __init__(self, rate: int) -> None:
+        self._header: bytes | None = _wav_header(rate)
+
+    def push(self, samples: audio.Samples) -> bytes:
+        head, self._header = self._header or b"", None
+        return head + super().push(samples)
+
+    def finish(self) -> bytes:
+        head, self._header = self._header or b"", None
+        return head
+
+
+def _wav_header(rate: int) -> bytes:
+    unknown = 0xFFFFFFFF
+    fmt = struct.pack("<HHIIHH", 1, 1, rate, rate * 2, 2, 16)  # PCM, mono, 16-bit
+    return b"RIFF" + struct.pack("<I", unknown) + b"WAVEfmt " + struct.pack("<I", len(fmt)) + fmt + \
+        b"data" + struct.pack("<I", unknown)
+
+
+class _Collect:
+    """The file PyAV's muxer writes into: it keeps what was written until taken."""
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+
+    def write(self, data: Any) -> int:
+        self._parts.append(bytes(data))
+        return len(data)
+
+    def take(self) -> bytes:
+        out, self._parts = b"".join(self._parts), []
+        return out
+
+
+class _Muxed:
+    """An FFmpeg encoder and muxer writing into memory, flushed after every packet so
+    that each push returns the bytes it made (a streamed body starts with the first)."""
+
+    def __init__(self, fmt: str, rate: int) -> None:
+        av = _av()
+        spec = _CONTAINERS[fmt]
+        self._av = av
+        self._rate = rate
+        self._sink = _Collect()
+        # The file has no seek(): muxers that would go back to patch a header (FLAC's
+        # STREAMINFO totals) leave it as it was written, which decoders accept.
+        self._out = av.open(self._sink, mode="w", format=spec.muxer,
+                            options={"flush_packets": "1", **dict(spec.options)})
+        self._stream = self._out.add_stream(spec.codec, rate=rate, layout="mono")
+        if spec.bit_rate:
+            self._stream.codec_context.bit_rate = spec.bit_rate
+        self._out.start_encoding()  # the header now, so even an empty stream is a valid file
+        self._pts = 0
+
+    def push(self, samples: audio.Samples) -> bytes:
+        if len(samples):
+            frame = self._av.AudioFrame.from_ndarray(
+                np.ascontiguousarray(samples, dtype=np.float32).reshape(1, -1), format="flt", layout="mono"
+            )
+            frame.sample_rate = self._rate
+            frame.pts = self._pts
+            self._pts += len(samples)
+            for packet in self._stream.encode(frame):
+                self._out.mux(packet)
+        return self._sink.take()
+
+    def finish(self) -> bytes:
+        for packet in self._stream.encode(None):
+            self._out.mux(packet)
+        self._out.close()
+        return self._sink.take()
+
+
+def stream_encoder(fmt: str, rate: int) -> StreamEncoder:
+    """A streaming encoder of float32 mono audio at ``rate`` into ``fmt`` (``STREAM_FORMATS``).
+
+    Raises ``Unavailable`` when ``fmt`` needs PyAV and it is missing, ValueError for an
+    unknown format.
+    """
+    if fmt == "pcm":
+        return _Pcm()
+    if fmt == "wav":
+        return _Wav(rate)
+    if fmt not in _CONTAINERS:
+        raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(STREAM_FORMATS)}")
+    return _Muxed(fmt, rate)
+
+
+# ---------------------------------------------------------------- Opus packets
+
+
+def check_opus(rate: int, frame_ms: int) -> None:
+    """ValueError unless libopus can make frames of ``frame_ms`` at ``rate``, and PyAV is here."""
+    if rate not in OPUS_RATES:
+        raise ValueError(f"opus takes sample_rate {', '.join(map(str, OPUS_RATES))}, not {rate}")
+    if frame_ms not in OPUS_FRAME_MS:
+        raise ValueError(f"opus takes frame_ms {', '.join(map(str, OPUS_FRAME_MS))}, not {frame_ms}")
+    if not available("opus"):
+        raise ValueError(f"opus is not available on this server ({_INSTALL_HINT})")
+
+
+class OpusPackets:
+    """Raw Opus packets (RFC 6716), exactly one per frame of ``frame_samples``.
+
+    libopus looks ahead: its output is late by ``pre_skip`` samples (6.5 ms: 312 at
+    48 kHz), as a decoder's first samples show. ``finish`` therefore encodes the last,
+    shorter frame padded with silence plus that look-ahead, so the end of the speech is
+    in the packets; it returns one or two packets.
+    """
+
+    def __init__(self, rate: int, frame_samples: int, bit_rate: int = OPUS_BIT_RATE) -> None:
+        av = _av()
+        self._av = av
+        self.rate = rate
+        self.frame_samples = frame_samples
+        ctx = av.CodecContext.create("libopus", "w")
+        ctx.sample_rate = rate
+        ctx.layout = "mono"
+        ctx.format = "flt"
+        ctx.bit_rate = bit_rate
+        ctx.options = {"frame_duration": f"{frame_samples * 1000 / rate:g}", "application": "audio"}
+        ctx.open()
+        self._ctx = ctx
+        # OpusHead (RFC 7845 §5.1): the pre-skip is a little-endian u16 at byte 10, at 48 kHz.
+        head = bytes(ctx.extradata or b"")
+        self.head = head
+        self.pre_skip = struct.unpack_from("<H", head, 10)[0] * rate // 48000 if len(head) >= 12 else 0
+        self._pts = 0
+
+    def encode(self, frame: audio.Samples) -> bytes:
+        """One full frame → one packet."""
+        if len(frame) != self.frame_samples:
+            raise ValueError(f"an Opus frame is {self.frame_samples} samples, not {len(frame)}")
+        packets = self._encode(frame)
+        if len(packets) != 1:  # libopus is synchronous: a frame in, a packet out
+            raise RuntimeError(f"libopus gave {len(packets)} packets for one frame")
+        return packets[0]
+
+    def finish(self, tail: audio.Samples | None) -> list[bytes]:
+        """The last (shorter, or no) frame and the look-ahead, padded to whole frames."""
+        rest = np.zeros(0, dtype=np.float32) if tail is None else np.asarray(tail, dtype=np.float32)
+        n = len(rest) + self.pre_skip
+        n = -(-n // self.frame_samples) * self.frame_samples
+        padded = np.zeros(n, dtype=np.float32)
+        padded[: len(rest)] = rest
+        return [self.encode(padded[i : i + self.frame_samples]) for i in range(0, n, self.frame_samples)]
+
+    def _encode(self, frame: audio.Samples) -> list[bytes]:
+        f = self._av.AudioFrame.from_ndarray(
+            np.ascontiguousarray(frame, dtype=np.float32).reshape(1, -1), format="flt", layout="mono"
+        )
+        f.sample_rate = self.rate
+        f.pts = self._pts
+        self._pts += len(frame)
+        return [bytes(p) for p in self._ctx.encode(f)]

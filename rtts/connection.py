@@ -1,0 +1,105 @@
+"""One client's driver: its ``Session``, its ``Outbox`` and its jobs.
+
+The session decides (sans-I/O); a ``Connection`` carries out every effect it returns:
+messages go to the outbox (encoded for the client's wire), jobs to the inference
+thread (held back while the client is behind, ``outbox.py``), cancellations to the
+worker, a close to the outbox. Whatever reaches the session, a WebSocket frame
+(``receive``), a message made in this process (``handle``) or an event of the
+inference thread, takes the same path back out.
+
+A WebSocket connection (``server.py``), ``rtts say`` and ``/tts`` (``Service.speak``)
+all drive one of these; they differ only in where messages are delivered
+(``deliver``) and who sends the outbox.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from . import protocol
+from .jobs import Job, JobEvent
+from .outbox import Outbox
+from .session import Close, Drop, Effect, Send, Submit
+
+if TYPE_CHECKING:
+    from .service import Service
+
+__all__ = ["Connection"]
+
+Encode = Callable[[protocol.ServerMessage], "bytes | None"]
+
+
+class Connection:
+    def __init__(self, service: Service, *, authorized: bool = False, encode: Encode = protocol.encode) -> None:
+        """``authorized``: the token came in the handshake; ``encode`` turns a message into
+        the client's wire bytes (None: nothing to send for it)."""
+        self.service = service
+        self.session = service.new_session(authorized=authorized)
+        self.outbox = Outbox(service.config.send_buffer, service.config.send_stall, self._on_room)
+        self._encode = encode
+        self._held: list[Job] = []  # the session's next job, while the client is behind
+
+    @property
+    def id(self) -> str:
+        return self.session.id
+
+    # ------------------------------------------------------------ inputs
+
+    def open(self) -> None:
+        self.apply(self.session.open())
+
+    def receive(self, frame: bytes | str) -> None:
+        """A frame from the client."""
+        self.apply(self.session.receive(frame))
+
+    def handle(self, message: protocol.ClientMessage) -> None:
+        """A request made in this process: no encoding, the same checks."""
+        self.apply(self.session.handle(message))
+
+    def close(self) -> None:
+        """The client went away (or is being let go): give back every job."""
+        self.apply(self.session.close())
+        self._held.clear()
+
+    def shut(self, code: int, reason: str) -> None:
+        """Cancel all work and close, ahead of anything still queued (shutdown)."""
+        self.close()
+        self.outbox.close(code, reason, now=True)
+
+    # ------------------------------------------------------------ effects
+
+    def apply(self, effects: list[Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, Send):
+                self.service.metrics.observe(effect.message)
+                self.deliver(effect.message)
+            elif isinstance(effect, Submit):
+                effect.job.sink = self._job_event
+                self._submit(effect.job)
+            elif isinstance(effect, Drop):
+                self.service.worker.drop(effect.job)
+            elif isinstance(effect, Close):
+                self.outbox.close(effect.code, effect.reason)
+
+    def deliver(self, message: protocol.ServerMessage) -> None:
+        """Queue one message for the client."""
+        data = self._encode(message)
+        if data:
+            self.outbox.put(data)
+
+    def _job_event(self, job: Job, event: JobEvent) -> None:
+        self.apply(self.session.job_event(job, event))
+
+    def _submit(self, job: Job) -> None:
+        # Backpressure: synthesis for a client with a full outbox waits until it drains.
+        if self.outbox.full:
+            self._held.append(job)
+        else:
+            self.service.worker.submit(job)
+
+    def _on_room(self) -> None:
+        for job in self._held:
+            if not job.cancelled:
+                self.service.worker.submit(job)
+        self._held.clear()

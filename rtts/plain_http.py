@@ -1,0 +1,338 @@
+"""Plain HTTP on the WebSocket port: every request that is not a WebSocket upgrade.
+
+websockets parses only what a handshake needs: no request bodies, and every request
+is a handshake that its ``open_timeout`` cuts off, so a response that takes longer
+(a long ``/tts``) used to be dropped unanswered. So rtts looks at each new connection
+first: h11 reads the request head; a WebSocket upgrade is handed, bytes untouched, to
+websockets, and everything else is answered here, with a body read within limits,
+HEAD and OPTIONS as HTTP says, 405 for other methods, and a response body that may be
+streamed (chunked) for as long as the client keeps reading.
+
+The same gate bounds connections that have not sent a whole request (they hold a
+socket and a file descriptor and nothing else counts them): each gets
+``head_timeout`` seconds, and at most ``max_pending`` wait at once; a newcomer beyond
+that closes the one that has waited longest, so idle sockets cannot lock real
+clients out.
+
+A route is ``front.route(path, handler, methods)``; the handler takes an
+``HttpRequest`` and returns an ``HttpResponse`` whose body is bytes or an async
+iterator of bytes (sent chunked as it comes; a client that goes away cancels it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import parse_qs
+
+import h11
+from websockets.asyncio.server import ServerConnection
+
+log = logging.getLogger(__name__)
+
+Body = bytes | AsyncIterator[bytes]
+
+
+class BadRequest(Exception):
+    """A request this server will not read further: answered with 400 and ``str(self)``."""
+
+
+@dataclass(frozen=True)
+class HttpRequest:
+    method: str
+    path: str  # without the query, not percent-decoded
+    query: dict[str, list[str]]
+    headers: tuple[tuple[str, str], ...]  # names in lower case
+    body: bytes
+    peer: str  # the socket's peer address ("unix" on a Unix socket)
+
+    def header(self, name: str) -> str | None:
+        """The header's one value; a repeated header is a bad request (which one would count?)."""
+        values = self.header_all(name)
+        if len(values) > 1:
+            raise BadRequest(f"{name} is repeated")
+        return values[0] if values else None
+
+    def header_all(self, name: str) -> list[str]:
+        name = name.lower()
+        return [v for k, v in self.headers if k == name]
+
+    def arg(self, name: str) -> str | None:
+        values = self.query.get(name)
+        return values[0] if values else None
+
+
+@dataclass
+class HttpResponse:
+    status: int
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    body: Body = b""
+    # Called once the response is over, sent or not (a streamed body's resources).
+    on_done: Callable[[], None] | None = None
+
+
+def text(status: HTTPStatus, message: str, headers: list[tuple[str, str]] | None = None) -> HttpResponse:
+    body = message.encode()
+    return HttpResponse(status.value, [("Content-Type", "text/plain; charset=utf-8"), *(headers or [])], body)
+
+
+def json_response(status: HTTPStatus, obj: Any) -> HttpResponse:
+    body = json.dumps(obj, ensure_ascii=False).encode() + b"\n"
+    return HttpResponse(status.value, [("Content-Type", "application/json")], body)
+
+
+Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]
+
+
+@dataclass(frozen=True)
+class _Route:
+    handler: Handler
+    methods: tuple[str, ...]
+
+
+class HttpFront:
+    def __init__(
+        self,
+        fallback: Handler,
+        *,
+        max_body: int,
+        head_timeout: float,
+        max_pending: int,
+        send_stall: float,
+    ) -> None:
+        self._routes: dict[str, _Route] = {}
+        self._fallback = _Route(fallback, ("GET",))
+        self.max_body = max_body
+        self.head_timeout = head_timeout
+        self.max_pending = max_pending
+        self.send_stall = send_stall
+        self._pending: dict[_GateConnection, asyncio.TimerHandle] = {}  # oldest first
+        self._serving: set[asyncio.Task[None]] = set()
+        self.evicted = 0  # waiting connections closed to make room for a newcomer
+        self.late = 0  # connections closed for not sending a whole request in time
+
+    def route(self, path: str, handler: Handler, methods: tuple[str, ...] = ("GET",)) -> None:
+        """Serve ``path`` with ``handler`` for ``methods``; GET brings HEAD, OPTIONS is always answered."""
+        self._routes[path] = _Route(handler, methods)
+
+    def connection_class(self) -> type[ServerConnection]:
+        """The class to pass to websockets' ``serve(create_connection=...)``."""
+        return type("GateConnection", (_GateConnection,), {"front": self})
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    @property
+    def serving(self) -> int:
+        return len(self._serving)
+
+    async def close(self) -> None:
+        """Shutdown: drop connections still sending their request, and end every response."""
+        for conn in list(self._pending):
+            conn.transport.abort()
+        tasks = list(self._serving)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # ------------------------------------------------------------ connections' lifecycle
+
+    def _arrived(self, conn: _GateConnection) -> None:
+        loop = asyncio.get_running_loop()
+        self._pending[conn] = loop.call_later(self.head_timeout, self._too_late, conn)
+        while len(self._pending) > self.max_pending:
+            oldest = next(iter(self._pending))
+            self._settled(oldest)
+            self.evicted += 1
+            oldest.transport.abort()
+
+    def _too_late(self, conn: _GateConnection) -> None:
+        if conn in self._pending:
+            self._settled(conn)
+            self.late += 1
+            conn.transport.abort()
+
+    def _settled(self, conn: _GateConnection) -> None:
+        timer = self._pending.pop(conn, None)
+        if timer is not None:
+            timer.cancel()
+
+    # ------------------------------------------------------------ answering
+
+    async def respond(self, request: HttpRequest) -> HttpResponse:
+        route = self._routes.get(request.path, self._fallback)
+        allowed = route.methods + (("HEAD",) if "GET" in route.methods else ()) + ("OPTIONS",)
+        allow = [("Allow", ", ".join(allowed))]
+        if request.method == "OPTIONS":
+            return HttpResponse(HTTPStatus.NO_CONTENT.value, allow)
+        if request.method not in allowed:
+            return text(HTTPStatus.METHOD_NOT_ALLOWED, f"method_not_allowed: {', '.join(allowed)}\n", allow)
+        return await route.handler(request)
+
+
+class _GateConnection(ServerConnection):
+    """A websockets connection that reads the request head itself first (see the module docstring)."""
+
+    front: HttpFront
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._http: h11.Connection | None = h11.Connection(h11.SERVER)
+        self._raw = bytearray()  # what came before the head was whole, for websockets
+        self._head: h11.Request | None = None
+        self._body = bytearray()
+        self._body_done = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.front._arrived(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.front._settled(self)
+        if self._task is not None:
+            self._task.cancel()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._http is None:  # a WebSocket: websockets reads everything
+            super().data_received(data)
+            return
+        if self._head is None:
+            self._raw += data
+        try:
+            self._http.receive_data(data)
+            self._read()
+        except h11.RemoteProtocolError as exc:
+            self._refuse(exc.error_status_hint, "bad request")
+        except BadRequest as exc:
+            self._refuse(HTTPStatus.BAD_REQUEST.value, str(exc))
+
+    def _read(self) -> None:
+        assert self._http is not None
+        while True:
+            event = self._http.next_event()
+            if event is h11.NEED_DATA or event is h11.PAUSED or isinstance(event, h11.ConnectionClosed):
+                return
+            if isinstance(event, h11.Request):
+                self._head = event
+                self.front._settled(self)
+                declared = [v for k, v in event.headers if k == b"content-length"]
+                if declared and int(declared[0]) > self.front.max_body:  # h11 checked it is a number
+                    self._refuse(HTTPStatus.REQUEST_ENTITY_TOO_LARGE.value,
+                                 f"the request body is over {self.front.max_body} bytes")
+                    return
+                if _is_upgrade(event):
+                    raw, self._raw, self._http = bytes(self._raw), bytearray(), None
+                    super().data_received(raw)  # websockets takes it from the request line on
+                    return
+                self._raw = bytearray()
+                self._task = asyncio.get_running_loop().create_task(self._serve(event))
+                self.front._serving.add(self._task)
+                self._task.add_done_callback(self.front._serving.discard)
+            elif isinstance(event, h11.Data):
+                self._body += event.data
+                if len(self._body) > self.front.max_body:
+                    raise BadRequest(f"the request body is over {self.front.max_body} bytes")
+            elif isinstance(event, h11.EndOfMessage):
+                self._body_done.set()
+
+    def _refuse(self, status: int, message: str) -> None:
+        """Answer a request that could not be read, if HTTP still allows an answer, and close."""
+        if self._task is not None:
+            self._task.cancel()
+        assert self._http is not None
+        with contextlib.suppress(h11.LocalProtocolError):
+            body = f"{message}\n".encode()
+            headers = [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body))),
+                       ("Connection", "close")]
+            response = h11.Response(status_code=status, headers=headers, reason=HTTPStatus(status).phrase)
+            self.transport.write(self._http.send(response) or b"")
+            self.transport.write(self._http.send(h11.Data(data=body)) or b"")
+            self.transport.write(self._http.send(h11.EndOfMessage()) or b"")
+        self.transport.close()
+
+    async def _serve(self, head: h11.Request) -> None:
+        response: HttpResponse | None = None
+        try:
+            try:
+                async with asyncio.timeout(self.front.head_timeout):
+                    await self._body_done.wait()
+                response = await self.front.respond(_request(head, bytes(self._body), self._peer()))
+            except BadRequest as exc:
+                response = text(HTTPStatus.BAD_REQUEST, f"bad_request: {exc}\n")
+            except TimeoutError:
+                response = text(HTTPStatus.REQUEST_TIMEOUT, "request_timeout: the body did not arrive\n")
+            except Exception:
+                log.exception("HTTP %s %.200s failed", head.method.decode(), head.target.decode("latin-1"))
+                response = text(HTTPStatus.INTERNAL_SERVER_ERROR, "internal: see the server log\n")
+            await self._send_response(response, head_only=head.method == b"HEAD")
+        except (TimeoutError, ConnectionError):
+            pass  # the client stopped reading, or went away
+        finally:
+            if response is not None:
+                body = response.body
+                if not isinstance(body, bytes):
+                    with contextlib.suppress(Exception):
+                        await body.aclose()  # type: ignore[attr-defined]
+                if response.on_done is not None:
+                    response.on_done()
+            self.transport.close()
+
+    async def _send_response(self, response: HttpResponse, *, head_only: bool) -> None:
+        assert self._http is not None
+        headers = [*response.headers, ("Cache-Control", "no-store"), ("Connection", "close")]
+        body = response.body
+        if isinstance(body, bytes) and response.status not in (204, 304):
+            headers.append(("Content-Length", str(len(body))))
+        await self._send(h11.Response(status_code=response.status, headers=headers,
+                                      reason=HTTPStatus(response.status).phrase))
+        if not head_only:
+            if isinstance(body, bytes):
+                if body:
+                    await self._send(h11.Data(data=body))
+            else:
+                async for chunk in body:
+                    if chunk:
+                        await self._send(h11.Data(data=chunk))
+        await self._send(h11.EndOfMessage())
+
+    async def _send(self, event: h11.Event) -> None:
+        assert self._http is not None
+        data = self._http.send(event)
+        if self.transport.is_closing():
+            raise ConnectionResetError("the client went away")
+        if data:
+            self.transport.write(data)
+            # A client that stops reading holds this response (and what it streams) no longer than this.
+            async with asyncio.timeout(self.front.send_stall):
+                await self.drain()
+
+    def _peer(self) -> str:
+        address = self.remote_address
+        return str(address[0]) if isinstance(address, tuple) and address else "unix"
+
+
+def _is_upgrade(head: h11.Request) -> bool:
+    return head.method == b"GET" and any(
+        name == b"upgrade" and b"websocket" in value.lower() for name, value in head.headers
+    )
+
+
+def _request(head: h11.Request, body: bytes, peer: str) -> HttpRequest:
+    target = head.target.decode("ascii", "replace")
+    path, _, query = target.partition("?")
+    try:
+        parsed = parse_qs(query, errors="strict")
+    except (UnicodeDecodeError, ValueError):
+        raise BadRequest("the query is not UTF-8") from None
+    headers = tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in head.headers)
+    return HttpRequest(head.method.decode("ascii", "replace"), path, parsed, headers, body, peer)

@@ -1,0 +1,103 @@
+"""One text spoken through a connection of its own and pulled as audio bytes, at the reader's pace.
+
+For whatever speaks a whole text outside a WebSocket: HTTP routes (``/tts``, and any
+other route that streams speech) and ``rtts say``. It is a ``Connection`` like a
+WebSocket client's, so the same session, scheduling, limits, errors and backpressure
+apply: the reader is the outbox's sink, and while it is behind, the outbox fills and
+the session's next job is held back; a reader that takes nothing for ``send_stall``
+seconds ends the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from . import protocol
+from .connection import Connection
+from .protocol import ProtocolError
+
+if TYPE_CHECKING:
+    from .service import Service
+
+_END = 1000  # the outbox's close after `end`: the stream is over
+
+
+class SpeechStream(Connection):
+    """``await start(...)`` (raises ``ProtocolError`` for a refused text), then ``async for``
+    over the audio in the session format, then ``close()`` (always; it cancels what is left)."""
+
+    def __init__(self, service: Service, *, sample_rate: int | None, format: str) -> None:
+        super().__init__(service, authorized=True, encode=_audio_only)
+        self._started: asyncio.Future[protocol.Start] = asyncio.get_running_loop().create_future()
+        self.end: protocol.End | None = None
+        self._error: ProtocolError | None = None
+        self._closed = False
+        service.acquire()
+        self.handle(protocol.Hello(sample_rate=sample_rate, format=format, frame_ms=200))
+        if self._error is not None:
+            self._started.exception()  # retrieved: it is raised here instead
+            self.close()
+            raise self._error
+
+    @property
+    def sample_rate(self) -> int:
+        return self.session.out.sample_rate
+
+    async def start(
+        self, text: str, voice: str | None = None, lang: str | None = None, speed: float | None = None
+    ) -> protocol.Start:
+        """Ask for ``text``; returns ``start`` once synthesis begins, or raises what ``error`` says."""
+        self.handle(protocol.Speak(id="u", text=text, voice=voice, lang=lang, speed=speed))
+        return await self._started
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        sink = _QueueSink()
+        sender = asyncio.get_running_loop().create_task(self.outbox.run(sink))
+        try:
+            while (data := await sink.queue.get()) is not None:
+                yield data
+            await sender  # raises Stalled if the reader took nothing for too long
+        finally:
+            sender.cancel()
+        if self._error is not None:
+            raise self._error
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        super().close()
+        self.service.release()
+
+    def deliver(self, message: protocol.ServerMessage) -> None:
+        super().deliver(message)
+        if isinstance(message, protocol.Start):
+            if not self._started.done():
+                self._started.set_result(message)
+        elif isinstance(message, protocol.End):
+            self.end = message
+            self.outbox.close(_END, "")
+        elif isinstance(message, protocol.Error):
+            self._error = ProtocolError(protocol.ErrorCode(message.code), message.message)
+            if not self._started.done():
+                self._started.set_exception(self._error)  # refused: nothing more comes
+            # After `start`, `end reason:"error"` follows and ends the stream.
+
+
+def _audio_only(message: protocol.ServerMessage) -> bytes | None:
+    return message.data if isinstance(message, protocol.Audio) else None
+
+
+class _QueueSink:
+    """The outbox's sink: hands each frame to the reader, one at a time."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=1)
+
+    async def send(self, data: bytes) -> None:
+        await self.queue.put(data)
+
+    async def close(self, code: int, reason: str) -> None:
+        await self.queue.put(None)

@@ -1,0 +1,356 @@
+"""Wyoming, the protocol Home Assistant speaks to local voice services (``rtts serve
+--wyoming-port 10200``; off by default).
+
+Events are the ``wyoming`` package's own (``Describe``/``Info``, ``Synthesize``,
+``SynthesizeStart``/``Chunk``/``Stop``/``Stopped``, ``AudioStart``/``Chunk``/``Stop``,
+``Error``). Each TCP connection drives one ``Session`` through a ``SessionRunner``:
+the same inference thread, scheduling, limits and idle unload as a WebSocket client.
+
+- ``describe`` → ``info``: one TTS program, every voice with its languages, and
+  ``supports_synthesize_streaming``.
+- ``synthesize`` → ``audio-start``, ``audio-chunk``… as the audio is made, ``audio-stop``.
+- ``synthesize-start``, ``synthesize-chunk``… (text as an LLM writes it), ``synthesize-stop``
+  → the same audio events, each clause spoken as soon as it is complete (the session's
+  ``append``), then ``synthesize-stopped``. The ``synthesize`` that Home Assistant also
+  sends inside a stream, for servers without streaming, is ignored.
+- Bad requests get an ``error`` event with rtts's stable code and the connection stays.
+
+Audio is 16-bit mono at the server's ``--sample-rate`` (24 kHz by default), 100 ms a chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import itertools
+import json
+import logging
+import socket
+
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.error import Error
+from wyoming.event import Event, write_event
+from wyoming.info import Attribution, Describe, Info, TtsProgram, TtsVoice
+from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped, SynthesizeVoice
+
+from . import __version__, protocol
+from .access import ConnectionCaps
+from .runner import SessionRunner
+from .service import Service
+
+log = logging.getLogger(__name__)
+
+CHUNK_MS = 100  # Wyoming clients buffer; 100 ms chunks cost a tenth of the events of 10 ms ones
+_ATTRIBUTION = Attribution(name="rtts", url="")
+
+
+def event_bytes(event: Event) -> bytes:
+    """One event in Wyoming's framing (JSON header line, data, payload), by the package's writer."""
+    buf = io.BytesIO()
+    write_event(event, buf)
+    return buf.getvalue()
+
+
+async def read_event(reader: asyncio.StreamReader, max_bytes: int) -> Event | None:
+    """The next event, or None at the end of the stream.
+
+    ``wyoming.event.async_read_event`` trusts the lengths a client declares; a server
+    must not (a header saying 2 GB of payload would be read into memory), so this reads
+    the same framing with every part bounded by ``max_bytes``. Raises ValueError for an
+    event that is not well-formed or too big.
+    """
+    try:
+        line = await reader.readuntil(b"\n")
+    except asyncio.IncompleteReadError as exc:
+        if not exc.partial.strip():
+            return None
+        raise ValueError("the connection ended inside an event") from None
+    except asyncio.LimitOverrunError:
+        raise ValueError("an event header is too long") from None
+    header = json.loads(line)
+    if not isinstance(header, dict) or not isinstance(header.get("type"), str):
+        raise ValueError("an event header must be a JSON object with a string 'type'")
+    data = header.get("data") or {}
+    if not isinstance(data, dict):
+        raise ValueError("event data must be a JSON object")
+    lengths = [header.get("data_length") or 0, header.get("payload_length") or 0]
+    if not all(isinstance(n, int) and 0 <= n <= max_bytes for n in lengths):
+        raise ValueError(f"event data and payload must be 0..{max_bytes} bytes")
+    if lengths[0]:
+        more = json.loads(await reader.readexactly(lengths[0]))
+        if not isinstance(more, dict):
+            raise ValueError("event data must be a JSON object")
+        data.update(more)
+    payload = await reader.readexactly(lengths[1]) if lengths[1] else None
+    return Event(type=header["type"], data=data, payload=payload)
+
+
+class _Writer:
+    """The outbox's sink: a TCP stream."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+
+    async def send(self, data: bytes) -> None:
+        self._writer.write(data)
+        await self._writer.drain()
+
+    async def close(self, code: int, reason: str) -> None:
+        self._writer.close()
+        with contextlib.suppress(ConnectionError):
+            await self._writer.wait_closed()
+
+
+class WyomingServer:
+    def __init__(self, service: Service, caps: ConnectionCaps, host: str, port: int, *, zeroconf: bool = False) -> None:
+        self.service = service
+        self.caps = caps
+        self.host = host
+        self._port = port
+        self._zeroconf_wanted = zeroconf
+        self._zeroconf: object | None = None
+        self._server: asyncio.Server | None = None
+        self._clients: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(
+            self._connection, self.host, self._port, limit=self.service.config.max_message_bytes
+        )
+        log.info("Wyoming on tcp://%s:%d", self.host, self.port)
+        if self._zeroconf_wanted:
+            self._zeroconf = await advertise(self.host, self.port)
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def close(self) -> None:
+        """Stop listening, cancel every connection's work and close it."""
+        if self._zeroconf is not None:
+            with contextlib.suppress(Exception):
+                await self._zeroconf.async_close()  # type: ignore[attr-defined]
+        if self._server is None:
+            return
+        self._server.close()
+        for task in list(self._clients):
+            task.cancel()
+        if self._clients:
+            await asyncio.wait(self._clients, timeout=2)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._server.wait_closed(), 2)
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        address = str(peer[0]) if isinstance(peer, tuple) else "unix"
+        status = self.caps.refusal(address)
+        if status is not None:
+            self.service.metrics.refused.labels(str(status)).inc()
+            writer.write(event_bytes(Error(text="busy: this server has no room", code="busy").event()))
+            writer.close()
+            return
+        self.caps.take(address)
+        task = asyncio.current_task()
+        assert task is not None
+        self._clients.add(task)
+        try:
+            async with SessionRunner(self.service, _Writer(writer), self._encoder(), name="wyoming") as runner:
+                await _Client(self.service, runner).run(reader)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            self._clients.discard(task)
+            self.caps.give_back(address)
+            if not writer.is_closing():
+                writer.close()
+
+    def _encoder(self):  # type: ignore[no-untyped-def]
+        """Session messages → Wyoming audio events (one encoder per connection)."""
+        rate = self.service.config.sample_rate
+
+        def encode(message: protocol.ServerMessage) -> bytes | None:
+            if isinstance(message, protocol.Start):
+                return event_bytes(AudioStart(rate=rate, width=2, channels=1).event())
+            if isinstance(message, protocol.Audio):
+                ms = message.pts * 1000 // rate
+                return event_bytes(AudioChunk(rate=rate, width=2, channels=1, audio=message.data, timestamp=ms).event())
+            if isinstance(message, protocol.End):
+                return event_bytes(AudioStop().event())
+            return None  # ready, marks
+
+        return encode
+
+
+class _Client:
+    """One Wyoming connection: events in, session requests out."""
+
+    def __init__(self, service: Service, runner: SessionRunner) -> None:
+        self.service = service
+        self.runner = runner
+        self.config = service.config
+        self._ids = itertools.count(1)
+        self._stream: _TextStream | None = None
+        runner.hello(sample_rate=self.config.sample_rate, format="pcm16", frame_ms=CHUNK_MS)
+
+    async def run(self, reader: asyncio.StreamReader) -> None:
+        while not self.runner.outbox.closing and not self.runner.outbox.done:
+            try:
+                event = await read_event(reader, self.config.max_message_bytes)
+            except (ValueError, UnicodeDecodeError) as exc:
+                self._error("bad_frame", f"not a Wyoming event: {exc}")
+                return  # the framing is lost: nothing after it can be read
+            if event is None:
+                return
+            await self._handle(event)
+            await self.runner.room()  # a client that does not read its audio is not read either
+
+    async def _handle(self, event: Event) -> None:
+        if Describe.is_type(event.type):
+            self.runner.write(event_bytes(describe(self.service).event()))
+        elif SynthesizeStart.is_type(event.type):
+            start = SynthesizeStart.from_event(event)
+            self._stream = _TextStream(f"w{next(self._ids)}", start.voice)
+        elif SynthesizeChunk.is_type(event.type):
+            if self._stream is None:
+                self._error("bad_message", "synthesize-chunk outside synthesize-start … synthesize-stop")
+                return
+            text = str(event.data.get("text", ""))
+            if text:
+                self._append(self._stream, text)
+        elif SynthesizeStop.is_type(event.type):
+            stream, self._stream = self._stream, None
+            if stream is not None:
+                await self._finish(stream)
+            self.runner.write(event_bytes(SynthesizeStopped().event()))
+        elif Synthesize.is_type(event.type):
+            if self._stream is not None:
+                return  # the whole text again, for servers that cannot stream: already coming
+            try:
+                synth = Synthesize.from_event(event)
+                voice, lang = self._voice(synth.voice)
+                end = self.runner.speak(
+                    protocol.Speak(id=f"w{next(self._ids)}", text=synth.text, voice=voice, lang=lang)
+                )
+                await end
+            except protocol.ProtocolError as exc:
+                self._error(exc.code.value, exc.message)
+            except (KeyError, TypeError, ValueError) as exc:
+                self._error("bad_message", f"synthesize needs a text: {exc}")
+        else:
+            log.debug("ignored a Wyoming %.40s event", event.type)
+
+    def _append(self, stream: _TextStream, text: str) -> None:
+        if stream.failed:
+            return
+        try:
+            if stream.end is None:
+                voice, lang = self._voice(stream.voice)
+                stream.end = self.runner.append(protocol.Append(id=stream.id, text=text, voice=voice, lang=lang))
+            else:
+                self.runner.append(protocol.Append(id=stream.id, text=text))
+        except protocol.ProtocolError as exc:
+            stream.failed = True
+            self._error(exc.code.value, exc.message)
+            return
+        if stream.end.done() and stream.end.exception() is not None:
+            stream.failed = True
+            exc = stream.end.exception()
+            assert isinstance(exc, protocol.ProtocolError)
+            self._error(exc.code.value, exc.message)
+
+    async def _finish(self, stream: _TextStream) -> None:
+        if stream.end is None or stream.failed:
+            return
+        try:
+            self.runner.flush(stream.id)
+            await stream.end
+        except protocol.ProtocolError as exc:
+            self._error(exc.code.value, exc.message)
+
+    def _voice(self, wanted: SynthesizeVoice | None) -> tuple[str | None, str | None]:
+        """(rtts voice id, language hint) for a Wyoming voice: a name is an rtts voice id
+        (a speaker picks ``piper/NAME/SPEAKER``); a language alone picks that language's voice."""
+        if wanted is None:
+            return None, None
+        voices = self.service.registry.voices
+        lang = _lang(wanted.language) if wanted.language else None
+        if wanted.name:
+            if wanted.speaker and f"{wanted.name}/{wanted.speaker}" in voices:
+                return f"{wanted.name}/{wanted.speaker}", lang
+            return wanted.name, lang
+        if lang is not None:
+            chosen = self.runner.session.lang_voices().get(lang)
+            if chosen is None:
+                raise protocol.ProtocolError(protocol.ErrorCode.UNSUPPORTED_LANGUAGE, f"no voice speaks {lang!r}")
+            return chosen.id, lang
+        return None, None
+
+    def _error(self, code: str, text: str) -> None:
+        self.runner.write(event_bytes(Error(text=text, code=code).event()))
+
+
+class _TextStream:
+    """A synthesize-start … synthesize-stop in progress: one session utterance, built by appends."""
+
+    def __init__(self, utt_id: str, voice: SynthesizeVoice | None) -> None:
+        self.id = utt_id
+        self.voice = voice
+        self.end: asyncio.Future[protocol.End] | None = None
+        self.failed = False
+
+
+def _lang(code: str) -> str:
+    """Home Assistant's ``en_US``/``en-US``/``zh-Hans`` → the session's ``en``/``zh``."""
+    return code.replace("_", "-").split("-")[0].lower()
+
+
+def describe(service: Service) -> Info:
+    """The answer to ``describe``: one TTS program with every voice (read now: SIGHUP rescans)."""
+    voices = [
+        TtsVoice(
+            name=v.id,
+            description=f"{v.name} ({v.engine}, {', '.join(v.langs)})",
+            attribution=_ATTRIBUTION,
+            installed=True,
+            version=None,
+            languages=list(v.langs),
+        )
+        for v in service.registry.voices.values()
+    ]
+    program = TtsProgram(
+        name="rtts",
+        description="rtts: real-time text-to-speech for small CPU machines",
+        attribution=_ATTRIBUTION,
+        installed=True,
+        version=__version__,
+        voices=voices,
+        supports_synthesize_streaming=True,
+    )
+    return Info(tts=[program])
+
+
+async def advertise(host: str, port: int) -> object:
+    """Announce ``_wyoming._tcp`` by mDNS, so Home Assistant offers to add this server.
+
+    Uses the ``zeroconf`` package (the ``zeroconf`` extra). On ``0.0.0.0`` every
+    interface is announced; on a specific address, that one.
+    """
+    try:
+        from zeroconf import IPVersion
+        from zeroconf.asyncio import AsyncServiceInfo, AsyncZeroconf
+    except ImportError:
+        raise RuntimeError("--zeroconf needs the zeroconf package: pip install 'rtts[zeroconf]'") from None
+    from zeroconf import get_all_addresses
+
+    everywhere = host in ("0.0.0.0", "", "::")
+    addresses = [socket.inet_aton(a) for a in (get_all_addresses() if everywhere else [host])]
+    zc = AsyncZeroconf(interfaces="all" if everywhere else [host], ip_version=IPVersion.V4Only)  # type: ignore[arg-type]
+    name = f"rtts-{socket.gethostname()}"[:60]
+    info = AsyncServiceInfo(
+        "_wyoming._tcp.local.", f"{name}._wyoming._tcp.local.", port=port, addresses=addresses,
+        properties={"version": __version__},
+    )
+    await zc.async_register_service(info)
+    log.info("announced %s._wyoming._tcp by mDNS", name)
+    return zc

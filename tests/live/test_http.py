@@ -1,0 +1,164 @@
+"""Plain HTTP on the WebSocket port (rtts/plain_http.py), against a real server and voices.
+
+/tts streams as it synthesizes, whatever the WebSocket handshake timeout; it obeys the
+Origin rule, the token and the connection caps; HEAD, OPTIONS and other methods are
+answered as HTTP says; sockets that never send a request cannot lock anyone out.
+"""
+
+from __future__ import annotations
+
+import http.client
+import io
+import json
+import socket
+import time
+import urllib.parse
+import wave
+
+import numpy as np
+import pytest
+
+from rtts import protocol
+
+from tests.conftest import Client, ServerThread, make_config
+from tests.live.test_server import fetch
+
+pytestmark = pytest.mark.slow
+
+PIPER = "piper/en_US-joe-medium"
+KOKORO = "kokoro/jf_alpha"
+TOKEN = "http-secret"
+
+
+def request(srv: ServerThread, method: str, target: str, headers: dict[str, str] | None = None,
+            timeout: float = 120) -> tuple[int, dict[str, str], bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", srv.server.port, timeout=timeout)  # type: ignore[union-attr]
+    try:
+        conn.request(method, target, headers=headers or {})
+        r = conn.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    finally:
+        conn.close()
+
+
+def raw(srv: ServerThread, data: bytes, timeout: float = 30) -> bytes:
+    """Send bytes as they are; everything the server answers until it closes."""
+    with socket.create_connection(("127.0.0.1", srv.server.port), timeout=timeout) as s:  # type: ignore[union-attr]
+        s.sendall(data)
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+        return out
+
+
+def tts(text: str, **args: str) -> str:
+    return "/tts?" + urllib.parse.urlencode({"text": text, **args})
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    cfg = make_config(tmp_path_factory.mktemp("http"), handshake_timeout=1.0, max_handshakes=4,
+                      max_connections_per_ip=2)
+    with ServerThread(cfg) as s:
+        yield s
+
+
+def test_tts_streams_past_the_handshake_timeout(srv: ServerThread):
+    """Bug 3: /tts ran inside the handshake hook and websockets' open_timeout dropped it."""
+    text = ("Good morning, and welcome aboard. The next stop is Central Station, where you can change for "
+            "the airport line. Please mind the gap when leaving the train, and take all your belongings.")
+    t0 = time.monotonic()
+    status, headers, body = request(srv, "GET", tts(text, voice=KOKORO))
+    took = time.monotonic() - t0
+    assert status == 200 and headers["content-type"] == "audio/wav"
+    assert headers.get("transfer-encoding") == "chunked" and "content-length" not in headers
+    assert took > srv.config.handshake_timeout  # it outlasted the head deadline (1 s) and was not cut
+    with wave.open(io.BytesIO(body)) as w:
+        assert (w.getframerate(), w.getnchannels(), w.getsampwidth()) == (24000, 1, 2)
+        pcm = np.frombuffer(body[44:], "<i2")
+    assert len(pcm) / 24000 > 8.0  # the whole paragraph, not a cut-off piece
+    assert np.abs(pcm).max() > 1000
+
+
+def test_head_options_and_other_methods(srv: ServerThread):
+    before = srv.service.worker.jobs_done
+    status, headers, body = request(srv, "HEAD", tts("Nothing is synthesized for HEAD."))
+    assert (status, body, headers["content-type"]) == (200, b"", "audio/wav")
+    status, headers, body = request(srv, "OPTIONS", tts("Nor for OPTIONS."))
+    assert status == 204 and body == b"" and headers["allow"] == "GET, HEAD, OPTIONS"
+    for method in ("DELETE", "PUT", "POST"):
+        status, headers, _ = request(srv, method, tts("Nor for this."))
+        assert status == 405 and headers["allow"] == "GET, HEAD, OPTIONS"
+    assert srv.service.worker.jobs_done == before
+    status, headers, body = request(srv, "HEAD", "/healthz")
+    assert status == 200 and body == b"" and headers["content-length"] == "3"
+    assert request(srv, "GET", "/ws")[0] == 426  # plain GET of the WebSocket path
+
+
+def test_tts_follows_the_origin_rule_and_the_caps(srv: ServerThread):
+    status, _, _ = request(srv, "GET", tts("Hi."), {"Origin": "https://evil.example"})
+    assert status == 403
+    status, _, _ = request(srv, "GET", tts("Hi.", voice=PIPER), {"Origin": f"http://127.0.0.1:{srv.server.port}"})
+    assert status == 200
+    # Two slots per address: a WebSocket and a /tts that is being read hold both.
+    long_text = "This sentence is spoken slowly, read by a client that takes its time. " * 6
+    with Client(srv.url) as ws:
+        ws.recv()
+        conn = http.client.HTTPConnection("127.0.0.1", srv.server.port, timeout=60)  # type: ignore[union-attr]
+        conn.request("GET", tts(long_text, voice=PIPER))
+        r = conn.getresponse()
+        assert r.status == 200 and r.read(44)[:4] == b"RIFF"
+        status, headers, body = request(srv, "GET", tts("Third.", voice=PIPER))
+        assert status == 429 and headers["retry-after"] == "1"
+        ready = json.loads(fetch(srv.http + "/readyz")[2])
+        assert ready["connections"] == 2
+        conn.close()  # the reader goes away mid-stream: its synthesis is cancelled, its slot freed
+    deadline = time.monotonic() + 10
+    while srv.server.caps.total and time.monotonic() < deadline:  # type: ignore[union-attr]
+        time.sleep(0.05)
+    assert srv.server.caps.total == 0  # type: ignore[union-attr]
+
+
+def test_tts_needs_the_token_when_one_is_set(tmp_path):
+    with ServerThread(make_config(tmp_path, token=TOKEN)) as s:
+        assert request(s, "GET", tts("Hi.", voice=PIPER))[0] == 401
+        assert request(s, "GET", tts("Hi.", voice=PIPER, token="wrong"))[0] == 401
+        assert request(s, "GET", tts("Hi.", voice=PIPER, token=TOKEN))[0] == 200
+        assert request(s, "GET", tts("Hi.", voice=PIPER), {"Authorization": f"Bearer {TOKEN}"})[0] == 200
+
+
+def test_cheap_malformed_requests_get_4xx_not_500(srv: ServerThread):
+    """Bug 6: a NUL byte in a static path and repeated Host/Origin/X-Forwarded-For gave 500 and a traceback."""
+    assert request(srv, "GET", "/index%00.html")[0] == 404
+    assert request(srv, "GET", "/" + "a" * 5000)[0] == 404
+    port = srv.server.port  # type: ignore[union-attr]
+    for name, value in (("Host", f"127.0.0.1:{port}"), ("Origin", "http://a.example"), ("X-Forwarded-For", "10.0.0.1")):
+        twice = f"{name}: {value}\r\n{name}: {value}\r\n" if name != "Host" else f"Host: a\r\nHost: b\r\n"
+        head = f"GET {tts('Hi.', voice=PIPER)} HTTP/1.1\r\n" + (f"Host: 127.0.0.1\r\n" if name != "Host" else "")
+        answer = raw(srv, (head + twice + "\r\n").encode())
+        assert answer.startswith(b"HTTP/1.1 400"), (name, answer[:200])
+        upgrade = (
+            "GET /ws HTTP/1.1\r\n" + (f"Host: 127.0.0.1:{port}\r\n" if name != "Host" else "") + twice
+            + "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            "Sec-WebSocket-Version: 13\r\n\r\n"
+        )
+        answer = raw(srv, upgrade.encode())
+        assert answer.startswith(b"HTTP/1.1 400"), (name, answer[:200])
+
+
+def test_sockets_that_send_nothing_cannot_lock_clients_out(srv: ServerThread):
+    idle = [socket.create_connection(("127.0.0.1", srv.server.port)) for _ in range(12)]  # type: ignore[union-attr]
+    try:
+        time.sleep(0.2)
+        assert srv.server.front.pending <= srv.config.max_handshakes  # type: ignore[union-attr]
+        assert fetch(srv.http + "/healthz")[0] == 200
+        with Client(srv.url) as c:
+            assert isinstance(c.recv(), protocol.Ready)
+        time.sleep(srv.config.handshake_timeout + 0.5)
+        assert srv.server.front.pending == 0  # type: ignore[union-attr]
+        for s in idle:
+            s.settimeout(5)
+            assert s.recv(100) == b""  # closed by the server
+    finally:
+        for s in idle:
+            s.close()

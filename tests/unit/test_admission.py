@@ -1,0 +1,120 @@
+"""Sharing the one inference thread, without it: admission control, the phrase cache and
+when a job may yield (the live side is tests/live/test_scheduling.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgpack
+import numpy as np
+import pytest
+
+from rtts import protocol
+from rtts.config import Config
+from rtts.engines.base import VoiceInfo
+from rtts.inference import YIELD_GUARD_S, can_yield
+from rtts.jobs import Job
+from rtts.phrase_cache import PhraseCache
+from rtts.session import Close, Send, Session, Submit
+from tests.catalogs import FixedCatalog
+
+
+# ---------------------------------------------------------------- phrase cache
+
+
+def test_phrase_cache_is_bounded_and_counts() -> None:
+    second = np.ones(1000, np.float32)  # 4000 bytes
+    cache = PhraseCache(max_bytes=10_000, max_chars=20)
+    keys = [PhraseCache.key("v", "en", 1.0, f"text {i}") for i in range(3)]
+    assert cache.get(keys[0]) is None
+    cache.put(keys[0], [second])
+    cache.put(keys[1], [second])
+    assert cache.get(keys[0]) is not None  # now the most recently used
+    cache.put(keys[2], [second])  # 12 000 bytes > 10 000: the least recently used goes
+    assert cache.peek(keys[0]) and cache.peek(keys[2]) and not cache.peek(keys[1])
+    assert cache.size_bytes == 8000 and len(cache) == 2
+    assert (cache.hits, cache.misses) == (1, 1)
+    got = cache.get(keys[0])
+    assert got is not None and not got[0].flags.writeable  # replays cannot corrupt the entry
+    assert cache.cacheable("short") and not cache.cacheable("x" * 21)
+    assert not PhraseCache(0).cacheable("short")
+    # Speed is part of the key: the same text faster is other audio.
+    assert PhraseCache.key("v", "en", 1.0, "a") != PhraseCache.key("v", "en", 1.5, "a")
+
+
+# ---------------------------------------------------------------- admission control
+
+VOICE = VoiceInfo("piper/a", "A", ("en",), "piper", 22050, "piper/a")
+
+
+class BusyCatalog(FixedCatalog):
+    """A catalog whose inference thread reports a given wait and load."""
+
+    def __init__(self, wait: float, load: float) -> None:
+        super().__init__({"piper/a": VOICE}, "piper/a", loaded=["piper/a"])
+        self.answer = (wait, load)
+        self.asked: list[Job] = []
+
+    def estimate(self, job: Job) -> tuple[float, float]:
+        self.asked.append(job)
+        return self.answer
+
+
+def _session(catalog: BusyCatalog, **config) -> Session:
+    cfg = Config(cache_dir=Path("/tmp/rtts-test"), models_dir=Path("/tmp/rtts-test"), **config)
+    return Session("s1", cfg, catalog, lambda: 50.0)
+
+
+def _speak(session: Session, utt_id: str = "u") -> list:
+    return session.receive(msgpack.packb({"type": "speak", "id": utt_id, "text": "Hello there. Again."}))
+
+
+def test_start_carries_the_expected_wait() -> None:
+    catalog = BusyCatalog(wait=0.35, load=0.4)
+    effects = _speak(_session(catalog))
+    start = [e.message for e in effects if isinstance(e, Send) and isinstance(e.message, protocol.Start)]
+    assert start and start[0].expected_wait_ms == 350
+    assert catalog.asked[0].text == "Hello there." and any(isinstance(e, Submit) for e in effects)
+    decoded = protocol.decode_server(protocol.encode(start[0]))
+    assert decoded == start[0]
+
+
+@pytest.mark.parametrize(("wait", "load"), [(5.0, 0.5), (0.1, 1.4)])
+def test_queue_policy_accepts_a_late_utterance(wait: float, load: float) -> None:
+    effects = _speak(_session(BusyCatalog(wait, load), admission="queue"))
+    assert any(isinstance(e, Submit) for e in effects)
+
+
+@pytest.mark.parametrize(("wait", "load"), [(5.0, 0.5), (0.1, 1.4)])
+def test_refuse_policy_answers_busy_and_keeps_the_connection(wait: float, load: float) -> None:
+    session = _session(BusyCatalog(wait, load), admission="refuse", admission_max_wait=2.0)
+    effects = _speak(session)
+    errors = [e.message for e in effects if isinstance(e, Send)]
+    assert [(m.code, m.id) for m in errors] == [("busy", "u")]
+    assert not any(isinstance(e, (Submit, Close)) for e in effects)
+    assert not session.utterances  # nothing left half-started; the id may be reused
+    session._catalog.answer = (0.0, 0.2)  # type: ignore[attr-defined]
+    assert any(isinstance(e, Submit) for e in _speak(session))
+
+
+def test_close_policy_closes_with_1013() -> None:
+    effects = _speak(_session(BusyCatalog(9.0, 0.5), admission="close"))
+    closes = [e for e in effects if isinstance(e, Close)]
+    assert closes and closes[0].code == protocol.CloseCode.OVERLOADED == 1013
+
+
+def test_in_time_utterances_pass_every_policy() -> None:
+    for policy in ("queue", "refuse", "close"):
+        assert any(isinstance(e, Submit) for e in _speak(_session(BusyCatalog(0.5, 0.9), admission=policy)))
+
+
+# ---------------------------------------------------------------- the worker with a real voice
+
+
+def test_a_job_yields_only_with_enough_audio_in_hand() -> None:
+    # Nothing ahead: a little more than its own next chunk and the guard is enough.
+    assert can_yield(0.2 + YIELD_GUARD_S, [], 0.1)
+    assert not can_yield(0.05 + YIELD_GUARD_S, [], 0.1)
+    # Seven newcomers' first chunks (50 ms each) outlast a first window of 116 ms.
+    assert not can_yield(0.116, [0.05] * 7, 0.02)
+    assert can_yield(1.0, [0.05] * 7, 0.1)

@@ -1,0 +1,138 @@
+"""rtts.openai_api without a network: request parsing, the voice table, error shapes, the body."""
+
+from __future__ import annotations
+
+import base64
+import json
+from http import HTTPStatus
+
+import numpy as np
+import pytest
+
+from rtts import audio, openai_api, protocol
+from rtts.engines.base import VoiceInfo
+from rtts.openai_api import ApiError, SpeechBody, parse_speech, voice_table
+
+JOE = "piper/en_US-joe-medium"
+
+
+def voices(*ids: str) -> dict[str, VoiceInfo]:
+    out = {}
+    for vid in ids:
+        engine = vid.split("/")[0]
+        out[vid] = VoiceInfo(id=vid, name=vid.split("/")[1], langs=("en",), engine=engine, native_rate=24000, model=engine)
+    return out
+
+
+def request(**fields) -> bytes:  # type: ignore[no-untyped-def]
+    body = {"model": "tts-1", "input": "Hello there.", "voice": "alloy"} | fields
+    return json.dumps({k: v for k, v in body.items() if v is not ...}).encode()
+
+
+TABLE = voice_table((), voices(JOE), JOE)
+
+
+def test_every_openai_name_speaks_with_an_installed_voice() -> None:
+    assert set(TABLE) >= {"alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer", "verse"}
+    assert set(TABLE.values()) == {JOE}  # no Kokoro English voice here: all fall back to the default
+    with_kokoro = voice_table((), voices(JOE, "kokoro/af_heart", "kokoro/am_michael"), JOE)
+    assert with_kokoro["alloy"] == "kokoro/af_heart" and with_kokoro["onyx"] == "kokoro/am_michael"
+    overridden = voice_table((("alloy", JOE), ("nova", "nope/none")), voices(JOE, "kokoro/af_heart"), JOE)
+    assert overridden["alloy"] == JOE and overridden["nova"] == "kokoro/af_heart"  # an uninstalled override is ignored
+
+
+def test_a_full_request_parses() -> None:
+    r = parse_speech(request(voice="ALLOY", response_format="flac", speed=1.5, stream_format="sse"), TABLE)
+    assert (r.text, r.voice, r.speed, r.response_format, r.stream_format, r.model) == (
+        "Hello there.", JOE, 1.5, "flac", "sse", "tts-1")
+    assert parse_speech(request(voice=JOE), TABLE).voice == JOE
+    assert parse_speech(request(voice={"id": JOE}), TABLE).voice == JOE
+    r = parse_speech(request(response_format=..., speed=..., model=...), TABLE)
+    assert (r.response_format, r.speed, r.stream_format, r.model) == ("mp3", 1.0, "audio", None)  # OpenAI's defaults
+    assert parse_speech(request(speed=4.0), TABLE).speed == protocol.SPEED_RANGE[1]
+    assert parse_speech(request(speed=0.25), TABLE).speed == protocol.SPEED_RANGE[0]
+    # An unknown voice id passes here: the session refuses it, with the code a WebSocket gets.
+    assert parse_speech(request(voice="nope"), TABLE).voice == "nope"
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "code"),
+    [
+        (b"not json", None, "bad_frame"),
+        (b"[1, 2]", None, "bad_frame"),
+        (request(input=...), "input", "missing_field"),
+        (request(input="   "), "input", "bad_message"),
+        (request(input=5), "input", "bad_message"),
+        (request(voice=...), "voice", "missing_field"),
+        (request(voice=["alloy"]), "voice", "bad_message"),
+        (request(response_format="ogg"), "response_format", "bad_message"),
+        (request(stream_format="chunks"), "stream_format", "bad_message"),
+        (request(speed=5), "speed", "bad_message"),
+        (request(speed="fast"), "speed", "bad_message"),
+        (request(speed=True), "speed", "bad_message"),
+        (request(instructions=3), "instructions", "bad_message"),
+    ],
+)
+def test_bad_requests_get_400_in_openais_shape(body: bytes, param: str | None, code: str) -> None:
+    with pytest.raises(ApiError) as info:
+        parse_speech(body, TABLE)
+    err = info.value
+    assert err.status == HTTPStatus.BAD_REQUEST
+    shape = json.loads(err.body())
+    assert set(shape) == {"error"} and set(shape["error"]) == {"message", "type", "param", "code"}
+    assert shape["error"]["type"] == "invalid_request_error"
+    assert (shape["error"]["param"], shape["error"]["code"]) == (param, code)
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "kind"),
+    [
+        (protocol.ErrorCode.UNKNOWN_VOICE, 400, "invalid_request_error"),
+        (protocol.ErrorCode.TEXT_TOO_LONG, 400, "invalid_request_error"),
+        (protocol.ErrorCode.UNAUTHORIZED, 401, "authentication_error"),
+        (protocol.ErrorCode.BUSY, 503, "server_error"),
+        (protocol.ErrorCode.INTERNAL, 500, "server_error"),
+    ],
+)
+def test_session_errors_map_to_statuses(code: protocol.ErrorCode, status: int, kind: str) -> None:
+    err = openai_api.from_protocol(protocol.ProtocolError(code, "why"))
+    assert err.status == status and err.type == kind and err.code == code.value
+
+
+def speech(n: int) -> list[protocol.ServerMessage]:
+    t = np.arange(n) / 24000
+    x = (0.2 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+    frames = [x[i : i + 480] for i in range(0, n, 480)]
+    msgs: list[protocol.ServerMessage] = [protocol.Start("a", JOE, 24000, "f32")]
+    msgs += [protocol.Audio("a", i, i * 480, audio.encode(f, "f32")) for i, f in enumerate(frames)]
+    msgs.append(protocol.End("a", "done", {"audio_ms": n / 24, "ttfa_ms": 1.0, "queue_ms": 0.0, "rtf": 0.1}))
+    return msgs
+
+
+def test_body_streams_a_wav_frame_by_frame() -> None:
+    body = SpeechBody(parse_speech(request(response_format="wav"), TABLE))
+    assert body.content_type() == "audio/wav"
+    pieces = [body(m) for m in speech(4800)]
+    assert pieces[0] is None  # start: nothing yet
+    assert pieces[1] is not None and pieces[1][:4] == b"RIFF"  # the header goes with the first frame
+    samples, rate = audio.read_wav(b"".join(p for p in pieces if p))
+    assert rate == 24000 and len(samples) == 4800
+
+
+def test_sse_deltas_carry_the_format_bytes_and_done_carries_usage() -> None:
+    body = SpeechBody(parse_speech(request(response_format="pcm", stream_format="sse"), TABLE))
+    assert body.content_type() == "text/event-stream"
+    raw = b"".join(p for p in (body(m) for m in speech(2400)) if p)
+    events = [json.loads(line[len(b"data: "):]) for line in raw.split(b"\n\n") if line]
+    assert [e["type"] for e in events] == ["speech.audio.delta"] * 5 + ["speech.audio.done"]
+    pcm = b"".join(base64.b64decode(e["audio"]) for e in events[:-1])
+    assert len(pcm) == 2400 * 2
+    usage = events[-1]["usage"]
+    assert usage["input_tokens"] == len("Hello there.") and usage["output_tokens"] == 5
+    assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
+
+
+def test_listings() -> None:
+    assert {m["id"] for m in openai_api.models()["data"]} >= {"tts-1", "tts-1-hd"}
+    listed = openai_api.audio_voices(voices(JOE), TABLE)["voices"]
+    assert listed[0]["id"] == JOE and {"alloy", "nova"} <= {v["id"] for v in listed}
