@@ -181,7 +181,8 @@ class HibariWork:
             from rtts.host.sessions import open_session
 
             model, threads, cache_dir = spec
-            self.session = open_session(Path(model), threads, "hibari", None if cache_dir is None else Path(cache_dir))
+            cache = None if cache_dir is None else Path(cache_dir)
+            self.session = open_session(Path(model), threads, "hibari", cache)
         if self.g2p is None:
             from hibari.g2p import G2P
 
@@ -237,7 +238,9 @@ class HibariEngine:
     key = "hibari"
     sample_rate = SAMPLE_RATE
 
-    def __init__(self, model: Path, threads: int, cache_dir: Path | None = None, host: Host | None = None) -> None:
+    def __init__(
+        self, model: Path, threads: int, cache_dir: Path | None = None, host: Host | None = None
+    ) -> None:
         self.model = model  # hibari/assets/hibari.onnx, its vocabulary beside it
         self._spec: Spec = (str(model), threads, None if cache_dir is None else str(cache_dir))
         self._host = host or Host(HibariKind.host_ops)
@@ -262,10 +265,11 @@ class HibariEngine:
         if not self._vocab:
             return
         self._vocab = {}
-        try:
-            self._host.call(_UNLOAD)
-        except EngineError:
-            pass  # the inference process is gone, and Hibari with it
+        if self._host.running:  # else Hibari is gone with the process (and none is started for this)
+            try:
+                self._host.call(_UNLOAD)
+            except EngineError:
+                pass
         self._host.release()
 
     def phonemize(self, text: str) -> str:
@@ -274,7 +278,8 @@ class HibariEngine:
         pieces = list(split_lexicon(text))
         texts = [normalize_en(piece) for is_phonemes, piece in pieces if not is_phonemes]
         said = iter(self._host.call(_G2P, self._spec, texts) if texts else [])
-        phonemes = " ".join(p.strip() for p in (piece if is_ph else next(said) for is_ph, piece in pieces) if p.strip())
+        spoken = (piece if is_phonemes else next(said) for is_phonemes, piece in pieces)
+        phonemes = " ".join(p.strip() for p in spoken if p.strip())
         return "".join(ch for ch in phonemes if ch in self._vocab)
 
     def synthesize(
