@@ -177,14 +177,23 @@ def write_doc(section: str) -> None:
     DOC.write_text(text)
 
 
+def _str_keys(value: object) -> object:
+    """JSON wants string keys; the results are keyed by (voice, text) and stream counts."""
+    if isinstance(value, dict):
+        return {" ".join(map(str, k)) if isinstance(k, tuple) else str(k): _str_keys(v) for k, v in value.items()}
+    return value
+
+
 def run(models_dir: Path | None, server_arg: list[str], write: bool, command: str, repeats: int = 10,
-        levels: list[int] | None = None, quality: bool = True) -> dict:
+        levels: list[int] | None = None, quality: bool = True, json_path: Path | None = None) -> dict:
     args = argparse.Namespace(models_dir=models_dir, server_arg=server_arg, repeats=repeats,
                               levels=levels or list(LEVELS), quality=quality, voices=list(VOICES))
     with tempfile.TemporaryDirectory(prefix="rtts-english-") as tmp:
         results = measure(args, Path(tmp))
     section = report(results, command)
     print("\n" + section)
+    if json_path is not None:  # every stream and run, for a closer look than the table
+        json_path.write_text(json.dumps(_str_keys(results), default=str, indent=1))
     if write:
         write_doc(section)
         print(f"written to {DOC.relative_to(ROOT)}")
@@ -199,9 +208,10 @@ def main() -> int:
     p.add_argument("--server-arg", action="append", default=[], metavar="ARG")
     p.add_argument("--no-quality", dest="quality", action="store_false", help="skip WER and DNSMOS")
     p.add_argument("--no-write", dest="write", action="store_false")
+    p.add_argument("--json", type=Path, help="also write the raw results here")
     args = p.parse_args()
     command = "python3 benchmarks/english_voices.py" + ("" if not sys.argv[1:] else " " + " ".join(sys.argv[1:]))
-    run(args.models_dir, args.server_arg, args.write, command, args.repeats, args.levels, args.quality)
+    run(args.models_dir, args.server_arg, args.write, command, args.repeats, args.levels, args.quality, args.json)
     return 0
 
 
