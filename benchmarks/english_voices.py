@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """The English voices side by side in one run: Hibari heart, Piper joe and Kokoro af_heart.
 
-    WHISPER_DIR=$HOME/.cache/whisper-base python3 benchmarks/english_voices.py --models-dir DIR
-    python3 benchmarks/latency.py --english-voices DIR ...   # the same, after latency.py's own run
+    WHISPER_DIR=$HOME/.cache/whisper-base python3 benchmarks/english_voices.py
+    python3 benchmarks/latency.py --english-voices ...   # the same, after latency.py's own run
 
-``DIR`` is a models directory holding Kokoro's ``af_heart`` style, until the built-in
-packs carry it: ``npm pack kokoro-js@1.2.1``, then
-``numpy.save("DIR/af_heart.npy", numpy.fromfile("package/voices/af_heart.bin", "<f4").reshape(510, 256))``.
+Kokoro's ``af_heart`` is built in (``models/kokoro-voices.npz``); ``--models-dir DIR``
+serves from another models directory (a build without it can be given
+``DIR/af_heart.npy`` from ``kokoro-js@1.2.1``'s ``package/voices/af_heart.bin``, raw
+float32 510x256).
 
 One server (``python3 -m rtts serve``, phrase cache off) speaks with each voice, over
 WebSocket, as ``benchmarks/latency.py`` drives it:
@@ -202,7 +203,7 @@ def run(models_dir: Path | None, server_arg: list[str], write: bool, command: st
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--models-dir", type=Path, help="models directory holding af_heart.npy (see above)")
+    p.add_argument("--models-dir", type=Path, help="serve from this models directory (see above)")
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--levels", type=lambda s: [int(x) for x in s.split(",")], default=list(LEVELS))
     p.add_argument("--server-arg", action="append", default=[], metavar="ARG")
