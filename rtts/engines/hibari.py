@@ -332,6 +332,7 @@ _VOICE = VoiceInfo(
     native_rate=SAMPLE_RATE,
     model=HibariEngine.key,
     speaker=VOICE,
+    gender="female",  # hibari's voices.json
 )
 
 
