@@ -40,6 +40,7 @@ BUILTINS = [
     "kokoro/jm_kumo",
     *(f"kokoro/{name}" for name in SHIPPED),
     PIPER,
+    "hibari/heart",
 ]
 SENTENCE = "The quick brown fox jumps over the lazy dog."
 
@@ -83,14 +84,14 @@ def speak(registry: VoiceRegistry, voice_id: str, text: str, speed: float = 1.0)
 
 def test_builtin_voices_come_first(registry: VoiceRegistry) -> None:
     assert list(registry.voices)[: len(BUILTINS)] == BUILTINS
-    assert registry.default_voice == DEFAULT_VOICE == PIPER
+    assert registry.default_voice == DEFAULT_VOICE == "hibari/heart"
     assert registry.get(PIPER).native_rate == 22050
     assert registry.get(KOKORO).native_rate == 24000
     # Made for Japanese, speaks every language Kokoro reads here.
     assert registry.get(KOKORO).langs == ("ja", "en", "en-gb", "zh", "es", "fr", "it", "pt-br")
     assert registry.get("kokoro/zm_yunxi").langs[0] == "zh" and registry.get("kokoro/zm_yunxi").gender == "male"
     assert registry.get(KOKORO).as_dict()["engine"] == "kokoro"
-    assert set(registry.engines) == {"kokoro", PIPER}
+    assert set(registry.engines) == {"kokoro", PIPER, "hibari"}
 
 
 def test_discovery_loads_nothing(tmp_path: Path) -> None:
