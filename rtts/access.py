@@ -17,6 +17,7 @@ import base64
 import binascii
 import hmac
 import ipaddress
+import socket
 from collections import Counter
 from collections.abc import Iterable
 from urllib.parse import urlsplit
@@ -87,6 +88,44 @@ def origin_allowed(origin: str | None, host: str | None, allowed: tuple[str, ...
     if origin_host in _LOCAL_HOSTS:
         return True
     return host is not None and netloc == host.lower()
+
+
+def _host_name(host: str) -> str:
+    """The name in a ``Host`` header, without port or IPv6 brackets, in lower case."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def own_host_names() -> frozenset[str]:
+    """The names this machine answers to without configuration: localhost and its host name."""
+    name = socket.gethostname().lower()
+    return frozenset({"localhost", name, name.split(".")[0], f"{name.split('.')[0]}.local"})
+
+
+def host_allowed(host: str | None, browser: bool, allowed: tuple[str, ...], own: frozenset[str]) -> bool:
+    """Whether a request naming ``host`` may be served (against DNS rebinding).
+
+    A page on a rebinding domain reaches this server as its own origin, so the
+    same-origin rule passes; only the name it used gives it away. Browser requests (with
+    ``Origin`` or ``Sec-Fetch-Site``) must name an IP address, localhost, this machine's
+    host name, a host of ``--allow-origin`` or one of ``allowed`` (``--allow-host``; ``*``
+    any). Other clients (curl, scripts, kiosk apps) cannot be rebound and pass.
+    """
+    if not browser or "*" in allowed:
+        return True
+    if host is None:
+        return False
+    name = _host_name(host)
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        pass
+    if name in own or name.endswith(".localhost"):
+        return True
+    return name in {_host_name(a) for a in allowed}
 
 
 def client_address(peer: str, forwarded_for: str | None, trusted: tuple[str, ...]) -> str:

@@ -411,6 +411,10 @@ class InferenceWorker:
             if entry.kept:
                 self.cache.put(self._cache_key(job), entry.kept)
             self._emit(job, JobDone(entry.compute_s))
+        except EngineError as exc:  # the engine says why (its process died, a voice file is bad): no bug here
+            log.error("voice %s failed: %s", job.voice.id, exc)
+            self._emit(job, JobFailed(ErrorCode.ENGINE_UNAVAILABLE.value, f"voice {job.voice.id} is unavailable: {exc}"))
+            self._close(entry)
         except Exception as exc:
             log.exception("synthesis failed for %s", job.voice.id)
             self._emit(job, JobFailed(ErrorCode.INTERNAL.value, f"synthesis failed ({type(exc).__name__})"))

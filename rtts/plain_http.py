@@ -105,8 +105,11 @@ class HttpFront:
         head_timeout: float,
         max_pending: int,
         send_stall: float,
+        guard: Callable[[HttpRequest], HttpResponse | None] = lambda request: None,
     ) -> None:
+        """``guard``: a refusal for any request before its route sees it, or None."""
         self._routes: dict[str, _Route] = {}
+        self._guard = guard
         self._fallback = _Route(fallback, ("GET",))
         self.max_body = max_body
         self.head_timeout = head_timeout
@@ -168,6 +171,9 @@ class HttpFront:
     # ------------------------------------------------------------ answering
 
     async def respond(self, request: HttpRequest) -> HttpResponse:
+        refusal = self._guard(request)
+        if refusal is not None:
+            return refusal
         route = self._routes.get(request.path, self._fallback)
         allowed = route.methods + (("HEAD",) if "GET" in route.methods else ()) + ("OPTIONS",)
         allow = [("Allow", ", ".join(allowed))]

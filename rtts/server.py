@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from http import HTTPStatus
 from importlib import resources
 from pathlib import Path
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 import prometheus_client as prom
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -27,7 +27,7 @@ from websockets.datastructures import Headers, MultipleValuesError
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from . import access, audio, protocol
+from . import access, announce_http, audio, protocol
 from .access import ConnectionCaps
 from .config import Config
 from .connection import Connection
@@ -97,18 +97,28 @@ class RttsServer:
             head_timeout=cfg.handshake_timeout,
             max_pending=cfg.max_handshakes,
             send_stall=cfg.send_stall,
+            guard=self._host_guard,
         )
+        self._own_hosts = access.own_host_names()
+        # Hosts of --allow-origin are names the operator gave; "*" origins or a token make
+        # rebinding pointless, so the Host check is off then.
+        self._allowed_hosts = cfg.allow_host + tuple(
+            h for h in (urlsplit(o).hostname for o in cfg.allow_origin if o != "*") if h
+        )
+        self._check_host = cfg.token is None and "*" not in cfg.allow_origin
         self.front.route("/healthz", self._healthz)
         self.front.route("/readyz", self._readyz)
         self.front.route("/voices", self._voices)
         self.front.route("/metrics", self._metrics)
         self.front.route("/tts", self._tts)
+        self.front.route("/v1/announce", self._announce, methods=("POST",))
         self.front.route(WS_PATH, self._upgrade_required)
         OpenAIRoutes(self).register(self.front)
 
     async def start(self, sock: socket.socket | None = None) -> None:
         """Listen on the configured host and port, or on ``sock`` (systemd socket activation)."""
         self.service.start()
+        await self.service.channels.start()
         where: dict[str, Any] = {"sock": sock} if sock is not None else {
             "host": self.config.host,
             "port": self.config.port,
@@ -177,6 +187,7 @@ class RttsServer:
         deadline = loop.time() + self.config.shutdown_timeout - 0.5
         self.draining = True
         if self._server is None:
+            await self.service.channels.stop()
             self.service.stop()
             return
         if self.config.drain_grace > 0 and self._live and not self._stop_grace.is_set():
@@ -200,6 +211,8 @@ class RttsServer:
                 ws.transport.abort()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._server.wait_closed(), 0.5)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.service.channels.stop(), 1.0)
         self.service.stop(timeout=max(0.1, deadline - loop.time()))
 
     async def _until_empty_or_cut(self) -> None:
@@ -225,6 +238,9 @@ class RttsServer:
         if self.draining:
             self.service.metrics.refused.labels("503").inc()
             return _refuse(HTTPStatus.SERVICE_UNAVAILABLE, "draining: this server is shutting down")
+        if not self._host_ok(headers.get("Host"), headers.get("Origin") is not None or "Sec-Fetch-Site" in headers):
+            self.service.metrics.refused.labels("403").inc()
+            return _text(HTTPStatus.FORBIDDEN, _MISDIRECTED)
         if not access.origin_allowed(headers.get("Origin"), headers.get("Host"), cfg.allow_origin):
             self.service.metrics.refused.labels("403").inc()
             log.info("refused a WebSocket from origin %.100s (403)", headers.get("Origin"))
@@ -277,6 +293,16 @@ class RttsServer:
         if kind.startswith("text/") or kind == "application/javascript":
             kind += "; charset=utf-8"
         return HttpResponse(HTTPStatus.OK.value, [("Content-Type", kind)], target.read_bytes())
+
+    def _host_ok(self, host: str | None, browser: bool) -> bool:
+        return not self._check_host or access.host_allowed(host, browser, self._allowed_hosts, self._own_hosts)
+
+    def _host_guard(self, request: HttpRequest) -> HttpResponse | None:
+        browser = request.header("Origin") is not None or request.header("Sec-Fetch-Site") is not None
+        if self._host_ok(request.header("Host"), browser):
+            return None
+        self.service.metrics.refused.labels("403").inc()
+        return text(HTTPStatus.FORBIDDEN, _MISDIRECTED)
 
     async def _healthz(self, request: HttpRequest) -> HttpResponse:
         return text(HTTPStatus.OK, "ok\n")
@@ -377,6 +403,18 @@ class RttsServer:
             raise
         return HttpResponse(HTTPStatus.OK.value, headers, _wav_stream(stream), on_done=done)
 
+    async def _announce(self, request: HttpRequest) -> HttpResponse:
+        """POST /v1/announce: publish to a channel (announce_http.py). The publish token comes
+        as ``Authorization: Bearer``, the server's token (when it has one) as ``X-Rtts-Token``."""
+        if self.draining:
+            return text(HTTPStatus.SERVICE_UNAVAILABLE, "draining: this server is shutting down\n",
+                        [("Retry-After", "1")])
+        if not access.origin_allowed(request.header("Origin"), request.header("Host"), self.config.allow_origin):
+            return text(HTTPStatus.FORBIDDEN, "forbidden: this origin may not use this server\n")
+        token = request.header("X-Rtts-Token") or request.arg("token")
+        status, body = await announce_http.announce(self.service, request.body, request.header("Authorization"), token)
+        return json_response(status, body)
+
     # ------------------------------------------------------------ WebSocket
 
     async def _handle(self, ws: ServerConnection) -> None:
@@ -390,6 +428,7 @@ class RttsServer:
         service.metrics.connections_total.inc()
         log.debug("%s connected from %s", conn.id, address)
         sending = asyncio.create_task(self._send(conn, ws, address), name=f"send-{conn.id}")
+        hello_due = asyncio.get_running_loop().call_later(self.config.handshake_timeout, _no_hello, conn)
         try:
             conn.open()
             async for frame in ws:
@@ -413,6 +452,7 @@ class RttsServer:
                 sending.cancel()
                 with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
                     await sending
+            hello_due.cancel()
             service.metrics.connections.dec()
             service.release()
             log.debug("%s closed", conn.id)
@@ -426,6 +466,17 @@ class RttsServer:
             _reset(ws)
         except ConnectionClosed:
             pass
+
+
+_MISDIRECTED = "forbidden: a browser reached this server by a name it does not serve (see --allow-host)\n"
+
+
+def _no_hello(conn: Connection) -> None:
+    """A token is required and no valid hello came within the handshake timeout: the
+    connection holds a slot for nothing, so it is closed (1008)."""
+    if not conn.session.authorized:
+        conn.deliver(protocol.Error(protocol.ErrorCode.UNAUTHORIZED.value, "no hello with a valid token in time"))
+        conn.outbox.close(protocol.CloseCode.POLICY, "unauthorized")
 
 
 def _refuse(status: HTTPStatus, message: str) -> Response:

@@ -1,6 +1,7 @@
-"""Split a text unit into runs of one language each: en, zh, ja or ko.
+"""Split a text unit into runs of one language each: en, zh, ja, ko or a Latin-script language.
 
-Scripts decide: Latin letters are English, kana Japanese, Hangul Korean. Han
+Scripts decide: Latin letters are English (or the Latin-script language the request
+names: es, fr, it, pt-br, en-gb; scripts cannot tell those apart), kana Japanese, Hangul Korean. Han
 characters are Japanese in a sentence that has kana (or when the request says ``ja``),
 else Mandarin. Digits, punctuation and spaces belong to no script: they stay with
 the run before them, except that a run touching the next CJK run across a space
@@ -13,16 +14,23 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Final
 
 from .romaji import is_romaji
 
-LANGS: Final = ("en", "zh", "ja", "ko")
+# Languages written in Latin letters: which one a Latin run is comes from the request.
+LATIN: Final = ("en", "en-gb", "es", "fr", "it", "pt-br")
+LANGS: Final = ("zh", "ja", "ko", *LATIN)
 
 # Script of one character, or None for neutral ones (digits, punctuation, spaces, symbols).
 _KANA: Final = re.compile(r"[\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
 _HAN: Final = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3005\u3007\u303b]")
-_HANGUL: Final = re.compile(r"[\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]")
+# Jamo, compatibility jamo, parenthesized and circled Hangul, jamo extended A, syllables
+# and extended B, halfwidth: every form is Korean (not offered), never read as something else.
+_HANGUL: Final = re.compile(
+    r"[\u1100-\u11ff\u3130-\u318f\u3200-\u321e\u3260-\u327f\ua960-\ua97f\uac00-\ud7ff\uffa0-\uffdc]"
+)
 _LATIN: Final = re.compile(r"[A-Za-z\u00c0-\u024f\uff21-\uff3a\uff41-\uff5a]")
 # The long-vowel mark and middle dot are kana punctuation: neutral, but they make a text Japanese.
 # Han is read as Japanese or Chinese sentence by sentence.
@@ -61,44 +69,46 @@ def segment(text: str, hint: str | None = None, default: str = "en") -> list[Seg
     Mandarin even next to kana-less Japanese. ``default`` is the language of a text
     with no letters at all ("12:30"), when there is no hint.
     """
+    # Built from lists joined once: growing strings by concatenation is quadratic, and
+    # this runs on the event loop over a whole request (up to max_text_chars).
     runs: list[tuple[str | None, str]] = []  # (lang or None for neutral, text)
     for sentence in _SENTENCE.findall(text):
         han = "ja" if hint == "ja" or (hint != "zh" and is_japanese(sentence)) else "zh"
-        by_script = {"latin": "en", "kana": "ja", "han": han, "hangul": "ko"}
+        latin = hint if hint in LATIN else "en"
+        by_script = {"latin": latin, "kana": "ja", "han": han, "hangul": "ko"}
         start = len(runs)
-        for ch in sentence:
-            script = script_of(ch)
-            lang = by_script[script] if script else None
-            if len(runs) > start and runs[-1][0] == lang:
-                runs[-1] = (lang, runs[-1][1] + ch)
-            else:
-                runs.append((lang, ch))
+        for lang, chars in groupby(sentence, key=lambda ch: _lang_of(ch, by_script)):
+            runs.append((lang, "".join(chars)))
         if han == "ja":  # "次は Shibuya です": a romanized Japanese name is read in Japanese
-            runs[start:] = [("ja", t) if lang == "en" and is_romaji(t) else (lang, t) for lang, t in runs[start:]]
-    out: list[Segment] = []
+            runs[start:] = [("ja", t) if lang == latin and is_romaji(t) else (lang, t) for lang, t in runs[start:]]
+    out: list[tuple[str, list[str]]] = []  # (lang, pieces)
     pending = ""  # neutral text waiting for a lang (only at the start)
     for i, (lang, chunk) in enumerate(runs):
         if lang is not None:
-            if out and out[-1].lang == lang:
-                out[-1] = Segment(lang, out[-1].text + pending + chunk)
+            if out and out[-1][0] == lang:
+                out[-1][1].extend((pending, chunk))
             else:
-                out.append(Segment(lang, pending + chunk))
+                out.append((lang, [pending, chunk]))
             pending = ""
             continue
         nxt = runs[i + 1][0] if i + 1 < len(runs) else None
         if not out:
             pending += chunk
             continue
-        keep, give = _share(chunk, out[-1].lang, nxt)
-        out[-1] = Segment(out[-1].lang, out[-1].text + keep)
+        keep, give = _share(chunk, out[-1][0], nxt)
+        out[-1][1].append(keep)
         pending = give
     if pending:
-        lang = hint if hint in LANGS else default
         if out:
-            out[-1] = Segment(out[-1].lang, out[-1].text + pending)
+            out[-1][1].append(pending)
         else:
-            out.append(Segment(lang, pending))
-    return out
+            out.append((hint if hint in LANGS else default, [pending]))
+    return [Segment(lang, "".join(pieces)) for lang, pieces in out]
+
+
+def _lang_of(ch: str, by_script: dict[str, str]) -> str | None:
+    script = script_of(ch)
+    return by_script[script] if script else None
 
 
 def _share(neutral: str, prev: str, nxt: str | None) -> tuple[str, str]:
@@ -110,12 +120,12 @@ def _share(neutral: str, prev: str, nxt: str | None) -> tuple[str, str]:
     """
     if nxt is None or nxt == prev:
         return neutral, ""
-    if prev == "en":
+    if prev in LATIN:
         cut = max(neutral.rfind(" "), neutral.rfind("\u3000"))
         if cut < 0:
             return neutral, ""
         return neutral[: cut + 1], neutral[cut + 1 :]
-    if nxt == "en":
+    if nxt in LATIN:
         cut = neutral.find(" ")
         if cut < 0:
             return neutral, ""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from websockets.exceptions import ConnectionClosed
 
 from rtts import protocol
 
@@ -65,3 +66,69 @@ def test_very_long_numbers_are_spoken_not_internal(server: ServerThread, text: s
         msgs = c.utterance("n", timeout=180)
     assert not [m for m in msgs if isinstance(m, protocol.Error)], msgs[-2:]
     assert msgs[-1].reason == "done" and msgs[-1].stats["audio_ms"] > 2000
+
+
+def test_connections_that_never_say_hello_give_their_slot_back(tmp_path):
+    """With a token required, connections that never send hello held their slots forever:
+    64 of them made a client with the right token get 503."""
+    cfg = make_config(tmp_path, token="tok", max_connections=3, handshake_timeout=1.0)
+    with ServerThread(cfg) as server:
+        silent = [Client(server.url) for _ in range(3)]
+        try:
+            with pytest.raises(Exception, match="503"):
+                Client(server.url)
+            for c in silent:
+                assert c.recv(timeout=10).code == "unauthorized"
+                with pytest.raises(ConnectionClosed) as info:
+                    c.recv(timeout=10)
+                assert info.value.rcvd.code == 1008
+        finally:
+            for c in silent:
+                c.close()
+        deadline = time.monotonic() + 5
+        while server.server.caps.total and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with Client(server.url) as c:
+            c.send(type="hello", v=1, token="tok")
+            assert isinstance(c.recv(), protocol.Ready)
+
+
+def test_engine_failures_are_engine_unavailable_without_a_traceback(tmp_path, caplog: pytest.LogCaptureFixture):
+    """A crashed inference process, a truncated and an all-NaN style file answered `internal`
+    with a traceback; `engine_unavailable` is what docs/protocol.md promises."""
+    import logging
+    import os
+    import signal
+
+    import numpy as np
+
+    cfg = make_config(tmp_path)
+    np.save(cfg.models_dir / "nan_style.npy", np.full((510, 1, 256), np.nan, np.float32))
+    np.save(cfg.models_dir / "cut_style.npy", np.zeros((510, 1, 256), np.float32))
+    with open(cfg.models_dir / "cut_style.npy", "r+b") as f:
+        f.truncate(4096)
+    caplog.set_level(logging.INFO)
+    with ServerThread(cfg) as server, Client(server.url) as c:
+        voices = [v["id"] for v in c.recv().voices]
+        for i, voice in enumerate(v for v in voices if v.endswith(("nan_style", "cut_style"))):
+            c.send(type="speak", id=f"v{i}", text="Hello.", voice=voice)
+            msgs = c.utterance(f"v{i}")
+            assert [m.code for m in msgs if isinstance(m, protocol.Error)] == ["engine_unavailable"], voice
+        assert i == 1
+        # The inference process dies (the OOM killer, a crash in a native library) between
+        # requests: the next one starts a new process and is served, or gets engine_unavailable.
+        # (Mid-job the host raises EngineError, the branch the style files above go through.)
+        c.send(type="speak", id="warm", text="一つ目。", voice="kokoro/jf_alpha")
+        assert c.utterance("warm", timeout=120)[-1].reason == "done"
+        pid = server.service.host.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(0.5)
+        c.send(type="speak", id="long", voice="kokoro/jf_alpha", text="二つ目です。")
+        msgs = c.utterance("long", timeout=120)
+        codes = [m.code for m in msgs if isinstance(m, protocol.Error)]
+        assert codes in ([], ["engine_unavailable"]), codes
+        # The next request starts a new inference process.
+        c.send(type="speak", id="after", text="Still here.", voice="kokoro/jf_alpha")
+        assert c.utterance("after", timeout=120)[-1].reason == "done"
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"

@@ -162,3 +162,21 @@ def test_sockets_that_send_nothing_cannot_lock_clients_out(srv: ServerThread):
     finally:
         for s in idle:
             s.close()
+
+
+def test_a_rebinding_name_is_refused_to_browsers(srv: ServerThread):
+    """DNS rebinding: a page on evil.example that resolves to this server is its own origin,
+    so only the Host name gives it away (the server has no token)."""
+    port = srv.server.port  # type: ignore[union-attr]
+    evil = {"Host": f"evil.example:{port}", "Origin": f"http://evil.example:{port}"}
+    assert request(srv, "GET", tts("Hi.", voice=PIPER), evil)[0] == 403
+    assert request(srv, "GET", "/voices", {"Host": f"evil.example:{port}", "Sec-Fetch-Site": "same-origin"})[0] == 403
+    upgrade = (
+        f"GET /ws HTTP/1.1\r\nHost: evil.example:{port}\r\nOrigin: http://evil.example:{port}\r\n"
+        "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        "Sec-WebSocket-Version: 13\r\n\r\n"
+    )
+    assert raw(srv, upgrade.encode()).startswith(b"HTTP/1.1 403")
+    # Not a browser (no Origin, no Sec-Fetch-*): nothing to rebind; the page's own address: fine.
+    assert request(srv, "GET", "/voices", {"Host": f"evil.example:{port}"})[0] == 200
+    assert request(srv, "GET", "/voices", {"Host": f"127.0.0.1:{port}", "Sec-Fetch-Site": "same-origin"})[0] == 200

@@ -52,3 +52,16 @@ def test_forwarded_for_is_believed_only_from_trusted_proxies():
     # A client cannot pick its address by sending its own X-Forwarded-For through the proxy.
     assert access.client_address("10.0.0.2", "6.6.6.6, 198.51.100.7", trusted) == "198.51.100.7"
     assert access.client_address("10.0.0.2", None, trusted) == "10.0.0.2"
+
+
+def test_host_allow_list_against_dns_rebinding():
+    from rtts.access import host_allowed
+
+    own = frozenset({"localhost", "kiosk", "kiosk.local"})
+    for host in ("127.0.0.1:8765", "[::1]:8765", "192.168.1.20", "localhost:8765", "kiosk.local:8765", "a.localhost"):
+        assert host_allowed(host, True, (), own), host
+    for host in ("evil.example:8765", "rebind.attacker.test", None, "kiosk.evil.example"):
+        assert not host_allowed(host, True, (), own), host
+    assert host_allowed("evil.example:8765", False, (), own)  # curl, scripts: no rebinding
+    assert host_allowed("tts.example.org", True, ("tts.example.org",), own)
+    assert host_allowed("anything", True, ("*",), own)

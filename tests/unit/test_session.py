@@ -493,3 +493,53 @@ def test_a_refused_append_is_not_counted():
     send(session, type="append", id="a", text="x" * 60)
     assert errors(send(session, type="append", id="a", text="y" * 50)) == ["text_too_long"]
     assert errors(send(session, type="append", id="a", text="z" * 40)) == []
+
+
+@pytest.mark.parametrize("text", ["...", "！？。，", "\u200b\u200c\u200d", "\u200e\u200f\u202a\u202c", " - * ~ "])
+def test_text_that_says_nothing_is_bad_message(text):
+    session, _ = make()
+    assert errors(send(session, type="speak", id="q", text=text)) == ["bad_message"]
+    assert not session.utterances
+    # A pause alone is something: silence was asked for.
+    assert errors(send(session, type="speak", id="p", text="<break time='300ms'/>")) == []
+
+
+@pytest.mark.parametrize("hangul", ["\uffa1\uffa4", "\u3200\u3201", "\u3260\u3261", "\ua960\ua961", "\ud7b0\ud7b1", "\u3131"])
+def test_every_form_of_hangul_is_refused(hangul):
+    session = make_mixed()
+    assert errors(send(session, type="speak", id="k", text=f"{hangul} Hello.")) == ["unsupported_language"]
+
+
+def test_hello_checks_lang_and_an_empty_voice_is_no_voice():
+    session, _ = make()
+    assert errors(send(session, type="hello", v=1, lang="tlh")) == ["unsupported_language"]
+    assert sent(send(session, type="hello", v=1, lang="ZH-cn"), protocol.Ready)
+    assert session.lang == "zh"
+    assert errors(send(session, type="speak", id="v", text="Hi.", voice="")) == ["unknown_voice"]
+    assert errors(send(session, type="hello", v=1, voice="")) == ["unknown_voice"]
+
+
+def test_anything_wrong_before_a_required_hello_closes_1008():
+    for frame in (b"\xc1garbage", "a text frame", msgpack.packb({"type": "ping", "t": 1})):
+        session, _ = make(token="secret")
+        effects = session.receive(frame)
+        assert [e.code for e in effects if isinstance(e, Close)] == [protocol.CloseCode.POLICY]
+    session, _ = make(token="secret")
+    assert not [e for e in send(session, type="hello", v=1, token="secret") if isinstance(e, Close)]
+    # Once in, bad input is answered and the connection stays.
+    assert not [e for e in session.receive(b"\xc1garbage") if isinstance(e, Close)]
+
+
+@pytest.mark.parametrize("how", ["flag", "env", "file"])
+def test_an_empty_token_is_refused_however_it_is_given(tmp_path, how):
+    import argparse
+
+    from rtts import config
+
+    parser = argparse.ArgumentParser()
+    config.add_flags(parser)
+    (tmp_path / "token").write_text("\n")
+    args = {"flag": ["--token", ""], "env": [], "file": ["--token-file", str(tmp_path / "token")]}[how]
+    env = {"RTTS_TOKEN": ""} if how == "env" else {}
+    with pytest.raises(ValueError, match="empty"):
+        config.from_args(parser.parse_args(args), env)
