@@ -137,7 +137,7 @@ QUALITY_VOICES = {"en": ("af_heart", "jf_alpha"), "zh": ("zf_xiaoxiao", "jm_kumo
 
 def static_convs(k: Kokoro, runs: int, wav_dir: Path | None = None) -> None:
     """The decoder as exported (every convolution dynamically quantized) against the
-    engine's (kokoro_quant's convolutions static), on the same predictor output for the
+    one with kokoro_quant's convolutions static (off in the engine), on the same predictor output for the
     public sentences in en, zh and ja, the two alternating so that a drifting host slows
     both alike. With ``wav_dir``, writes both decoders' audio (trimmed as the engine
     does) and ``exported.json`` / ``static.json`` for asr_score.py and dnsmos_score.py."""
@@ -148,12 +148,12 @@ def static_convs(k: Kokoro, runs: int, wav_dir: Path | None = None) -> None:
     from rtts.audio import wav_bytes
     from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, cached_kokoro_cut, cut_kokoro, drop_pad_frames
 
-    predictor_path, decoder_path, meta = cached_kokoro_cut(k.model, k.cache_dir)
+    predictor_path, decoder_path, _ = cached_kokoro_cut(k.model, k.cache_dir)
+    _, static, meta = cut_kokoro(onnx.load(str(k.model)), static=True)
     if "static_convs" not in meta:
-        raise SystemExit(f"the cut has no static convolutions: {meta.get('static_error')}")
-    _, exported, _ = cut_kokoro(onnx.load(str(k.model)), static=False)
+        raise SystemExit(f"no static convolutions: {meta.get('static_error')}")
     predictor = rort.open_session(predictor_path, 2)
-    decoders = {"exported": rort.open_session(exported.SerializeToString(), 2), "static": rort.open_session(decoder_path, 2)}
+    decoders = {"exported": rort.open_session(decoder_path, 2), "static": rort.open_session(static.SerializeToString(), 2)}
     styles = _load_style(k.engine._get_pack().voices)
     extra = Path(__file__).resolve().parents[1] / "models" / "kokoro-voices.npz"
     if extra.exists():
