@@ -11,6 +11,7 @@ seconds ends the stream.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
@@ -61,6 +62,10 @@ class SpeechStream(Connection):
             await sender  # raises Stalled if the reader took nothing for too long
         finally:
             sender.cancel()
+            # Let the cancellation finish here: a sender left cancelling when the loop
+            # stops (a body closed at shutdown) is "destroyed but pending".
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await sender
         if self._error is not None:
             raise self._error
 

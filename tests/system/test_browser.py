@@ -523,6 +523,20 @@ def test_kiosk_high_priority_interrupts_and_the_cut_one_is_spoken_again(server: 
 # ---------------------------------------------------------------- Opus on the wire
 
 
+def wait_decoded_played(page: Page, utt_id: str, timeout_s: float = 120) -> dict:  # type: ignore[type-arg]
+    """Like ``wait_played_out``, for Opus: the decoder hands the worklet its last samples in
+    a burst after ``end``, and the worklet's counts trail its messages, so wait until it
+    has played (nearly) all that was decoded, not merely all it has heard of so far."""
+    page.wait_for_function(
+        """id => { const u = window.rtts.stats.utterances[id];
+                   return u && u.reason && u.sent > 0 && u.played >= 0.95 * u.sent
+                          && window.rtts.stats.bufferedMs === 0; }""",
+        arg=utt_id,
+        timeout=timeout_s * 1000,
+    )
+    return utterance(page, utt_id)
+
+
 def test_page_and_kiosk_play_opus_decoded_by_webcodecs(server: ServerThread, new_page) -> None:  # type: ignore[no-untyped-def]
     """``?format=opus``: the server sends one Opus packet per 20 ms frame at 48 kHz, the
     page decodes them with WebCodecs' AudioDecoder and the worklet plays every sample."""
@@ -533,7 +547,7 @@ def test_page_and_kiosk_play_opus_decoded_by_webcodecs(server: ServerThread, new
     wait_ready(page)
     page.select_option("#voice", VOICE)
     utt = speak_from_page(page, text)
-    rec = wait_played_out(page, utt)
+    rec = wait_decoded_played(page, utt)
     assert rec["reason"] == "done" and rec["format"] == "opus"
     assert page.evaluate("window.rtts.stats.sampleRate") == 48000
     # Every sample the server made came out of the decoder (plus at most a frame of the
@@ -555,7 +569,7 @@ def test_page_and_kiosk_play_opus_decoded_by_webcodecs(server: ServerThread, new
     kiosk.wait_for_function("window.rtts && window.rtts.stats.wireFormat === 'opus'", timeout=60_000)
     page.wait_for_timeout(100)
     kiosk.wait_for_function("window.rtts.utterances.size > 0", timeout=60_000)
-    rec = wait_played_out(kiosk, kiosk.evaluate("[...window.rtts.utterances.keys()][0]"))
+    rec = wait_decoded_played(kiosk, kiosk.evaluate("[...window.rtts.utterances.keys()][0]"))
     assert rec["format"] == "opus" and rec["played"] >= 0.95 * rec["sent"] > 48000 // 2
 
 
