@@ -13,6 +13,9 @@ that every request is synthesized) and speaks the English and Mandarin sentences
   OpenAI speech API (wav, pcm, mp3, opus, aac, flac) the same speech, received as
   pcm16, goes through ``rtts.codecs.stream_encoder`` 20 ms at a time, as the HTTP route
   streams it.
+* **Time to the first body byte** of ``POST /v1/audio/speech`` for each
+  ``response_format`` (the English sentences, Piper, formats interleaved): what an
+  encoder that gathers frames before its first output (mp3, AAC, FLAC) adds.
 * **Opus's added latency**, in three parts: the encoder's look-ahead (pre-skip, fixed
   by libopus), the time to encode one 20 ms frame on the server and to decode one
   (FFmpeg's libopus decoder through PyAV, as a stand-in for the browser's), and the
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import http.client
 import json
 import socket
 import statistics
@@ -47,7 +51,10 @@ from latency import probe_ms  # noqa: E402
 from rtts import audio, codecs  # noqa: E402
 
 VOICES = {"piper/en_US-joe-medium": "en", "kokoro/jm_kumo": "zh"}
-WS_FORMATS = [("pcm16", 24000), ("f32", 24000), ("mulaw", 24000), ("opus", 24000), ("opus", 48000)]
+# (format, rate, frame ms): a message costs ~48 bytes of msgpack fields whatever it holds, so
+# Opus for a thin link is also measured with 60 ms frames.
+WS_FORMATS = [("pcm16", 24000, 20), ("f32", 24000, 20), ("mulaw", 24000, 20), ("opus", 24000, 20),
+              ("opus", 48000, 20), ("opus", 24000, 60)]
 
 
 def free_port() -> int:
@@ -56,10 +63,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def session(url: str, fmt: str, rate: int):  # type: ignore[no-untyped-def]
+async def session(url: str, fmt: str, rate: int, frame_ms: int = 20):  # type: ignore[no-untyped-def]
     ws = await websockets.connect(url, compression=None, max_size=None, open_timeout=60)
     await ws.recv()
-    await ws.send(msgpack.packb({"type": "hello", "v": 1, "format": fmt, "sample_rate": rate, "frame_ms": 20}))
+    await ws.send(msgpack.packb({"type": "hello", "v": 1, "format": fmt, "sample_rate": rate, "frame_ms": frame_ms}))
     ready = msgpack.unpackb(await ws.recv())
     assert ready["type"] == "ready" and ready["format"] == fmt, ready
     return ws
@@ -122,22 +129,37 @@ def opus_codec_times(speech: np.ndarray, rate: int) -> dict[str, float]:
     }
 
 
+def first_byte_ms(port: int, text: str, voice: str, fmt: str) -> float:
+    """ms from sending the request to the first byte of the body."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    body = json.dumps({"model": "tts-1", "input": text, "voice": voice, "response_format": fmt})
+    t0 = time.perf_counter()
+    conn.request("POST", "/v1/audio/speech", body, {"Content-Type": "application/json"})
+    r = conn.getresponse()
+    assert r.status == 200, (r.status, r.read())
+    r.read1(1)
+    ms = (time.perf_counter() - t0) * 1000
+    r.read()
+    conn.close()
+    return ms
+
+
 async def measure(url: str, rounds: int) -> dict:
     texts = sentences()
     r: dict = {"ws": {}, "http": {}, "ttfa": {"pcm16": [], "opus": []}, "server_ttfa": {"pcm16": [], "opus": []}}
     pcm_speech: list[np.ndarray] = []
-    for fmt, rate in WS_FORMATS:
-        ws = await session(url, fmt, rate)
+    for fmt, rate, frame_ms in WS_FORMATS:
+        ws = await session(url, fmt, rate, frame_ms)
         data = wire = seconds = 0.0
         for i, (voice, text) in enumerate(texts):
-            u = await speak(ws, f"{fmt}{rate}-{i}", text, voice)
+            u = await speak(ws, f"{fmt}{rate}{frame_ms}-{i}", text, voice)
             data += u["data"]
             wire += u["wire"]
             seconds += u["audio_s"]
             if fmt == "pcm16":
                 pcm_speech.append(np.concatenate([audio.decode(f, "pcm16") for f in u["frames"]]))
         await ws.close()
-        r["ws"][f"{fmt} {rate // 1000} kHz"] = {"data": data / seconds, "wire": wire / seconds, "seconds": seconds}
+        r["ws"][f"{fmt} {rate // 1000} kHz, {frame_ms} ms"] = {"data": data / seconds, "wire": wire / seconds, "seconds": seconds}
     speech = np.concatenate(pcm_speech)
     seconds = len(speech) / 24000
     for fmt in codecs.STREAM_FORMATS:
@@ -157,6 +179,14 @@ async def measure(url: str, rounds: int) -> dict:
                 r["server_ttfa"][fmt].append(u["server_ttfa_ms"])
     await pcm_ws.close()
     await opus_ws.close()
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    english = [(v, t) for v, t in texts if v.startswith("piper/")]
+    r["ttfb"] = {fmt: [] for fmt in codecs.STREAM_FORMATS}
+    for k in range(rounds):
+        for i, (voice, text) in enumerate(english):
+            fmts = list(codecs.STREAM_FORMATS)
+            for fmt in fmts[(i + k) % len(fmts):] + fmts[: (i + k) % len(fmts)]:
+                r["ttfb"][fmt].append(await asyncio.to_thread(first_byte_ms, port, text, voice, fmt))
     return r
 
 
@@ -167,7 +197,7 @@ def report(r: dict, probes: list[float], command: str) -> str:
         "```sh", command, "```", "",
         f"Host probe {probes[0]:.0f} ms before, {probes[1]:.0f} ms after (`benchmarks/latency.py`'s "
         "fixed CPU workload; higher is a slower host).", "",
-        "WebSocket (20 ms frames; `data`: the audio bytes, `messages`: whole msgpack messages):", "",
+        "WebSocket (`data`: the audio bytes, `messages`: whole msgpack messages):", "",
         "| format | data B/s | messages B/s | kbit/s on the wire |", "|---|---|---|---|",
     ]
     for name, v in r["ws"].items():
@@ -176,6 +206,11 @@ def report(r: dict, probes: list[float], command: str) -> str:
               "| format | B/s | kbit/s |", "|---|---|---|"]
     for fmt, bps in r["http"].items():
         lines.append(f"| {fmt} | {bps:,.0f} | {bps * 8 / 1000:,.1f} |")
+    n = len(next(iter(r["ttfb"].values())))
+    lines += ["", f"Time to the first body byte of `/v1/audio/speech` (Piper, {n} requests each, interleaved):", "",
+              "| response_format | p50 | p90 |", "|---|---|---|"]
+    for fmt, values in r["ttfb"].items():
+        lines.append(f"| {fmt} | {statistics.median(values):.0f} ms | {np.percentile(values, 90):.0f} ms |")
     lines += ["", "Opus's added latency:", "", "| part | 24 kHz | 48 kHz |", "|---|---|---|"]
     c24, c48 = r["codec"][24000], r["codec"][48000]
     lines.append(f"| encoder look-ahead (pre-skip), fixed | {c24['pre_skip_ms']:.1f} ms | {c48['pre_skip_ms']:.1f} ms |")

@@ -112,11 +112,11 @@ class _Pcm:
 
 
 class _Wav(_Pcm):
-    """A WAV whose length is not known when it starts: its RIFF and data sizes are
-    0xFFFFFFFF, which players and decoders read as "until the end of the stream"."""
+    """A WAV whose length is not known when it starts (``audio.wav_header``: sizes that
+    players and decoders read as "until the end of the stream")."""
 
     def __init__(self, rate: int) -> None:
-        self._header: bytes | None = _wav_header(rate)
+        self._header: bytes | None = audio.wav_header(rate)
 
     def push(self, samples: audio.Samples) -> bytes:
         head, self._header = self._header or b"", None
@@ -125,13 +125,6 @@ class _Wav(_Pcm):
     def finish(self) -> bytes:
         head, self._header = self._header or b"", None
         return head
-
-
-def _wav_header(rate: int) -> bytes:
-    unknown = 0xFFFFFFFF
-    fmt = struct.pack("<HHIIHH", 1, 1, rate, rate * 2, 2, 16)  # PCM, mono, 16-bit
-    return b"RIFF" + struct.pack("<I", unknown) + b"WAVEfmt " + struct.pack("<I", len(fmt)) + fmt + \
-        b"data" + struct.pack("<I", unknown)
 
 
 class _Collect:

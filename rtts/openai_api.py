@@ -22,7 +22,7 @@ made: each 20 ms frame goes through the response format's encoder and out.
   ``code`` is rtts's stable error code.
 
 This module is the HTTP-independent part: parsing, voice mapping, error shapes and the
-body as a stream of bytes. The route itself sits on the server's HTTP mechanism.
+body as a stream of bytes; ``openai_routes.py`` serves it on the server's plain HTTP.
 """
 
 from __future__ import annotations
@@ -183,29 +183,26 @@ def parse_speech(body: bytes, table: Mapping[str, str]) -> SpeechRequest:
 
 
 class SpeechBody:
-    """Session messages → the bytes of the response body, for a ``SessionRunner``:
-    every frame through the response format's encoder; SSE wraps the same bytes."""
+    """The response body, piece by piece: each frame of audio through the response
+    format's encoder (``frame``), then what the encoder held and any trailer (``end``);
+    with ``stream_format: "sse"`` the same bytes go out as ``speech.audio.delta`` events."""
 
     def __init__(self, request: SpeechRequest) -> None:
         self.request = request
         self.encoder = codecs.stream_encoder(request.response_format, RATE)
         self.sse = request.stream_format == "sse"
-        self.done = False
 
     def content_type(self) -> str:
         return "text/event-stream" if self.sse else codecs.content_type(self.request.response_format, RATE)
 
-    def __call__(self, message: protocol.ServerMessage) -> bytes | None:
-        if isinstance(message, protocol.Audio):
-            return self._out(self.encoder.push(audio.decode(message.data, "f32")))
-        if isinstance(message, protocol.End):
-            self.done = True
-            data = self._out(self.encoder.finish())
-            if self.sse:
-                audio_s = message.stats.get("audio_ms", 0) / 1000
-                return (data or b"") + _sse(_done_event(self.request.text, audio_s))
-            return data
-        return None
+    def frame(self, samples: audio.Samples) -> bytes | None:
+        return self._out(self.encoder.push(samples))
+
+    def end(self, audio_ms: float) -> bytes:
+        data = self._out(self.encoder.finish()) or b""
+        if self.sse:
+            data += _sse(_done_event(self.request.text, audio_ms / 1000))
+        return data
 
     def _out(self, data: bytes) -> bytes | None:
         if not data:

@@ -32,6 +32,7 @@ from .access import ConnectionCaps
 from .config import Config
 from .connection import Connection
 from .outbox import Stalled
+from .openai_routes import OpenAIRoutes
 from .plain_http import HttpFront, HttpRequest, HttpResponse, json_response, text
 from .service import Service
 from .speech_stream import SpeechStream
@@ -111,6 +112,7 @@ class RttsServer:
         self.front.route("/metrics", self._metrics)
         self.front.route("/tts", self._tts)
         self.front.route(WS_PATH, self._upgrade_required)
+        OpenAIRoutes(self).register(self.front)
 
     async def start(self, sock: socket.socket | None = None) -> None:
         """Listen on the configured host and port, or on ``sock`` (systemd socket activation)."""

@@ -118,6 +118,9 @@ class WyomingServer:
             self._connection, self.host, self._port, limit=self.service.config.max_message_bytes
         )
         log.info("Wyoming on tcp://%s:%d", self.host, self.port)
+        if self.service.config.token is not None:
+            # Wyoming has no way to carry a token: whoever reaches this port may speak.
+            log.warning("the Wyoming port takes no token: keep it on a trusted network")
         if self._zeroconf_wanted:
             self._zeroconf = await advertise(self.host, self.port)
 

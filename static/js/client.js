@@ -202,22 +202,22 @@ export class RttsClient extends EventTarget {
         break;
       case "end":
         if (rec) {
-          rec.reason = msg.reason;
-          rec.stats = msg.stats || null;
-          if (rec.stats && rec.stats.ttfa_ms >= 0) rec.serverTtfaMs = rec.stats.ttfa_ms;
-          this.live.delete(msg.id);
+          const finish = () => {
+            rec.reason = msg.reason;
+            rec.stats = msg.stats || null;
+            if (rec.stats && rec.stats.ttfa_ms >= 0) rec.serverTtfaMs = rec.stats.ttfa_ms;
+            this.live.delete(msg.id);
+            if (!rec.cancelled) this.player.end(msg.id);
+            this._emit("end", rec);
+          };
           if (rec.opus) {
-            // The decoder may still hold the last packets: end playback after they are out.
+            // The decoder may still hold the last packets: the utterance ends once they are out.
             const opus = rec.opus;
             rec.opus = null;
-            opus.finish().catch(() => {}).then(() => {
-              if (!rec.cancelled) this.player.end(msg.id);
-              this._emit("end", rec);
-            });
-            break;
+            opus.finish().catch(() => {}).then(finish);
+          } else {
+            finish();
           }
-          if (!rec.cancelled) this.player.end(msg.id);
-          this._emit("end", rec);
         }
         break;
       case "error":

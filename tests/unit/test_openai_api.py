@@ -99,30 +99,25 @@ def test_session_errors_map_to_statuses(code: protocol.ErrorCode, status: int, k
     assert err.status == status and err.type == kind and err.code == code.value
 
 
-def speech(n: int) -> list[protocol.ServerMessage]:
+def frames(n: int) -> list[np.ndarray]:
     t = np.arange(n) / 24000
     x = (0.2 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
-    frames = [x[i : i + 480] for i in range(0, n, 480)]
-    msgs: list[protocol.ServerMessage] = [protocol.Start("a", JOE, 24000, "f32")]
-    msgs += [protocol.Audio("a", i, i * 480, audio.encode(f, "f32")) for i, f in enumerate(frames)]
-    msgs.append(protocol.End("a", "done", {"audio_ms": n / 24, "ttfa_ms": 1.0, "queue_ms": 0.0, "rtf": 0.1}))
-    return msgs
+    return [x[i : i + 480] for i in range(0, n, 480)]
 
 
 def test_body_streams_a_wav_frame_by_frame() -> None:
     body = SpeechBody(parse_speech(request(response_format="wav"), TABLE))
     assert body.content_type() == "audio/wav"
-    pieces = [body(m) for m in speech(4800)]
-    assert pieces[0] is None  # start: nothing yet
-    assert pieces[1] is not None and pieces[1][:4] == b"RIFF"  # the header goes with the first frame
-    samples, rate = audio.read_wav(b"".join(p for p in pieces if p))
+    pieces = [body.frame(f) for f in frames(4800)]
+    assert all(pieces) and pieces[0][:4] == b"RIFF"  # type: ignore[index]  # the header goes with the first frame
+    samples, rate = audio.read_wav(b"".join(pieces) + body.end(200.0))  # type: ignore[arg-type]
     assert rate == 24000 and len(samples) == 4800
 
 
 def test_sse_deltas_carry_the_format_bytes_and_done_carries_usage() -> None:
     body = SpeechBody(parse_speech(request(response_format="pcm", stream_format="sse"), TABLE))
     assert body.content_type() == "text/event-stream"
-    raw = b"".join(p for p in (body(m) for m in speech(2400)) if p)
+    raw = b"".join(p for p in (body.frame(f) for f in frames(2400)) if p) + body.end(100.0)
     events = [json.loads(line[len(b"data: "):]) for line in raw.split(b"\n\n") if line]
     assert [e["type"] for e in events] == ["speech.audio.delta"] * 5 + ["speech.audio.done"]
     pcm = b"".join(base64.b64decode(e["audio"]) for e in events[:-1])
@@ -130,6 +125,13 @@ def test_sse_deltas_carry_the_format_bytes_and_done_carries_usage() -> None:
     usage = events[-1]["usage"]
     assert usage["input_tokens"] == len("Hello there.") and usage["output_tokens"] == 5
     assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
+
+
+def test_a_failure_after_the_status_ends_sse_with_an_error_event() -> None:
+    err = openai_api.from_protocol(protocol.ProtocolError(protocol.ErrorCode.INTERNAL, "boom"))
+    sse = SpeechBody(parse_speech(request(stream_format="sse"), TABLE)).failed(err)
+    assert json.loads(sse[len(b"data: "):])["error"]["type"] == "server_error"
+    assert SpeechBody(parse_speech(request(), TABLE)).failed(err) == b""
 
 
 def test_listings() -> None:

@@ -1,0 +1,111 @@
+"""The OpenAI routes on the server's plain HTTP (``plain_http.HttpFront``):
+``POST /v1/audio/speech``, ``GET /v1/models``, ``GET /v1/audio/voices``, ``GET /v1/audio/models``.
+
+Speech is a ``SpeechStream`` (the connection ``/tts`` uses): the same session,
+scheduling, limits and backpressure as a WebSocket client. Its frames go through the
+response format's encoder as they come and out as a chunked body, so a client that
+stops reading holds its synthesis back and one that goes away cancels it. Who may
+ask is the server's ``http_gate`` (draining, Origin, ``Authorization: Bearer``, the
+connection caps), its refusals given in OpenAI's error shape; a request holds a
+connection slot for as long as its body streams.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from http import HTTPStatus
+from typing import TYPE_CHECKING
+
+from . import audio, openai_api, protocol
+from .openai_api import ApiError, SpeechBody
+from .plain_http import HttpFront, HttpRequest, HttpResponse, json_response
+from .speech_stream import SpeechStream
+
+if TYPE_CHECKING:
+    from .server import RttsServer
+
+log = logging.getLogger(__name__)
+
+# The gate's refusals (text/plain) → OpenAI's error codes.
+_GATE_CODES = {401: "unauthorized", 403: "forbidden", 429: "busy", 503: "busy"}
+
+
+class OpenAIRoutes:
+    def __init__(self, server: RttsServer) -> None:
+        self.server = server
+        self.service = server.service
+        self.config = server.config
+
+    def register(self, front: HttpFront) -> None:
+        front.route("/v1/audio/speech", self._speech, methods=("POST",))
+        front.route("/v1/models", self._listing(openai_api.models))
+        front.route("/v1/audio/models", self._listing(openai_api.audio_models))
+        front.route("/v1/audio/voices", self._listing(lambda: openai_api.audio_voices(
+            self.service.registry.voices, self.table())))
+
+    def table(self) -> dict[str, str]:
+        registry = self.service.registry
+        return openai_api.voice_table(self.config.openai_voices, registry.voices, registry.default_voice)
+
+    @staticmethod
+    def _listing(make: Callable[[], object]) -> Callable[[HttpRequest], object]:
+        async def route(request: HttpRequest) -> HttpResponse:
+            return json_response(HTTPStatus.OK, make())
+
+        return route
+
+    async def _speech(self, request: HttpRequest) -> HttpResponse:
+        try:
+            return await self._speak(request)
+        except ApiError as err:
+            return _error(err)
+
+    async def _speak(self, request: HttpRequest) -> HttpResponse:
+        refusal, address = self.server.http_gate(request)
+        if refusal is not None:
+            message = refusal.body.decode().strip() if isinstance(refusal.body, bytes) else "refused"
+            err = ApiError(HTTPStatus(refusal.status), message, _GATE_CODES.get(refusal.status, "refused"))
+            return _error(err, [(k, v) for k, v in refusal.headers if k in ("Retry-After", "WWW-Authenticate")])
+        speech = openai_api.parse_speech(request.body, self.table())
+        body = SpeechBody(speech)
+        caps = self.server.caps
+        caps.take(address)
+        try:
+            stream = SpeechStream(self.service, sample_rate=openai_api.RATE, format="f32")
+        except BaseException:
+            caps.give_back(address)
+            raise
+
+        def done() -> None:
+            stream.close()
+            caps.give_back(address)
+
+        try:
+            await stream.start(speech.text, speech.voice, None, speech.speed)
+        except protocol.ProtocolError as exc:
+            done()
+            raise openai_api.from_protocol(exc) from None
+        except BaseException:
+            done()
+            raise
+        headers = [("Content-Type", body.content_type())]
+        return HttpResponse(HTTPStatus.OK.value, headers, _chunks(stream, body), on_done=done)
+
+
+async def _chunks(stream: SpeechStream, body: SpeechBody) -> AsyncIterator[bytes]:
+    """The body, frame by frame through the encoder; a failure after the status is out
+    ends an SSE body with an ``error`` event (an audio body just ends)."""
+    try:
+        async for frame in stream:
+            data = body.frame(audio.decode(frame, "f32"))
+            if data:
+                yield data
+    except protocol.ProtocolError as exc:
+        yield body.failed(openai_api.from_protocol(exc))
+        return
+    yield body.end(stream.end.stats.get("audio_ms", 0.0) if stream.end else 0.0)
+
+
+def _error(err: ApiError, headers: list[tuple[str, str]] | None = None) -> HttpResponse:
+    return HttpResponse(err.status.value, [("Content-Type", "application/json"), *(headers or [])], err.body())

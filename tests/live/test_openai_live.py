@@ -1,0 +1,161 @@
+"""The OpenAI speech API against the real server and real voices: the official ``openai``
+package as the client for every response format, and a plain HTTP client for SSE."""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import io
+import json
+import re
+from collections.abc import Iterator
+
+import numpy as np
+import openai
+import pytest
+
+from rtts import audio
+
+from tests.conftest import ServerThread, make_config
+from tests.live.test_server import PARAGRAPH, PIPER, fetch, is_speech
+
+av = pytest.importorskip("av", reason="the codecs extra (PyAV) is part of the test install")
+pytestmark = pytest.mark.slow
+
+TEXT = "The 10:30 train to Boston leaves from platform 4."
+TYPES = {"wav": "audio/wav", "pcm": "audio/pcm", "mp3": "audio/mpeg", "opus": "audio/ogg", "aac": "audio/aac",
+         "flac": "audio/flac"}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
+    with ServerThread(make_config(tmp_path_factory.mktemp("oai"), phrase_cache_mb=0)) as srv:
+        yield srv
+
+
+def client(srv: ServerThread, key: str = "not-needed") -> openai.OpenAI:
+    return openai.OpenAI(base_url=srv.http + "/v1", api_key=key, max_retries=0, timeout=120)
+
+
+def decode(data: bytes, fmt: str) -> np.ndarray:
+    """The body as 24 kHz float samples, by FFmpeg's decoders (raw PCM by hand)."""
+    if fmt == "pcm":
+        return audio.decode(data, "pcm16")
+    with av.open(io.BytesIO(data)) as f:
+        frames = list(f.decode(audio=0))
+    rate = frames[0].sample_rate
+    x = np.concatenate([fr.to_ndarray().reshape(len(fr.layout.channels), -1)[0] for fr in frames])
+    x = x.astype(np.float32) / (32768 if x.dtype == np.int16 else 2**31 if x.dtype == np.int32 else 1)
+    return audio.Resampler(rate, 24000).process(x) if rate != 24000 else x
+
+
+def done_count(srv: ServerThread) -> float:
+    text = fetch(srv.http + "/metrics")[2].decode()
+    m = re.search(r'^rtts_utterances_total\{reason="done"\} (\S+)$', text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+@pytest.mark.parametrize("fmt", list(TYPES))
+def test_openai_package_streams_every_format(server: ServerThread, fmt: str) -> None:
+    with client(server).audio.speech.with_streaming_response.create(
+        model="tts-1", voice="alloy", input=TEXT, response_format=fmt,  # type: ignore[arg-type]
+    ) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith(TYPES[fmt])
+        assert "content-length" not in response.headers  # chunked: it streams
+        body = b"".join(response.iter_bytes())
+    is_speech(decode(body, fmt), 24000, TEXT)
+
+
+def test_the_body_starts_before_the_speech_is_synthesized(server: ServerThread) -> None:
+    before = done_count(server)
+    with client(server).audio.speech.with_streaming_response.create(
+        model="tts-1", voice=PIPER, input=" ".join([PARAGRAPH] * 3), response_format="pcm",
+    ) as response:
+        chunks = response.iter_bytes()
+        first = next(chunks)
+        assert first and done_count(server) == before  # audio in hand, the utterance not finished
+        rest = b"".join(chunks)
+    assert done_count(server) == before + 1
+    assert len(first + rest) > 24000 * 2 * 20  # the whole ~30 s of it
+
+
+def test_speed_and_a_piper_voice_id(server: ServerThread) -> None:
+    lengths = {}
+    for speed in (1.0, 2.0):
+        with client(server).audio.speech.with_streaming_response.create(
+            model="tts-1", voice=PIPER, input=TEXT, response_format="pcm", speed=speed,
+        ) as response:
+            lengths[speed] = len(response.read())
+    assert lengths[2.0] < 0.75 * lengths[1.0]
+
+
+def test_sse_form_with_a_plain_http_client(server: ServerThread) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", server.server.port, timeout=120)  # type: ignore[union-attr]
+    body = {"model": "gpt-4o-mini-tts", "input": TEXT, "voice": "nova", "response_format": "pcm", "stream_format": "sse"}
+    conn.request("POST", "/v1/audio/speech", json.dumps(body), {"Content-Type": "application/json"})
+    r = conn.getresponse()
+    assert r.status == 200 and r.getheader("Content-Type", "").startswith("text/event-stream")
+    raw = r.read().decode()
+    conn.close()
+    events = [json.loads(block[len("data: "):]) for block in raw.split("\n\n") if block.startswith("data: ")]
+    assert events[-1]["type"] == "speech.audio.done" and events[-1]["usage"]["input_tokens"] == len(TEXT)
+    deltas = [e for e in events[:-1]]
+    assert deltas and all(e["type"] == "speech.audio.delta" for e in deltas)
+    pcm = b"".join(base64.b64decode(e["audio"]) for e in deltas)
+    is_speech(audio.decode(pcm, "pcm16"), 24000, TEXT)
+
+
+def test_errors_in_openais_shape(server: ServerThread) -> None:
+    c = client(server)
+    with pytest.raises(openai.BadRequestError) as info:
+        c.audio.speech.create(model="tts-1", voice="no-such-voice", input=TEXT)  # type: ignore[arg-type]
+    assert info.value.status_code == 400
+    error = info.value.response.json()["error"]
+    assert (error["code"], error["param"], error["type"]) == ("unknown_voice", "voice", "invalid_request_error")
+    assert "no-such-voice" in error["message"]
+    with pytest.raises(openai.BadRequestError) as info:
+        c.audio.speech.create(model="tts-1", voice="alloy", input="x" * 6000)
+    assert info.value.response.json()["error"]["code"] == "text_too_long"
+    with pytest.raises(openai.BadRequestError) as info:
+        c.audio.speech.create(model="tts-1", voice="alloy", input=TEXT, speed=9.0)
+    assert info.value.response.json()["error"]["param"] == "speed"
+    # The server carries on.
+    assert len(c.audio.speech.create(model="tts-1", voice="alloy", input="Still here.", response_format="wav").read()) > 1000
+
+
+def test_listings(server: ServerThread) -> None:
+    c = client(server)
+    assert {"tts-1", "tts-1-hd"} <= {m.id for m in c.models.list()}
+    status, _, body = fetch(server.http + "/v1/audio/voices")
+    voices = json.loads(body)["voices"]
+    assert status == 200 and {PIPER, "alloy"} <= {v["id"] for v in voices}
+
+
+def test_token_as_authorization_bearer(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with ServerThread(make_config(tmp_path, token="s3cret")) as srv:
+        with pytest.raises(openai.AuthenticationError) as info:
+            client(srv, "wrong").audio.speech.create(model="tts-1", voice="alloy", input=TEXT)
+        assert info.value.status_code == 401
+        assert info.value.response.json()["error"]["type"] == "authentication_error"
+        data = client(srv, "s3cret").audio.speech.create(model="tts-1", voice="alloy", input=TEXT, response_format="pcm")
+        is_speech(audio.decode(data.read(), "pcm16"), 24000, TEXT)
+
+
+def test_a_client_that_goes_away_gives_its_work_back(server: ServerThread) -> None:
+    import socket
+    import time
+
+    body = json.dumps({"input": " ".join([PARAGRAPH] * 6), "voice": PIPER, "response_format": "mp3"}).encode()
+    with socket.create_connection(("127.0.0.1", server.server.port), timeout=60) as sock:  # type: ignore[union-attr]
+        sock.sendall(b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        got = b""
+        while b"\r\n\r\n" not in got or len(got) < 4096:
+            got += sock.recv(4096)
+        assert got.startswith(b"HTTP/1.1 200") and server.service.active == 1
+    deadline = time.monotonic() + 30
+    while (server.service.active or server.service.worker.queue_depth) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.service.active == 0 and server.service.worker.queue_depth == 0
+    assert server.server.caps.total == 0  # type: ignore[union-attr]
