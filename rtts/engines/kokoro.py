@@ -56,12 +56,6 @@ logger = logging.getLogger(__name__)
 SAMPLE_RATE = 24_000
 # The model's context is 512 positions, two of which are the boundary tokens.
 MAX_TOKENS = 510
-# The most tokens one run takes. The model takes 510, but its memory grows faster than
-# its input: a run of 510 tokens (a 250-character Mandarin unit) took the inference
-# process to 750-800 MB, past what a 1 GB box can spare; 256 keeps it near 500 MB
-# (benchmarks/hostile.py, docs/benchmarks.md). Longer units are cut at a space, after
-# punctuation where there is one (g2p/split.py).
-RUN_TOKENS = 256
 STYLE_DIM = 256
 MODEL_FILE = "kokoro-v1.0.int8.onnx"
 LANGS = ("en", "zh", "ja")
@@ -434,7 +428,7 @@ class KokoroEngine:
         self.load()
         style = self._style(style_name)
         vocab = self._get_vocab()
-        for piece in split_phonemes(phonemes, RUN_TOKENS):
+        for piece in split_phonemes(phonemes, MAX_TOKENS):
             tokens = [vocab[ch] for ch in piece]
             audio = self._run(tokens, style, speed)
             if audio.size:
