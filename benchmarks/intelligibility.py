@@ -51,8 +51,11 @@ DEFAULT_SCORER = SHARED_TOOLS / "asr_score.py"
 DEFAULT_SCORER_VENV = Path("/work/asr-venv/bin/python")
 DEFAULT_WHISPER_DIR = Path.home() / ".cache" / "whisper-base"
 
-SCORED_LANGS = ("en", "zh", "ja")  # what asr_score.py normalizes
-METRIC = {"en": "WER", "zh": "CER", "ja": "CER"}
+SCORED_LANGS = ("en", "zh", "ja", "es", "fr", "it", "pt")  # what asr_score.py normalizes
+METRIC = {"en": "WER", "zh": "CER", "ja": "CER", "es": "WER", "fr": "WER", "it": "WER", "pt": "WER"}
+# The scorer's language code → the server's, where they differ (rtts reads pt as pt-br).
+SERVER_LANG = {"pt": "pt-br"}
+DEFAULT = "default"  # --voices default: speak without naming a voice (the server routes by language)
 PROTOCOL_VERSION = 1
 AUDIO_FORMATS = {"pcm16": 2, "f32": 4, "mulaw": 1}  # wire format -> bytes per sample
 SERVER_FIELDS = (
@@ -369,13 +372,9 @@ async def speak_one(
     ws: Any, utt: Utterance, speed: float | None, timeout: float
 ) -> tuple[Utterance, np.ndarray]:
     """Send one ``speak`` and read until its ``end`` or ``error``; returns int16 samples."""
-    msg: dict[str, Any] = {
-        "type": "speak",
-        "id": utt.id,
-        "text": utt.text,
-        "voice": utt.voice,
-        "lang": utt.lang,
-    }
+    msg: dict[str, Any] = {"type": "speak", "id": utt.id, "text": utt.text, "lang": utt.lang}
+    if utt.voice != DEFAULT:  # "default": no voice, as a client that names none
+        msg["voice"] = utt.voice
     if speed is not None:
         msg["speed"] = speed
     t0 = time.perf_counter()
@@ -412,6 +411,8 @@ def plan_jobs(
     ready: dict[str, Any], sentences: list[Sentence], wanted: list[str] | None
 ) -> list[tuple[dict[str, Any], Sentence]]:
     """Pairs (voice, sentence) where the voice lists the sentence's language."""
+    if wanted == [DEFAULT]:
+        return [({"id": DEFAULT, "langs": []}, s) for s in sentences]
     voices = {v["id"]: v for v in ready.get("voices", [])}
     if wanted:
         unknown = [v for v in wanted if v not in voices]
@@ -420,7 +421,7 @@ def plan_jobs(
         chosen = [voices[v] for v in wanted]
     else:
         chosen = list(voices.values())
-    jobs = [(v, s) for v in chosen for s in sentences if s.lang in v.get("langs", [])]
+    jobs = [(v, s) for v in chosen for s in sentences if SERVER_LANG.get(s.lang, s.lang) in v.get("langs", [])]
     for v in chosen:
         if not any(jv is v for jv, _ in jobs):
             print(
@@ -639,7 +640,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--voices",
         type=lambda s: [v for v in s.split(",") if v],
-        help="comma list of voice ids (default: every voice, each on the sentences in its langs)",
+        help="comma list of voice ids (default: every voice, each on the sentences in its langs); "
+        "'default' sends no voice, as a client naming none, on every sentence",
     )
     p.add_argument(
         "--sentences",

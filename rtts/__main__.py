@@ -132,19 +132,48 @@ async def _say(cfg: config.Config, args: argparse.Namespace) -> int:
     return 0
 
 
-def _voices(cfg: config.Config) -> int:
+def _voices(cfg: config.Config, args: argparse.Namespace) -> int:
     from .voices import VoiceRegistry
 
+    if args.action == "import":
+        return _import_voices(cfg, args.files)
     registry = VoiceRegistry.discover(cfg.models_dir, cfg.cache_dir or Path(), cfg.threads, default_voice=cfg.default_voice)
-    rows = [("ID", "ENGINE", "LANGS", "RATE", "NAME")]
+    rows = [("ID", "ENGINE", "LANGS", "GENDER", "GRADE", "RATE", "NAME")]
     for v in registry.voices.values():
         mark = " (default)" if v.id == registry.default_voice else ""
-        rows.append((v.id, v.engine, ",".join(v.langs), str(v.native_rate), v.name + mark))
+        rows.append(
+            (v.id, v.engine, ",".join(v.langs), v.gender or "-", v.grade or "-", str(v.native_rate), v.name + mark)
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
     print(f"\nmodels dir: {cfg.models_dir}", file=sys.stderr)
     return 0
+
+
+def _import_voices(cfg: config.Config, files: list[Path]) -> int:
+    """Copy Kokoro voice files (any form ``voicepacks`` reads) into the models directory."""
+    import shutil
+
+    from . import voicepacks
+
+    assert cfg.models_dir is not None
+    if not files:
+        print("rtts: voices import needs at least one file", file=sys.stderr)
+        return 2
+    status = 0
+    for path in files:
+        try:
+            names = voicepacks.scan(path)
+        except ValueError as exc:
+            print(f"rtts: {path}: {exc}; not imported", file=sys.stderr)
+            status = 1
+            continue
+        cfg.models_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, cfg.models_dir / path.name)
+        print(f"{path.name}: {len(names)} voices ({' '.join(sorted(names))}) into {cfg.models_dir}")
+    print("a running server picks them up on SIGHUP (systemctl reload rtts)", file=sys.stderr)
+    return status
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -163,7 +192,12 @@ def build_parser() -> argparse.ArgumentParser:
     say.add_argument("--lang")
     say.add_argument("--speed", type=float)
     config.add_flags(say, ["models_dir", "cache_dir", "threads", "log_level", "default_voice", "sample_rate"])
-    voices = sub.add_parser("voices", help="list every voice found")
+    voices = sub.add_parser(
+        "voices",
+        help="list every voice found; `rtts voices import FILE...` copies Kokoro voice files into the models dir",
+    )
+    voices.add_argument("action", nargs="?", choices=["list", "import"], default="list")
+    voices.add_argument("files", nargs="*", type=Path, help="for import: .bin, .npy, .npz or a kokoro-js .tgz")
     config.add_flags(voices, ["models_dir", "cache_dir", "default_voice", "log_level"])
     return parser
 
@@ -183,14 +217,15 @@ def main(argv: list[str] | None = None) -> int:
     # websockets' debug log dumps every header and frame (audio, and a client's token), and
     # its INFO log has a line per plain HTTP request: /healthz probes would flood the journal.
     logging.getLogger("websockets").setLevel(max(logging.WARNING, logging.getLogger().level))
-    if cfg.token:
+    if cfg.token or cfg.publish_token:
         from .access import encode_token
 
-        redact = _Redact([cfg.token, encode_token(cfg.token)])
+        secrets = [t for t in (cfg.token, cfg.publish_token) if t]
+        redact = _Redact([*secrets, *(encode_token(t) for t in secrets)])
         for handler in logging.getLogger().handlers:
             handler.addFilter(redact)
     if args.command == "voices":
-        return _voices(cfg)
+        return _voices(cfg, args)
     run = _runner(cfg.loop)
     if args.command == "say":
         return run(_say(cfg, args))

@@ -44,6 +44,10 @@ class Config:
     log_level: str = "info"
     loop: str = "auto"
     token: str | None = None
+    # Channels (rtts/channels.py): publishing needs this second token; without it nobody may publish.
+    publish_token: str | None = None
+    bus: str | None = None  # "redis://host:port/db": announcements reach every instance; None: this process only
+    channel_queue: int = 16  # announcements waiting per channel on an instance
     default_voice: str | None = None
     max_text_chars: int = 5000
     max_message_bytes: int = 65536
@@ -142,6 +146,10 @@ class Config:
             problems.append("max-connections and max-connections-per-ip must be at least 1")
         if self.send_buffer < 4096 or self.send_stall <= 0:
             problems.append("send-buffer must be at least 4096 bytes and send-stall positive")
+        if self.channel_queue < 1:
+            problems.append("channel-queue must be at least 1")
+        if self.bus is not None and not self.bus.startswith(("redis://", "rediss://", "unix://")):
+            problems.append("bus must be a redis:// (or rediss://, unix://) URL")
         if self.drain_grace < 0 or self.shutdown_timeout <= self.drain_grace:
             problems.append("shutdown-timeout must be longer than drain-grace (>= 0)")
         if problems:
@@ -163,11 +171,12 @@ class Config:
             "max_connections_per_ip": self.max_connections_per_ip,
             "send_buffer_bytes": self.send_buffer,
             "send_stall_ms": round(self.send_stall * 1000),
+            "channel_queue": self.channel_queue,
         }
 
 
 def parse_pairs(raw: str, left: str = "lang") -> tuple[tuple[str, str], ...]:
-    """``"zh=kokoro/jm_kumo,ja=kokoro/jf_alpha"`` → ((key, voice), ...); ValueError when malformed."""
+    """``"zh=kokoro/zf_xiaoxiao,ja=kokoro/jf_alpha"`` → ((key, voice), ...); ValueError when malformed."""
     pairs = []
     for item in filter(None, (p.strip() for p in raw.split(","))):
         key, sep, voice = item.partition("=")
@@ -210,6 +219,10 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "loop": (str, "event loop: auto, asyncio or uvloop"),
     "token": (str, "require this token, in hello or Sec-WebSocket-Protocol (prefer a file: flags show in ps)"),
     "token_file": (Path, "read the token from this file (systemd: LoadCredential=, then %%d/token)"),
+    "publish_token": (str, "the token that allows publishing announcements to channels (prefer the file)"),
+    "publish_token_file": (Path, "read the publish token from this file"),
+    "bus": (str, "redis://HOST:PORT/DB: share channel announcements with every instance using that Redis"),
+    "channel_queue": (int, "announcements waiting per channel; more are refused with queue_full"),
     "default_voice": (str, "voice used when a client names none"),
     "max_text_chars": (int, "longest text one utterance may hold"),
     "max_message_bytes": (int, "largest message accepted; larger closes with 1009"),
@@ -221,7 +234,7 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "frame_ms": (int, "default audio frame length in ms"),
     "lang_voices": (
         parse_lang_voices,
-        "default voice per language for text the chosen voice cannot speak, e.g. zh=kokoro/jm_kumo,ja=kokoro/jf_alpha",
+        "default voice per language for text the chosen voice cannot speak, e.g. zh=kokoro/zf_xiaoxiao,ja=kokoro/jf_alpha",
     ),
     "allow_origin": (_words, "browser origins allowed to connect, comma-separated, or * (default: own and localhost)"),
     "allow_host": (_words, "host names browsers may reach this server by, besides its addresses, localhost and "
@@ -269,7 +282,7 @@ def add_flags(
         default = defaults.get(name)
         shown = "none" if default == () else default if default not in (None, 0) else "auto"
         if isinstance(default, tuple) and default and isinstance(default[0], tuple):
-            shown = ",".join(f"{k}={v}" for k, v in default)  # as it is typed: zh=kokoro/jm_kumo
+            shown = ",".join(f"{k}={v}" for k, v in default)  # as it is typed: zh=kokoro/zf_xiaoxiao
         if name == "drain_grace":
             shown = default
         if name == "wyoming_port":
@@ -311,9 +324,10 @@ def from_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ)
                 raise ValueError(f"{env}={raw!r} is not a valid int") from None
     if first_unit:
         values["first_unit_chars"] = tuple(sorted(first_unit.items()))
-    token_file = values.pop("token_file", None)
-    if "token" not in values and token_file is not None:
-        values["token"] = Path(token_file).read_text().strip()
-        if not values["token"]:
-            raise ValueError(f"token file {token_file} is empty")
+    for name in ("token", "publish_token"):
+        token_file = values.pop(name + "_file", None)
+        if name not in values and token_file is not None:
+            values[name] = Path(token_file).read_text().strip()
+            if not values[name]:
+                raise ValueError(f"token file {token_file} is empty")
     return Config(**values)

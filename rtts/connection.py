@@ -18,9 +18,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from . import protocol
+from .announcements import Announcement
 from .jobs import Job, JobEvent
 from .outbox import Outbox
-from .session import Close, Drop, Effect, Send, Submit
+from .session import Close, Drop, Effect, Join, Leave, Post, Send, Submit
 
 if TYPE_CHECKING:
     from .service import Service
@@ -57,10 +58,19 @@ class Connection:
         """A request made in this process: no encoding, the same checks."""
         self.apply(self.session.handle(message))
 
+    def announce(self, ann: Announcement) -> None:
+        """An announcement of a channel this connection subscribed to (``channels.py``)."""
+        self.apply(self.session.announce(ann))
+
+    def tell(self, message: protocol.ServerMessage) -> None:
+        """A message from elsewhere in the service (a channel's answer)."""
+        self.apply([Send(message)])
+
     def close(self) -> None:
         """The client went away (or is being let go): give back every job."""
         self.apply(self.session.close())
         self._held.clear()
+        self.service.channels.forget(self)
 
     def shut(self, code: int, reason: str) -> None:
         """Cancel all work and close, ahead of anything still queued (shutdown)."""
@@ -74,6 +84,8 @@ class Connection:
             if isinstance(effect, Send):
                 self.service.metrics.observe(effect.message)
                 self.deliver(effect.message)
+                if isinstance(effect.message, protocol.End) and effect.message.channel is not None:
+                    self.service.channels.ended(self, effect.message.id)
             elif isinstance(effect, Submit):
                 effect.job.sink = self._job_event
                 self._submit(effect.job)
@@ -81,6 +93,12 @@ class Connection:
                 self.service.worker.drop(effect.job)
             elif isinstance(effect, Close):
                 self.outbox.close(effect.code, effect.reason)
+            elif isinstance(effect, Join):
+                self.service.channels.join(self, effect.channel, effect.after)
+            elif isinstance(effect, Leave):
+                self.service.channels.leave(self, effect.channel)
+            elif isinstance(effect, Post):
+                self.service.channels.post(self, effect.draft)
 
     def deliver(self, message: protocol.ServerMessage) -> None:
         """Queue one message for the client."""
@@ -96,10 +114,14 @@ class Connection:
         if self.outbox.full:
             self._held.append(job)
         else:
-            self.service.worker.submit(job)
+            self._run(job)
+
+    def _run(self, job: Job) -> None:
+        # An announcement's jobs are shared with the other subscribers (shared_jobs.py).
+        (self.service.channels if job.shared is not None else self.service.worker).submit(job)
 
     def _on_room(self) -> None:
         for job in self._held:
             if not job.cancelled:
-                self.service.worker.submit(job)
+                self._run(job)
         self._held.clear()

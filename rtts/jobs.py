@@ -56,6 +56,9 @@ class Job:
     # A pause (<break>): this many ms of silence instead of synthesis (``text`` is empty).
     # It travels as a job so it is held back and framed like speech, never built at once.
     pause_ms: int = 0
+    # A channel announcement's job: (announcement id, its place in the announcement). Every
+    # subscriber's session makes the same jobs; ``channels.SharedJobs`` runs each once.
+    shared: tuple[str, int] | None = None
     # Written by the event loop, read by the inference thread between chunks; a plain
     # bool is enough because it only ever goes False → True.
     cancelled: bool = False

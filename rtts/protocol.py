@@ -12,6 +12,7 @@ anything that would break an existing client needs a new ``v``.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -36,6 +37,9 @@ class ErrorCode(StrEnum):
     ENGINE_UNAVAILABLE = "engine_unavailable"
     UNSUPPORTED_LANGUAGE = "unsupported_language"
     INTERNAL = "internal"
+    FORBIDDEN = "forbidden"  # publishing without the publish token
+    QUEUE_FULL = "queue_full"  # the channel's queue holds limits.channel_queue announcements
+    BUS_UNAVAILABLE = "bus_unavailable"  # the message bus between instances is down
 
 
 class CloseCode:
@@ -61,6 +65,9 @@ SAMPLE_RATES = (8000, 16000, 22050, 24000, 44100, 48000)
 FRAME_MS_RANGE = (10, 200)
 SPEED_RANGE = (0.5, 2.0)
 MAX_ID_CHARS = 128
+MAX_CHANNEL_CHARS = 64
+PRIORITIES = ("normal", "high")
+CHANNEL_NAME = re.compile(r"[A-Za-z0-9._-]{1,%d}" % MAX_CHANNEL_CHARS)
 
 # msgpack's own structural limits: a client message is a small flat map, so anything
 # deeper or wider is refused by the C decoder before it allocates (see
@@ -125,7 +132,37 @@ class Ping:
     t: Any = None
 
 
-ClientMessage = Hello | Speak | Append | Flush | Cancel | Ping
+@dataclass(frozen=True)
+class Subscribe:
+    """Hear the announcements of ``channel`` (docs/protocol.md, "Channels")."""
+
+    TYPE: ClassVar[str] = "subscribe"
+    channel: str
+    after: int | None = None  # the last announcement ``seq`` heard here: count what was missed since
+
+
+@dataclass(frozen=True)
+class Unsubscribe:
+    TYPE: ClassVar[str] = "unsubscribe"
+    channel: str
+
+
+@dataclass(frozen=True)
+class Publish:
+    """An announcement for every subscriber of ``channel``; ``token`` is the publish token."""
+
+    TYPE: ClassVar[str] = "publish"
+    channel: str
+    text: str
+    token: str | None = None
+    voice: str | None = None
+    lang: str | None = None
+    speed: float | None = None
+    priority: str = "normal"
+    not_before: float | None = None  # Unix time (seconds) before which it is not spoken
+
+
+ClientMessage = Hello | Speak | Append | Flush | Cancel | Ping | Subscribe | Unsubscribe | Publish
 
 # ---------------------------------------------------------------- server → client
 
@@ -156,6 +193,10 @@ class Start:
     # Estimated milliseconds until the first audio of this utterance is computed (an
     # extension of v1; absent from older servers).
     expected_wait_ms: int | None = None
+    # An announcement of a channel (extensions of v1): its channel, whole text and priority.
+    channel: str | None = None
+    text: str | None = None
+    priority: str | None = None
 
 
 @dataclass(frozen=True)
@@ -176,6 +217,7 @@ class Mark:
     kind: str = "sentence"  # "sentence": a text unit begins; "segment": a later language segment of it
     voice: str | None = None
     lang: str | None = None
+    channel: str | None = None
 
 
 @dataclass(frozen=True)
@@ -184,6 +226,8 @@ class End:
     id: str
     reason: str  # "done" | "cancelled" | "error"
     stats: dict[str, float] = field(default_factory=dict)
+    channel: str | None = None
+    text: str | None = None
 
 
 @dataclass(frozen=True)
@@ -200,11 +244,46 @@ class Pong:
     t: Any = None
 
 
-ServerMessage = Ready | Start | Audio | Mark | End | Error | Pong
+@dataclass(frozen=True)
+class Subscribed:
+    """Answer to ``subscribe``: ``seq`` is the channel's last announcement so far, ``missed``
+    how many announcements after ``subscribe.after`` this subscription will not play."""
+
+    TYPE: ClassVar[str] = "subscribed"
+    channel: str
+    seq: int
+    missed: int
+    queue_limit: int
+
+
+@dataclass(frozen=True)
+class Unsubscribed:
+    TYPE: ClassVar[str] = "unsubscribed"
+    channel: str
+
+
+@dataclass(frozen=True)
+class Published:
+    """Answer to ``publish``: the announcement's id and place; ``queued`` counts what waits
+    before it on this instance's channel queue, of at most ``queue_limit``."""
+
+    TYPE: ClassVar[str] = "published"
+    channel: str
+    id: str
+    seq: int
+    queued: int
+    queue_limit: int
+
+
+ServerMessage = Ready | Start | Audio | Mark | End | Error | Pong | Subscribed | Unsubscribed | Published
 Message = ClientMessage | ServerMessage
 
-CLIENT_TYPES: dict[str, type] = {c.TYPE: c for c in (Hello, Speak, Append, Flush, Cancel, Ping)}
-SERVER_TYPES: dict[str, type] = {c.TYPE: c for c in (Ready, Start, Audio, Mark, End, Error, Pong)}
+CLIENT_TYPES: dict[str, type] = {
+    c.TYPE: c for c in (Hello, Speak, Append, Flush, Cancel, Ping, Subscribe, Unsubscribe, Publish)
+}
+SERVER_TYPES: dict[str, type] = {
+    c.TYPE: c for c in (Ready, Start, Audio, Mark, End, Error, Pong, Subscribed, Unsubscribed, Published)
+}
 
 # Accepted wire types per client field. bool is a subclass of int in Python, so the
 # checks below exclude it explicitly where a number is wanted.
@@ -222,6 +301,10 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "id": (str,),
     "text": (str,),
     "interrupt": (bool,),
+    "channel": (str,),
+    "after": _INT,
+    "priority": (str,),
+    "not_before": _NUM,
 }
 _SCALAR = (type(None), bool, int, float, str)
 
@@ -288,7 +371,7 @@ def decode_client(data: bytes, *, max_bytes: int = 65536) -> ClientMessage:
             continue
         value = obj[f.name]
         _check_type(cls, f.name, value, msg_id)
-        kwargs[f.name] = float(value) if f.name == "speed" else value
+        kwargs[f.name] = float(value) if f.name in ("speed", "not_before") else value
     msg = cls(**kwargs)
     _check_values(msg, msg_id)
     return msg
@@ -324,6 +407,13 @@ def _check_values(msg: ClientMessage, msg_id: str | None) -> None:
     if isinstance(msg, (Speak, Append, Flush, Cancel)) and msg.id is not None:
         if not 0 < len(msg.id) <= MAX_ID_CHARS:
             raise bad(f"id must be 1..{MAX_ID_CHARS} characters")
+    channel = getattr(msg, "channel", None)
+    if channel is not None and not CHANNEL_NAME.fullmatch(channel):
+        raise bad(f"channel must be 1..{MAX_CHANNEL_CHARS} letters, digits, '.', '_' or '-'")
+    if isinstance(msg, Subscribe) and msg.after is not None and msg.after < 0:
+        raise bad("after must be >= 0")
+    if isinstance(msg, Publish) and msg.priority not in PRIORITIES:
+        raise bad(f"priority must be one of {', '.join(PRIORITIES)}")
     speed = getattr(msg, "speed", None)
     if speed is not None and not SPEED_RANGE[0] <= speed <= SPEED_RANGE[1]:
         raise bad(f"speed must be within {SPEED_RANGE[0]}..{SPEED_RANGE[1]}")

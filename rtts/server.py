@@ -27,7 +27,7 @@ from websockets.datastructures import Headers, MultipleValuesError
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from . import access, audio, protocol
+from . import access, announce_http, audio, protocol
 from .access import ConnectionCaps
 from .config import Config
 from .connection import Connection
@@ -111,12 +111,14 @@ class RttsServer:
         self.front.route("/voices", self._voices)
         self.front.route("/metrics", self._metrics)
         self.front.route("/tts", self._tts)
+        self.front.route("/v1/announce", self._announce, methods=("POST",))
         self.front.route(WS_PATH, self._upgrade_required)
         OpenAIRoutes(self).register(self.front)
 
     async def start(self, sock: socket.socket | None = None) -> None:
         """Listen on the configured host and port, or on ``sock`` (systemd socket activation)."""
         self.service.start()
+        await self.service.channels.start()
         where: dict[str, Any] = {"sock": sock} if sock is not None else {
             "host": self.config.host,
             "port": self.config.port,
@@ -185,6 +187,7 @@ class RttsServer:
         deadline = loop.time() + self.config.shutdown_timeout - 0.5
         self.draining = True
         if self._server is None:
+            await self.service.channels.stop()
             self.service.stop()
             return
         if self.config.drain_grace > 0 and self._live and not self._stop_grace.is_set():
@@ -208,6 +211,8 @@ class RttsServer:
                 ws.transport.abort()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._server.wait_closed(), 0.5)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.service.channels.stop(), 1.0)
         self.service.stop(timeout=max(0.1, deadline - loop.time()))
 
     async def _until_empty_or_cut(self) -> None:
@@ -397,6 +402,18 @@ class RttsServer:
             done()
             raise
         return HttpResponse(HTTPStatus.OK.value, headers, _wav_stream(stream), on_done=done)
+
+    async def _announce(self, request: HttpRequest) -> HttpResponse:
+        """POST /v1/announce: publish to a channel (announce_http.py). The publish token comes
+        as ``Authorization: Bearer``, the server's token (when it has one) as ``X-Rtts-Token``."""
+        if self.draining:
+            return text(HTTPStatus.SERVICE_UNAVAILABLE, "draining: this server is shutting down\n",
+                        [("Retry-After", "1")])
+        if not access.origin_allowed(request.header("Origin"), request.header("Host"), self.config.allow_origin):
+            return text(HTTPStatus.FORBIDDEN, "forbidden: this origin may not use this server\n")
+        token = request.header("X-Rtts-Token") or request.arg("token")
+        status, body = await announce_http.announce(self.service, request.body, request.header("Authorization"), token)
+        return json_response(status, body)
 
     # ------------------------------------------------------------ WebSocket
 

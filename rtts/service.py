@@ -19,12 +19,15 @@ import prometheus_client as prom
 
 from . import protocol
 from .config import Config
+from .bus import make_bus
+from .channels import Channels
 from .inference import InferenceWorker
 from .jobs import Job
 from .phrase_cache import PhraseCache
 from .text.lexicon import FILE_NAME as LEXICON_FILE
 from .text.lexicon import Lexicon
 from .session import Session
+from .shared_jobs import SharedJobs
 from .speech_stream import SpeechStream
 from .engines.base import VoiceInfo
 from .host.client import Host
@@ -93,6 +96,13 @@ class Metrics:
             lambda: service.worker.held_on,
             r,
         )
+        channels = service.channels
+        _LiveCounter("rtts_announcements_started", "channel announcements started on this instance",
+                     lambda: channels.started, r)
+        _LiveCounter("rtts_announcements_dropped", "channel announcements this instance could not queue",
+                     lambda: channels.dropped, r)
+        _LiveCounter("rtts_announcement_jobs_shared", "subscribers' announcement jobs served by a synthesis "
+                     "another subscriber started", lambda: channels.jobs.joined, r)
         _LiveCounter("rtts_inference_process_starts", "inference processes started (loads after an idle "
                      "unload, or after a crash)", lambda: service.host.starts, r)
         prom.Gauge("rtts_inference_process_resident_bytes", "RSS of the inference process (models, "
@@ -132,6 +142,7 @@ class Service:
         self._loop: asyncio.AbstractEventLoop | None = None
         cache = PhraseCache(int(config.phrase_cache_mb * 1024 * 1024))
         self.worker = InferenceWorker(self.registry, self._post, cache=cache, host=self.host)
+        self.channels = Channels(make_bus(config.bus), SharedJobs(self.worker), config.channel_queue)
         self.metrics = Metrics(self)
         self.active = 0  # connections and HTTP syntheses in progress
         self._idle_timer: asyncio.TimerHandle | None = None
@@ -173,6 +184,10 @@ class Service:
             self._idle_timer = None
         default = self.registry.voices[self.registry.default_voice]
         if not self.registry.engines[default.model].loaded:
+            # Cold (a start or an idle unload): what the engines' first requests would wait
+            # for (Kokoro's Mandarin and Japanese front ends take seconds) starts first, and
+            # loads in the inference process beside the model loads, not after them.
+            self.worker.warm_up(self.registry.kinds_in_use())
             self.worker.preload(default.model)
 
     def release(self) -> None:

@@ -20,13 +20,14 @@ from typing import Protocol as TypingProtocol
 import numpy as np
 
 from . import access, audio, codecs, protocol
+from .announcements import Announcement, Draft
 from .config import Config
 from .engines.base import VoiceInfo
 from .jobs import Job, JobAudio, JobDone, JobEvent, JobFailed
 from .protocol import ErrorCode, ProtocolError
 from .text import markup
 from .text.lexicon import Lexicon
-from .text.segment import segment
+from .text.segment import LATIN, segment
 from .text.split import Unit, UnitBuffer, pause_ms, split_units
 from .track import Frame, Track
 
@@ -49,7 +50,7 @@ class Catalog(TypingProtocol):
 
     def estimate(self, job: Job) -> tuple[float, float]:
         """(expected seconds before ``job`` starts, load of the inference thread with it);
-        ``InferenceWorker.estimate``. A catalog without a worker answers (0.0, 0.0)."""
+        ``InferenceWorker.estimate``."""
         ...
 
 
@@ -58,8 +59,14 @@ class Catalog(TypingProtocol):
 PAUSE_JOB_MS = 2000
 
 # Languages text can be read in; a request's ``lang`` may name them with a region.
-SPOKEN_LANGS = ("en", "zh", "ja")
-_LANG_ALIASES = {"en-us": "en", "en-gb": "en", "zh-cn": "zh", "zh-hans": "zh", "cmn": "zh", "ja-jp": "ja"}
+SPOKEN_LANGS = ("en", "en-gb", "zh", "ja", "es", "fr", "it", "pt-br")
+_LANG_ALIASES = {
+    "en-us": "en", "zh-cn": "zh", "zh-hans": "zh", "cmn": "zh", "ja-jp": "ja",
+    "pt": "pt-br", "es-es": "es", "fr-fr": "fr", "it-it": "it",
+}  # fmt: skip
+# Latin-script languages a voice made for them implies when the request names none:
+# script detection cannot tell Spanish from English (English stays the default).
+_IMPLIED_LANGS = frozenset(LATIN) - {"en"}
 
 
 def _spoken_lang(lang: str, utt_id: str | None) -> str:
@@ -71,6 +78,11 @@ def _spoken_lang(lang: str, utt_id: str | None) -> str:
             utt_id,
         )
     return hint
+
+
+def _implied_lang(voice: VoiceInfo) -> str | None:
+    """The language a voice made for a Latin-script language other than English implies."""
+    return voice.langs[0] if voice.langs and voice.langs[0] in _IMPLIED_LANGS else None
 
 
 def _says_something(text: str) -> bool:
@@ -103,7 +115,27 @@ class Close:
     reason: str
 
 
-Effect = Send | Submit | Drop | Close
+@dataclass(frozen=True)
+class Join:
+    """Subscribe this connection to a channel (``channels.Channels.join``)."""
+
+    channel: str
+    after: int | None
+
+
+@dataclass(frozen=True)
+class Leave:
+    channel: str
+
+
+@dataclass(frozen=True)
+class Post:
+    """Publish an announcement, checked and with its voice resolved."""
+
+    draft: Draft
+
+
+Effect = Send | Submit | Drop | Close | Join | Leave | Post
 
 
 # ---------------------------------------------------------------- state
@@ -153,6 +185,10 @@ class Utterance:
     first_job: float | None = None
     compute_s: float = 0.0
     track: Track | None = None  # from the first job on: resampling, frames, positions
+    # A channel's announcement: its synthesis is shared with every subscriber of this
+    # instance (Job.shared), so its jobs are numbered.
+    announcement: Announcement | None = None
+    shared_jobs: int = 0
 
     @property
     def audio_s(self) -> float:
@@ -239,7 +275,7 @@ class Session:
         if isinstance(event, JobFailed):
             del self.utterances[utt.id]
             effects: list[Effect] = [self._error(ErrorCode(event.code), event.message, utt.id)]
-            effects.append(Send(protocol.End(utt.id, "error", self._stats(utt))))
+            effects.append(Send(self._end(utt, "error")))
             return effects + self._pump()
         assert isinstance(event, JobDone)
         utt.compute_s += event.compute_s
@@ -261,19 +297,13 @@ class Session:
             return self._hello(msg)
         if isinstance(msg, protocol.Speak):
             effects = self._cancel_all() if msg.interrupt else []
-            utt = self._new_utterance(msg.id, msg.text, msg.voice, msg.lang, msg.speed)
-            text = markup.render(msg.text)
-            utt.units.extend(split_units(text, first_max_chars=self._catalog.first_unit_chars(utt.voice.engine)))
-            if not any(_says_something(u.text) for u in utt.units):
-                raise ProtocolError(ErrorCode.BAD_MESSAGE, "text has nothing to speak", msg.id)
-            for seg in segment(text, utt.lang, utt.voice.langs[0]):
-                self._voice_for(utt, seg.lang)  # refuse a language no voice speaks before any audio
-            self.utterances[utt.id] = utt
+            utt = self._new_utterance(msg.id, msg.text, *self._defaults(msg.voice, msg.lang, msg.speed))
+            self._whole(utt, msg.text)
             return effects + self._pump()
         if isinstance(msg, protocol.Append):
             utt = self.utterances.get(msg.id)
             if utt is None:
-                utt = self._new_utterance(msg.id, msg.text, msg.voice, msg.lang, msg.speed)
+                utt = self._new_utterance(msg.id, msg.text, *self._defaults(msg.voice, msg.lang, msg.speed))
                 utt.buffer = UnitBuffer(first_max_chars=self._catalog.first_unit_chars(utt.voice.engine))
                 utt.markup = markup.MarkupStream()
                 self.utterances[utt.id] = utt
@@ -297,8 +327,57 @@ class Session:
             if msg.id is None:
                 return self._cancel_all() + self._pump()
             return self._cancel(self._live(msg.id)) + self._pump()
+        if isinstance(msg, protocol.Subscribe):
+            return [Join(msg.channel, msg.after)]
+        if isinstance(msg, protocol.Unsubscribe):
+            return [Leave(msg.channel)]
+        if isinstance(msg, protocol.Publish):
+            return [Post(self._draft(msg))]
         assert isinstance(msg, protocol.Ping)
         return [Send(protocol.Pong(msg.t))]
+
+    def _whole(self, utt: Utterance, raw: str) -> None:
+        """Queue a whole text as the utterance's units; refuse what cannot be spoken before any audio."""
+        text = markup.render(raw)
+        utt.units.extend(split_units(text, first_max_chars=self._catalog.first_unit_chars(utt.voice.engine)))
+        if not any(_says_something(u.text) for u in utt.units):
+            raise ProtocolError(ErrorCode.BAD_MESSAGE, "text has nothing to speak", utt.id)
+        for seg in segment(text, utt.lang, utt.voice.langs[0]):
+            self._voice_for(utt, seg.lang)  # refuse a language no voice speaks before any audio
+        self.utterances[utt.id] = utt
+
+    # ------------------------------------------------------------ channels
+
+    def _draft(self, msg: protocol.Publish) -> Draft:
+        """A publish request, checked here so that every subscriber can speak it."""
+        publish_token = self._config.publish_token
+        if publish_token is None or not access.token_ok(msg.token, publish_token):
+            raise ProtocolError(
+                ErrorCode.FORBIDDEN, "publishing needs the server's publish token (--publish-token) in publish.token"
+            )
+        self._check_length(len(msg.text), None)
+        text = markup.render(msg.text)
+        if not text.strip():
+            raise ProtocolError(ErrorCode.BAD_MESSAGE, "text has nothing to speak")
+        voice = self._voice(msg.voice or self._catalog.default_voice, None)
+        lang = _spoken_lang(msg.lang, None) if msg.lang is not None else None
+        for seg in segment(text, lang, voice.langs[0]):
+            self._speaker(voice, seg.lang, None)  # refused here rather than on every subscriber
+        return Draft(msg.channel, msg.text, voice.id, lang, msg.speed or 1.0, msg.priority, msg.not_before)
+
+    def announce(self, ann: Announcement) -> list[Effect]:
+        """An announcement of a channel this connection subscribed to, spoken like ``speak``
+        (``interrupt: true`` when it is high priority) with the publisher's voice, language
+        and speed, so every subscriber makes the same jobs and shares their synthesis."""
+        effects = self._cancel_all() if ann.high else []
+        try:
+            utt = self._new_utterance(ann.id, ann.text, ann.voice, ann.lang, ann.speed)
+            utt.announcement = ann
+            self._whole(utt, ann.text)
+        except ProtocolError as exc:
+            end = protocol.End(ann.id, "error", {}, channel=ann.channel, text=ann.text)
+            return effects + [self._error(exc.code, exc.message, ann.id), Send(end)]
+        return effects + self._pump()
 
     def _hello(self, msg: protocol.Hello) -> list[Effect]:
         if not self.authorized:
@@ -336,9 +415,16 @@ class Session:
 
     # ------------------------------------------------------------ utterances
 
-    def _new_utterance(
-        self, utt_id: str, text: str, voice: str | None, lang: str | None, speed: float | None
-    ) -> Utterance:
+    def _defaults(self, voice: str | None, lang: str | None, speed: float | None) -> tuple[str, str | None, float]:
+        """A request's voice, language and speed, or this connection's (``hello``)."""
+        # ``voice: ""`` names no voice (refused as unknown), it does not mean the default.
+        return (
+            voice if voice is not None else self.voice,
+            lang if lang is not None else self.lang,
+            speed or self.speed,
+        )
+
+    def _new_utterance(self, utt_id: str, text: str, voice: str, lang: str | None, speed: float) -> Utterance:
         if utt_id in self.utterances:
             raise ProtocolError(ErrorCode.DUPLICATE_ID, f"utterance {utt_id!r} is still live", utt_id)
         self._check_length(len(text), utt_id)
@@ -346,13 +432,12 @@ class Session:
             raise ProtocolError(
                 ErrorCode.BUSY, f"at most {self._config.max_utterances} utterances may be live", utt_id
             )
-        info = self._voice(voice if voice is not None else self.voice, utt_id)  # "" names no voice
-        hint = _spoken_lang(lang, utt_id) if lang is not None else self.lang
+        info = self._voice(voice, utt_id)
         return Utterance(
             id=utt_id,
             voice=info,
-            lang=hint,
-            speed=speed or self.speed,
+            lang=_spoken_lang(lang, utt_id) if lang is not None else _implied_lang(info),
+            speed=speed,
             out=self.out,
             created=self._clock(),
             chars=len(text),
@@ -377,7 +462,7 @@ class Session:
                 except ProtocolError as exc:  # a language no voice speaks, met mid-stream
                     del self.utterances[utt.id]
                     effects.append(self._error(exc.code, exc.message, utt.id))
-                    effects.append(Send(protocol.End(utt.id, "error", self._stats(utt))))
+                    effects.append(Send(self._end(utt, "error")))
                 continue
             if utt.buffer is not None:
                 break  # waiting for more text (append) or a flush
@@ -407,15 +492,18 @@ class Session:
             utt.prev_unit = unit
 
     def _voice_for(self, utt: Utterance, lang: str) -> VoiceInfo:
-        """The utterance's voice if it speaks ``lang``, else that language's default voice."""
-        if lang in utt.voice.langs:
-            return utt.voice
+        return self._speaker(utt.voice, lang, utt.id)
+
+    def _speaker(self, chosen: VoiceInfo, lang: str, utt_id: str | None) -> VoiceInfo:
+        """``chosen`` if it speaks ``lang``, else that language's default voice."""
+        if lang in chosen.langs:
+            return chosen
         voice = self.lang_voices().get(lang)
         if voice is None:
             raise ProtocolError(
                 ErrorCode.UNSUPPORTED_LANGUAGE,
                 f"no voice here speaks {lang!r} (offered: {', '.join(sorted(self.lang_voices()))})",
-                utt.id,
+                utt_id,
             )
         return voice
 
@@ -435,17 +523,19 @@ class Session:
         else:
             part, voice = head, head.voice
             job = Job(utt.id, part.speak, voice, part.lang, utt.speed, deadline, opens=not utt.started)
+            if utt.announcement is not None:
+                job.shared = (utt.announcement.id, utt.shared_jobs)
+                utt.shared_jobs += 1
         if not utt.started:
-            wait, load = self._estimate(job)
+            wait, load = self._catalog.estimate(job)
             late = wait > self._config.admission_max_wait or load > 1.0
-            if late and self._config.admission != "queue":
+            # An announcement is never refused: its synthesis is shared, and it was queued on its channel.
+            if late and self._config.admission != "queue" and utt.announcement is None:
                 return self._refuse(utt, wait, load)
             utt.started = True
             utt.first_job = now
             utt.track = Track(utt.out.sample_rate, utt.out.frame_ms, utt.out.format)
-            start = protocol.Start(
-                utt.id, voice.id, utt.out.sample_rate, utt.out.format, expected_wait_ms=round(wait * 1000)
-            )
+            start = self._start(utt, voice.id, expected_wait_ms=round(wait * 1000))
             effects.append(Send(start))
         utt.parts.popleft()
         utt.job = job
@@ -453,10 +543,6 @@ class Session:
         utt.part_started = False
         effects.append(Submit(utt.job))
         return effects
-
-    def _estimate(self, job: Job) -> tuple[float, float]:
-        estimate = getattr(self._catalog, "estimate", None)
-        return estimate(job) if estimate is not None else (0.0, 0.0)
 
     def _refuse(self, utt: Utterance, wait: float, load: float) -> list[Effect]:
         """Admission control said no: the utterance is dropped before it started."""
@@ -490,7 +576,10 @@ class Session:
                 effects.extend(self._frames(utt, track.push(audio.silence(pause, track.rate))))
             if part is not None:
                 kind = "sentence" if part.first else "segment"
-                mark = protocol.Mark(utt.id, part.text, track.position, kind, voice=voice.id, lang=part.lang)
+                channel = utt.announcement.channel if utt.announcement is not None else None
+                mark = protocol.Mark(
+                    utt.id, part.text, track.position, kind, voice=voice.id, lang=part.lang, channel=channel
+                )
                 effects.append(Send(mark))
         effects.extend(self._frames(utt, track.push(samples)))
         return effects
@@ -505,7 +594,7 @@ class Session:
             utt.job = None
         message = f"this text would make more than {self._config.max_audio:g} s of audio; send it in parts"
         effects.append(self._error(ErrorCode.AUDIO_TOO_LONG, message, utt.id))
-        effects.append(Send(protocol.End(utt.id, "error", self._stats(utt))))
+        effects.append(Send(self._end(utt, "error")))
         return effects + self._pump()
 
     def _frames(self, utt: Utterance, frames: list[Frame]) -> list[Effect]:
@@ -525,8 +614,8 @@ class Session:
         if utt.track is not None:
             effects.extend(self._frames(utt, utt.track.finish()))
         else:
-            effects.append(Send(protocol.Start(utt.id, utt.voice.id, utt.out.sample_rate, utt.out.format)))
-        effects.append(Send(protocol.End(utt.id, "done", self._stats(utt))))
+            effects.append(Send(self._start(utt, utt.voice.id)))
+        effects.append(Send(self._end(utt, "done")))
         return effects
 
     def _cancel(self, utt: Utterance) -> list[Effect]:
@@ -535,7 +624,7 @@ class Session:
         if utt.job is not None:
             utt.job.cancelled = True
             effects.append(Drop(utt.job))
-        effects.append(Send(protocol.End(utt.id, "cancelled", self._stats(utt))))
+        effects.append(Send(self._end(utt, "cancelled")))
         return effects
 
     def _cancel_all(self) -> list[Effect]:
@@ -543,6 +632,21 @@ class Session:
         for utt in list(self.utterances.values()):
             effects.extend(self._cancel(utt))
         return effects
+
+    def _start(self, utt: Utterance, voice: str, expected_wait_ms: int | None = None) -> protocol.Start:
+        ann = utt.announcement
+        if ann is None:
+            return protocol.Start(utt.id, voice, utt.out.sample_rate, utt.out.format, expected_wait_ms)
+        return protocol.Start(
+            utt.id, voice, utt.out.sample_rate, utt.out.format, expected_wait_ms,
+            channel=ann.channel, text=ann.text, priority=ann.priority,
+        )
+
+    def _end(self, utt: Utterance, reason: str) -> protocol.End:
+        ann = utt.announcement
+        if ann is None:
+            return protocol.End(utt.id, reason, self._stats(utt))
+        return protocol.End(utt.id, reason, self._stats(utt), channel=ann.channel, text=ann.text)
 
     def _stats(self, utt: Utterance) -> dict[str, float]:
         audio_s = utt.audio_s
@@ -571,7 +675,7 @@ class Session:
             raise ProtocolError(ErrorCode.UNKNOWN_VOICE, f"no voice {voice_id[:80]!r}; see ready.voices", utt_id)
         return info
 
-    def _check_length(self, chars: int, utt_id: str) -> None:
+    def _check_length(self, chars: int, utt_id: str | None) -> None:
         if chars > self._config.max_text_chars:
             raise ProtocolError(
                 ErrorCode.TEXT_TOO_LONG, f"text is over {self._config.max_text_chars} characters", utt_id

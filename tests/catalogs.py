@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rtts.engines.base import VoiceInfo
 from rtts.engines.registry import kind
+from rtts.jobs import Job
 from rtts.voices import routes
 
 
@@ -32,3 +33,6 @@ class FixedCatalog:
 
     def first_unit_chars(self, engine: str) -> int:
         return self._first_unit.get(engine, kind(engine).first_unit_chars)
+
+    def estimate(self, job: Job) -> tuple[float, float]:
+        return 0.0, 0.0  # an idle inference thread

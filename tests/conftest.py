@@ -267,3 +267,57 @@ class RttsProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class RedisServer:
+    """Debian's ``redis-server`` on a loopback port of its own, config and data in ``tmp``,
+    nothing saved to disk."""
+
+    def __init__(self, tmp: Path) -> None:
+        import shutil
+        import socket
+        import subprocess
+
+        exe = shutil.which("redis-server") or "/usr/bin/redis-server"
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = int(s.getsockname()[1])
+        conf = tmp / "redis.conf"
+        conf.write_text(
+            f"bind 127.0.0.1\nport {self.port}\ndir {tmp}\nsave \"\"\nappendonly no\n"
+            f"daemonize no\nlogfile {tmp / 'redis.log'}\nprotected-mode yes\n"
+        )
+        self._log = tmp / "redis.log"
+        self.proc = subprocess.Popen([exe, str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(16).startswith(b"+PONG"):
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                self.stop()
+                raise AssertionError("redis-server did not start: " + (self._log.read_text() if self._log.exists() else ""))
+            time.sleep(0.05)
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except Exception:
+                self.proc.kill()
+                self.proc.wait()
+
+    def __enter__(self) -> RedisServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -38,6 +38,8 @@ class VoiceInfo:
     native_rate: int  # the model's own sample rate in Hz
     model: str  # key of the Engine that speaks it
     speaker: str = ""  # style vector name (Kokoro) or speaker id (multi-speaker Piper)
+    gender: str | None = None  # "female" or "male", when the voice's pack says
+    grade: str | None = None  # the pack's own published quality grade (A … F), when it has one
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -46,6 +48,8 @@ class VoiceInfo:
             "langs": list(self.langs),
             "engine": self.engine,
             "native_rate": self.native_rate,
+            "gender": self.gender,
+            "grade": self.grade,
         }
 
 

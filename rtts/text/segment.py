@@ -1,6 +1,7 @@
-"""Split a text unit into runs of one language each: en, zh, ja or ko.
+"""Split a text unit into runs of one language each: en, zh, ja, ko or a Latin-script language.
 
-Scripts decide: Latin letters are English, kana Japanese, Hangul Korean. Han
+Scripts decide: Latin letters are English (or the Latin-script language the request
+names: es, fr, it, pt-br, en-gb; scripts cannot tell those apart), kana Japanese, Hangul Korean. Han
 characters are Japanese in a sentence that has kana (or when the request says ``ja``),
 else Mandarin. Digits, punctuation and spaces belong to no script: they stay with
 the run before them, except that a run touching the next CJK run across a space
@@ -18,7 +19,9 @@ from typing import Final
 
 from .romaji import is_romaji
 
-LANGS: Final = ("en", "zh", "ja", "ko")
+# Languages written in Latin letters: which one a Latin run is comes from the request.
+LATIN: Final = ("en", "en-gb", "es", "fr", "it", "pt-br")
+LANGS: Final = ("zh", "ja", "ko", *LATIN)
 
 # Script of one character, or None for neutral ones (digits, punctuation, spaces, symbols).
 _KANA: Final = re.compile(r"[\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
@@ -71,12 +74,13 @@ def segment(text: str, hint: str | None = None, default: str = "en") -> list[Seg
     runs: list[tuple[str | None, str]] = []  # (lang or None for neutral, text)
     for sentence in _SENTENCE.findall(text):
         han = "ja" if hint == "ja" or (hint != "zh" and is_japanese(sentence)) else "zh"
-        by_script = {"latin": "en", "kana": "ja", "han": han, "hangul": "ko"}
+        latin = hint if hint in LATIN else "en"
+        by_script = {"latin": latin, "kana": "ja", "han": han, "hangul": "ko"}
         start = len(runs)
         for lang, chars in groupby(sentence, key=lambda ch: _lang_of(ch, by_script)):
             runs.append((lang, "".join(chars)))
         if han == "ja":  # "次は Shibuya です": a romanized Japanese name is read in Japanese
-            runs[start:] = [("ja", t) if lang == "en" and is_romaji(t) else (lang, t) for lang, t in runs[start:]]
+            runs[start:] = [("ja", t) if lang == latin and is_romaji(t) else (lang, t) for lang, t in runs[start:]]
     out: list[tuple[str, list[str]]] = []  # (lang, pieces)
     pending = ""  # neutral text waiting for a lang (only at the start)
     for i, (lang, chunk) in enumerate(runs):
@@ -116,12 +120,12 @@ def _share(neutral: str, prev: str, nxt: str | None) -> tuple[str, str]:
     """
     if nxt is None or nxt == prev:
         return neutral, ""
-    if prev == "en":
+    if prev in LATIN:
         cut = max(neutral.rfind(" "), neutral.rfind("\u3000"))
         if cut < 0:
             return neutral, ""
         return neutral[: cut + 1], neutral[cut + 1 :]
-    if nxt == "en":
+    if nxt in LATIN:
         cut = neutral.find(" ")
         if cut < 0:
             return neutral, ""

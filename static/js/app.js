@@ -87,20 +87,33 @@ els.token.addEventListener("change", () => {
 
 // ------------------------------------------------------------ voices
 
+// Optgroup titles for the language a voice was made for (the first of its langs).
+const LANGUAGE_NAMES = {
+  "en": "English (US)", "en-gb": "English (UK)", "zh": "Mandarin 中文", "ja": "Japanese 日本語",
+  "es": "Spanish Español", "fr": "French Français", "it": "Italian Italiano", "pt-br": "Portuguese (Brazil) Português",
+};
+
+function voiceLabel(v, ready) {
+  const about = [v.gender, v.grade && `grade ${v.grade}`].filter(Boolean).join(", ");
+  return `${v.name || v.id}${about ? ` (${about})` : ""}${v.id === ready.default_voice ? " — default" : ""}`;
+}
+
 function fillVoices(ready) {
   const current = client.settings.voice && ready.voices.some((v) => v.id === client.settings.voice)
     ? client.settings.voice : ready.default_voice;
   els.voice.replaceChildren();
+  // Grouped by the language each voice was made for, in the order the server lists them.
   const groups = new Map();
   for (const v of ready.voices) {
-    if (!groups.has(v.engine)) {
+    const lang = (v.langs && v.langs[0]) || "other";
+    if (!groups.has(lang)) {
       const g = document.createElement("optgroup");
-      g.label = v.engine;
-      groups.set(v.engine, g);
+      g.label = LANGUAGE_NAMES[lang] || lang;
+      g.dataset.lang = lang;
+      groups.set(lang, g);
       els.voice.append(g);
     }
-    const label = `${v.name || v.id}${v.id === ready.default_voice ? " (default)" : ""}`;
-    groups.get(v.engine).append(new Option(label, v.id, false, v.id === current));
+    groups.get(lang).append(new Option(voiceLabel(v, ready), v.id, false, v.id === current));
   }
   els.voice.disabled = false;
   client.configure({ voice: current });

@@ -42,6 +42,40 @@ export class RttsClient extends EventTarget {
     this.player.addEventListener("state", () => this._emit("audiostate", { state: this.audioState }));
     this.maxRecords = 200; // an unattended page must not grow without bound
     this.opus = { browser: false, server: null }; // can each side do Opus (null: not known yet)
+    this.channels = new Map(); // subscribed channel -> seq of the last announcement heard (null: none)
+  }
+
+  // Hear a channel's announcements (docs/protocol.md, "Channels"), on this connection and
+  // on every reconnection; the server says how many were missed in between (`missed`).
+  subscribe(channel) {
+    if (!this.channels.has(channel)) this.channels.set(channel, null);
+    if (this.conn.state === "ready") this._subscribe(channel);
+  }
+
+  unsubscribe(channel) {
+    this.channels.delete(channel);
+    this.conn.send({ type: "unsubscribe", channel });
+  }
+
+  _subscribe(channel) {
+    const msg = { type: "subscribe", channel };
+    const seq = this.channels.get(channel);
+    if (seq !== null && seq !== undefined) msg.after = seq;
+    this.conn.send(msg);
+  }
+
+  // An announcement begins: it becomes an utterance record like the page's own. A
+  // high-priority one has cut what this connection was playing: drop what is queued here.
+  _announcement(msg) {
+    if (msg.priority === "high") {
+      this._dropLocal();
+      this.player.flush();
+    }
+    const rec = this._record(msg.id, msg.text || "", "channel");
+    Object.assign(rec, { channel: msg.channel, priority: msg.priority || "normal" });
+    const seq = Number(String(msg.id).split("#").pop());
+    if (Number.isInteger(seq)) this.channels.set(msg.channel, Math.max(this.channels.get(msg.channel) ?? 0, seq));
+    return rec;
   }
 
   async start() {
@@ -182,8 +216,21 @@ export class RttsClient extends EventTarget {
         }
         this.player.open(msg.sample_rate).catch((err) => this._emit("error", { code: "audio", message: String(err) }));
         this._emit("ready", msg);
+        for (const channel of this.channels.keys()) this._subscribe(channel);
         break;
-      case "start":
+      case "subscribed":
+        if (this.channels.has(msg.channel) && this.channels.get(msg.channel) === null) {
+          this.channels.set(msg.channel, msg.seq); // count what is missed from here on
+        }
+        this._emit("subscribed", msg);
+        break;
+      case "start": {
+        const announced = !rec && msg.channel ? this._announcement(msg) : null;
+        if (announced) {
+          this._emit("announcement", announced);
+          this._onMessage(msg); // now as the start of a known utterance
+          break;
+        }
         if (rec) {
           Object.assign(rec, { started: true, voice: msg.voice, format: msg.format, rate: msg.sample_rate });
           if (msg.format === "opus") {
@@ -194,6 +241,7 @@ export class RttsClient extends EventTarget {
           this._emit("start", rec);
         }
         break;
+      }
       case "audio":
         if (rec) this._onAudio(rec, msg);
         break;
@@ -344,6 +392,7 @@ export class RttsClient extends EventTarget {
         ttfaMs: r.ttfaMs, firstSoundMs: r.firstSoundMs, serverTtfaMs: r.serverTtfaMs,
         reason: r.reason, stats: r.stats, error: r.error, stopMs: r.stopMs, format: r.format ?? null, bytes: r.bytes ?? 0,
         marks: r.marks.length, firstFrameAt: r.firstFrameAt, flushAt: r.flushAt, expectedWaitMs: r.expectedWaitMs,
+        channel: r.channel ?? null, priority: r.priority ?? null,
       };
     }
     const st = this.player.status;

@@ -7,11 +7,14 @@
 //   repeat=SECONDS    speak the URL queue again this long after it finishes (0: once)
 //   gap=MS            silence between announcements (default 800)
 //   title=TEXT        the heading in the corner
+//   channel=NAME      hear the announcements published to this channel (repeat for more);
+//                     subscribed again on every reconnection, with what was missed shown
 //
 // More announcements come from window.rtts.announce(text, {priority: "high"}) or a
 // same-origin postMessage({type: "rtts-announce", text, priority}). A high-priority
 // announcement interrupts a normal one (`speak` with `interrupt: true`); the interrupted
-// one is spoken again, from its start, afterwards.
+// one is spoken again, from its start, afterwards; so is one cut by a channel's
+// high-priority announcement.
 
 import { RttsClient } from "./client.js";
 
@@ -37,6 +40,7 @@ const client = new RttsClient({
 });
 
 const urlQueue = params.getAll("queue").map(parseItem).filter((item) => item.text);
+const channels = params.getAll("channel").map((c) => c.trim()).filter(Boolean);
 const queue = { high: [], normal: [] };
 let current = null; // {id, text, priority, attempts}
 let seq = 0;
@@ -140,6 +144,24 @@ client.addEventListener("end", (e) => {
 });
 client.addEventListener("ready", () => schedulePump(0));
 
+// A channel's announcement begins. The server queues this page's own announcements behind
+// it; a high-priority one has cut the one playing, which goes back to the front of the line.
+client.addEventListener("announcement", (e) => {
+  if (e.detail.priority === "high" && current) {
+    const cut = current;
+    cut.id = `k${++seq}`;
+    queue.normal.unshift(cut);
+    current = null;
+    schedulePump(0);
+  }
+  showCaption();
+  showQueue();
+});
+client.addEventListener("subscribed", (e) => {
+  const { channel, missed } = e.detail;
+  if (missed > 0) problem(`Missed ${missed} announcement${missed > 1 ? "s" : ""} on ${channel} while offline`);
+});
+
 // ------------------------------------------------------------ screen
 
 const caption = $("caption");
@@ -148,14 +170,16 @@ let lastCaption = "";
 
 function showCaption() {
   const cap = client.caption;
-  if (cap && current && cap.id === current.id) {
+  const local = Boolean(cap && current && cap.id === current.id);
+  const announced = cap ? client.utterances.get(cap.id) : null;
+  if (cap && (local || (announced && announced.channel))) {
     if (caption.textContent !== cap.text) {
       if (lastCaption && lastCaption !== cap.text) prev.textContent = lastCaption;
       caption.textContent = cap.text;
       lastCaption = cap.text;
     }
     caption.classList.remove("idle");
-    caption.classList.toggle("high", current.priority === "high");
+    caption.classList.toggle("high", (local ? current.priority : announced.priority) === "high");
   } else if (!current) {
     caption.textContent = "Waiting for announcements";
     caption.classList.add("idle");
@@ -204,6 +228,7 @@ client.addEventListener("ready", (e) => {
     voice = ready.voices.find((v) => v.id === ready.default_voice);
   }
   $("voice").textContent = voice ? `Voice: ${voice.name || voice.id}` : "";
+  $("channel").textContent = channels.length ? `Channel: ${channels.join(", ")}` : "";
 });
 client.addEventListener("error", (e) => {
   console.warn("rtts kiosk:", e.detail.code, e.detail.message);
@@ -249,5 +274,6 @@ client.kiosk = { queue, get current() { return current; } };
 window.rtts = client;
 
 for (const item of urlQueue) announce(item.text, item);
+for (const channel of channels) client.subscribe(channel);
 client.start();
 showConnection();

@@ -63,6 +63,7 @@ def test_token_in_subprotocol_skips_hello(guarded: ServerThread):
             "max_connections_per_ip": 2,
             "send_buffer_bytes": 262144,
             "send_stall_ms": 30000,
+            "channel_queue": 16,
         }
         ws.send(msgpack.packb({"type": "ping", "t": 1}))
         assert protocol.decode_server(ws.recv(10)) == protocol.Pong(1)

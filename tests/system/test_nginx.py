@@ -3,6 +3,7 @@ docs/deployment.md says, on loopback ports, from a config written to a temp dir.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import signal
@@ -11,6 +12,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -82,6 +84,35 @@ def readyz(port: int) -> tuple[int, dict]:
         return err.code, json.loads(err.read())
 
 
+@contextlib.contextmanager
+def nginx_in_front(tmp: Path, a: int, b: int) -> Iterator[str]:
+    """A real nginx on a free loopback port in front of rtts ports ``a`` and ``b``, configured
+    as docs/deployment.md says, from ``tmp``; yields its WebSocket URL."""
+    tmp.mkdir(exist_ok=True)
+    port = free_port()
+    conf = tmp / "nginx.conf"
+    conf.write_text(CONFIG.format(tmp=tmp, a=a, b=b, port=port))
+    nginx = subprocess.Popen([NGINX, "-p", str(tmp), "-c", str(conf)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and nginx.poll() is None, (tmp / "error.log").read_text()
+                time.sleep(0.1)
+        yield f"ws://127.0.0.1:{port}/ws"
+    finally:
+        nginx.send_signal(signal.SIGQUIT)
+        try:
+            nginx.wait(10)
+        except subprocess.TimeoutExpired:
+            nginx.kill()
+            nginx.wait()
+
+
 def speak_ok(c: Client, utt_id: str) -> None:
     c.send(type="speak", id=utt_id, text="Through the proxy.", voice=PIPER)
     msgs = c.utterance(utt_id)
@@ -90,26 +121,11 @@ def speak_ok(c: Client, utt_id: str) -> None:
 
 def test_two_instances_behind_nginx(tmp_path):
     args = ("--drain-grace", "2", "--shutdown-timeout", "8", "--trusted-proxies", "127.0.0.1", "--preload")
-    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir(), (tmp_path / "nginx").mkdir()
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
     with RttsProcess(tmp_path / "a", *args) as a, RttsProcess(tmp_path / "b", *args) as b:
         a.wait_listening(), b.wait_listening()
         a.wait_for("loaded piper"), b.wait_for("loaded piper")
-        port = free_port()
-        conf = tmp_path / "nginx" / "nginx.conf"
-        conf.write_text(CONFIG.format(tmp=tmp_path / "nginx", a=a.port, b=b.port, port=port))
-        nginx = subprocess.Popen([NGINX, "-p", str(tmp_path / "nginx"), "-c", str(conf)],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + 20
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    assert time.monotonic() < deadline and nginx.poll() is None, (tmp_path / "nginx/error.log").read_text()
-                    time.sleep(0.1)
-            url = f"ws://127.0.0.1:{port}/ws"
-
+        with nginx_in_front(tmp_path / "nginx", a.port, b.port) as url:
             # 1. least_conn spreads clients over both instances.
             clients = [Client(url) for _ in range(4)]
             for i, c in enumerate(clients):
@@ -154,11 +170,4 @@ def test_two_instances_behind_nginx(tmp_path):
             assert readyz(b.port)[1]["connections"] == 5
             for c in [*clients, newcomer]:
                 c.close()
-        finally:
-            nginx.send_signal(signal.SIGQUIT)
-            try:
-                nginx.wait(10)
-            except subprocess.TimeoutExpired:
-                nginx.kill()
-                nginx.wait()
     assert "Traceback" not in a.log + b.log

@@ -18,7 +18,7 @@ from tests.conftest import _CACHE
 pytestmark = pytest.mark.slow
 pytest.importorskip("zeroconf")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 INSIDE = r"""
 import asyncio, subprocess, sys
