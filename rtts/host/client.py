@@ -225,6 +225,7 @@ class Host:
                 pass_fds=(to_child_r, from_child_w),
                 stdin=subprocess.DEVNULL,
                 cwd=Path(__file__).resolve().parents[2],  # so a checkout's rtts is found too
+                env={**os.environ, **CHILD_MALLOC},
             )
         except OSError as exc:
             for fd in (to_child_r, to_child_w, from_child_r, from_child_w):
@@ -246,6 +247,14 @@ class Host:
         self._live.clear()
         if end is not None:
             end()
+
+
+# glibc raises its mmap threshold as large blocks are freed, so after one long unit the
+# next ones come from the heap, which is never given back: the inference process kept
+# 300-400 MB after a 5,000-character request (benchmarks/hostile.py). A fixed threshold
+# keeps blocks of 256 KiB and more in their own mappings, returned to the system when
+# ONNX Runtime's arena shrinks after a run (host/sessions.py).
+CHILD_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(256 * 1024), "MALLOC_TRIM_THRESHOLD_": str(1024 * 1024)}
 
 
 def _end_child(proc: subprocess.Popen, *pipes: Connection) -> None:

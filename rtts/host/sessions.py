@@ -171,6 +171,19 @@ class Sessions:
 
     def __init__(self) -> None:
         self._by_id: dict[int, Any] = {}
+        self._run_options: Any = None
+
+    def _options(self) -> Any:
+        """Run options that give the arena's memory back after every run: a long unit
+        (250 Han characters through Kokoro) grows the arena by hundreds of MB, and
+        without shrinkage the process keeps that until the idle unload. Measured with
+        benchmarks/hostile.py (docs/benchmarks.md, "Hostile messages")."""
+        if self._run_options is None and os.environ.get("RTTS_ORT_ARENA_SHRINK", "1") != "0":
+            import onnxruntime as ort
+
+            self._run_options = ort.RunOptions()
+            self._run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+        return self._run_options
 
     def load(self, sid: int, model: str | bytes, threads: int, name: str, cache_dir: str | None) -> None:
         source = model if isinstance(model, bytes) else Path(model)
@@ -180,7 +193,7 @@ class Sessions:
         return [i.name for i in self._by_id[sid].get_inputs()]
 
     def run(self, sid: int, names: list[str] | None, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        return self._by_id[sid].run(names, feeds)
+        return self._by_id[sid].run(names, feeds, self._options())
 
     def drop(self, sid: int) -> None:
         self._by_id.pop(sid, None)
