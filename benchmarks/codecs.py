@@ -146,7 +146,8 @@ def first_byte_ms(port: int, text: str, voice: str, fmt: str) -> float:
 
 async def measure(url: str, rounds: int) -> dict:
     texts = sentences()
-    r: dict = {"ws": {}, "http": {}, "ttfa": {"pcm16": [], "opus": []}, "server_ttfa": {"pcm16": [], "opus": []}}
+    r: dict = {"ws": {}, "http": {}, "ttfa": {"pcm16": [], "opus": []}, "server_ttfa": {"pcm16": [], "opus": []},
+               "ttfa_voice": []}
     pcm_speech: list[np.ndarray] = []
     for fmt, rate, frame_ms in WS_FORMATS:
         ws = await session(url, fmt, rate, frame_ms)
@@ -177,6 +178,7 @@ async def measure(url: str, rounds: int) -> dict:
                 u = await speak(ws, f"t{k}-{i}", text, voice)
                 r["ttfa"][fmt].append(u["first"] * 1000)
                 r["server_ttfa"][fmt].append(u["server_ttfa_ms"])
+            r["ttfa_voice"].append(voice)
     await pcm_ws.close()
     await opus_ws.close()
     port = int(url.rsplit(":", 1)[1].split("/")[0])
@@ -219,14 +221,13 @@ def report(r: dict, probes: list[float], command: str) -> str:
     lines.append(f"| decode one 20 ms frame, p50 / p95 | {c24['decode_p50']:.2f} / {c24['decode_p95']:.2f} ms "
                  f"| {c48['decode_p50']:.2f} / {c48['decode_p95']:.2f} ms |")
     p, o = r["ttfa"]["pcm16"], r["ttfa"]["opus"]
-    sp, so = r["server_ttfa"]["pcm16"], r["server_ttfa"]["opus"]
-    lines += [
-        "",
-        f"Time to first audio at 48 kHz over {len(p)} requests per format (Piper and Kokoro, interleaved): "
-        f"pcm16 p50 {statistics.median(p):.0f} ms (server {statistics.median(sp):.0f}), "
-        f"opus p50 {statistics.median(o):.0f} ms (server {statistics.median(so):.0f}); "
-        f"p50 of the paired differences {statistics.median([b - a for a, b in zip(p, o)]):+.1f} ms.",
-    ]
+    lines += ["", f"Time to first audio at 48 kHz, pcm16 and opus interleaved ({len(p)} pairs):", "",
+              "| voice | pairs | pcm16 p50 | opus p50 | paired difference p50 |", "|---|---|---|---|---|"]
+    for voice in VOICES:
+        idx = [i for i, v in enumerate(r["ttfa_voice"]) if v == voice]
+        vp, vo = [p[i] for i in idx], [o[i] for i in idx]
+        lines.append(f"| {voice} | {len(idx)} | {statistics.median(vp):.0f} ms | {statistics.median(vo):.0f} ms "
+                     f"| {statistics.median([b - a for a, b in zip(vp, vo)]):+.1f} ms |")
     return "\n".join(lines) + "\n"
 
 

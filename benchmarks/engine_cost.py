@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where the engines' time goes, and what they do about it (docs/benchmarks.md, issue 4).
 
-    python3 benchmarks/engine_cost.py [load] [silence] [cut] [float-convs] [spinning] [piper]
+    python3 benchmarks/engine_cost.py [load] [silence] [cut] [float-convs] [spinning] [piper] [static-convs]
 
 With no argument, every experiment runs (a few minutes on 2 cores). Each prints a
 table; times are the best of ``--runs`` runs, so a busy machine inflates them less.
@@ -15,6 +15,9 @@ table; times are the best of ``--runs`` runs, so a busy machine inflates them le
 * ``float-convs``: the 87 ConvInteger nodes rewritten as float Conv (weights
   dequantized once), against the int8 model: speed and file size.
 * ``spinning``: ONNX Runtime's intra-op threads allowed to spin, against not.
+* ``static-convs``: Kokoro's decoder as exported against the engine's, whose convolutions
+  ``kokoro_quant`` quantized statically: time per unit, alternating, and how far the
+  audio moved (largest sample difference, SNR).
 * ``piper``: the Piper engine as it runs (encoder cut before its flow, windows sized
   by the audio in hand) against the previous build's way (whole encoder, then windows
   of 10 frames doubling up to 128): time to the first chunk for a waiting listener,
@@ -39,6 +42,7 @@ from rtts.host import sessions as rort  # noqa: E402
 from rtts.engines.kokoro import KokoroEngine, _load_style  # noqa: E402
 from rtts.engines.trim import trim_silence  # noqa: E402
 from rtts.voices import VoiceRegistry  # noqa: E402
+from rtts.engines import kokoro_quant  # noqa: E402
 from kokoro_split import best  # noqa: E402  (the best of a few runs, as that experiment times)
 
 SENTENCE = "The quick brown fox jumps over the lazy dog near the river bank."
@@ -110,7 +114,9 @@ def float_convs(k: Kokoro, runs: int) -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "kokoro-float-convs.onnx"
-        onnx.save(_dequantize_convs(onnx.load(str(k.model))), str(path))
+        model = onnx.load(str(k.model))
+        kokoro_quant.float_convs(model)
+        onnx.save(model, str(path))
         rows = [("int8 (ConvInteger)", k.model), ("float Conv", path)]
         print("\n| model | file | RTF on each unit |\n|---|---|---|")
         for label, model in rows:
@@ -123,58 +129,75 @@ def float_convs(k: Kokoro, runs: int) -> None:
             print(f"| {label} | {model.stat().st_size / 2**20:.0f} MB | {', '.join(f'{r:.2f}' for r in rtfs)} |")
 
 
-def _dequantize_convs(model):  # type: ignore[no-untyped-def]
-    """ConvInteger(DynamicQuantize(x), w) [+ bias] -> Cast -> Mul(scale) becomes Conv(x, w·scale, bias)."""
-    from collections import defaultdict
+PUBLIC = Path(__file__).resolve().parents[2] / "shared" / "tools" / "sentences-public.json"
+# A native voice per language where a style file has one (models/kokoro-voices.npz), else the
+# built-in voice rtts routes that language to.
+QUALITY_VOICES = {"en": ("af_heart", "jf_alpha"), "zh": ("zf_xiaoxiao", "jm_kumo"), "ja": ("jf_alpha",)}
 
-    from onnx import helper
-    from onnx import numpy_helper as nh
 
-    graph = model.graph
-    inits = {i.name: i for i in graph.initializer}
-    producer = {o: n for n in graph.node for o in n.output}
-    consumers = defaultdict(list)
-    for node in graph.node:
-        for name in node.input:
-            consumers[name].append(node)
-    replace, drop, added = {}, set(), []
-    for conv in [n for n in graph.node if n.op_type == "ConvInteger"]:
-        x = producer[conv.input[0]].input[0]  # the float input of DynamicQuantizeLinear
-        chain, bias, node = [conv], None, consumers[conv.output[0]][0]
-        if node.op_type == "Add":  # the quantized bias: walk back to Div(bias, scale)
-            back = producer[next(i for i in node.input if i != conv.output[0])]
-            while back.op_type != "Div":
-                back = producer[back.input[0]]
-            bias = back.input[0]
-            chain.append(node)
-            node = consumers[node.output[0]][0]
-        chain.append(node)  # Cast
-        mul = consumers[node.output[0]][0]
-        chain.append(mul)
-        scale_node = producer[next(i for i in mul.input if i != node.output[0])]
-        w_scale = nh.to_array(inits[next(i for i in scale_node.input if i in inits)]).astype(np.float32)
-        w = nh.to_array(inits[conv.input[1]]).astype(np.float32)
-        zero = nh.to_array(inits[conv.input[3]]).astype(np.float32) if len(conv.input) > 3 and conv.input[3] else 0.0
-        added.append(nh.from_array(((w - zero) * w_scale).astype(np.float32), conv.input[1] + "_float"))
-        new = helper.make_node("Conv", [x, conv.input[1] + "_float", *([bias] if bias else [])], [mul.output[0]])
-        new.attribute.extend(conv.attribute)
-        replace[id(mul)] = new
-        drop.update(id(n) for n in chain)
-    nodes = [replace.get(id(n), n) for n in graph.node if id(n) in replace or id(n) not in drop]
-    outputs = {o.name for o in graph.output}
-    while True:  # drop what no longer feeds anything (the activations' quantization)
-        used = {i for n in nodes for i in n.input} | outputs
-        kept = [n for n in nodes if any(o in used for o in n.output)]
-        if len(kept) == len(nodes):
-            break
-        nodes = kept
-    del graph.node[:]
-    graph.node.extend(nodes)
-    used = {i for n in nodes for i in n.input}
-    initializers = [i for i in graph.initializer if i.name in used] + added
-    del graph.initializer[:]
-    graph.initializer.extend(initializers)
-    return model
+def static_convs(k: Kokoro, runs: int, wav_dir: Path | None = None) -> None:
+    """The decoder as exported (every convolution dynamically quantized) against the
+    engine's (kokoro_quant's convolutions static), on the same predictor output for the
+    public sentences in en, zh and ja, the two alternating so that a drifting host slows
+    both alike. With ``wav_dir``, writes both decoders' audio (trimmed as the engine
+    does) and ``exported.json`` / ``static.json`` for asr_score.py and dnsmos_score.py."""
+    import json
+
+    import onnx
+
+    from rtts.audio import wav_bytes
+    from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, cached_kokoro_cut, cut_kokoro, drop_pad_frames
+
+    predictor_path, decoder_path, meta = cached_kokoro_cut(k.model, k.cache_dir)
+    if "static_convs" not in meta:
+        raise SystemExit(f"the cut has no static convolutions: {meta.get('static_error')}")
+    _, exported, _ = cut_kokoro(onnx.load(str(k.model)), static=False)
+    predictor = rort.open_session(predictor_path, 2)
+    decoders = {"exported": rort.open_session(exported.SerializeToString(), 2), "static": rort.open_session(decoder_path, 2)}
+    styles = _load_style(k.engine._get_pack().voices)
+    extra = Path(__file__).resolve().parents[1] / "models" / "kokoro-voices.npz"
+    if extra.exists():
+        styles.update(_load_style(extra))
+    vocab = k.engine._get_vocab()
+    sentences = json.loads(PUBLIC.read_text())
+    items: dict[str, list[dict]] = {name: [] for name in decoders}
+    print("\n| lang | voice | sentences | audio | decoder as exported (RTF) | static convolutions (RTF) | ratio | max abs difference | SNR |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    totals = dict.fromkeys(decoders, 0.0)
+    for lang, choices in QUALITY_VOICES.items():
+        voice = next(v for v in choices if v in styles)
+        took = dict.fromkeys(decoders, 0.0)
+        seconds, worst, snrs = 0.0, 0.0, []
+        for n, text in enumerate(sentences[lang]):
+            tokens = [vocab[ch] for ch in k.engine.phonemize(text, voice, lang)]
+            style = styles[voice][len(tokens) - 1][np.newaxis, :]
+            feeds = {"tokens": np.array([[0, *tokens, 0]]), "style": style, "speed": np.array([1.0], np.float32)}
+            durations, features, f0, energy = predictor.run(None, feeds)
+            inputs = dict(zip([FEATURES, F0, ENERGY], drop_pad_frames(durations, features, f0, energy)), style=style)
+            out = {}
+            for _ in range(runs):
+                for name, session in decoders.items():
+                    t, out[name] = best(lambda s=session: s.run(None, inputs)[0].ravel(), 1)
+                    took[name] += t / runs
+            a, b = out["exported"], out["static"]
+            seconds += a.size / RATE
+            worst = max(worst, float(np.abs(a - b).max()))
+            snrs.append(10 * np.log10(np.sum(a.astype(np.float64) ** 2) / np.sum((a - b).astype(np.float64) ** 2)))
+            if wav_dir is not None:
+                wav_dir.mkdir(parents=True, exist_ok=True)
+                for name, audio in out.items():
+                    wav = wav_dir / f"{name}-{lang}-{n}.wav"
+                    wav.write_bytes(wav_bytes(trim_silence(np.clip(audio, -1, 1), RATE), RATE))
+                    items[name].append({"lang": lang, "text": text, "wav": str(wav)})
+        ta, tb = took["exported"], took["static"]
+        totals["exported"] += ta
+        totals["static"] += tb
+        print(f"| {lang} | {voice} | {len(sentences[lang])} | {seconds:.1f} s | {ta:.2f} s ({ta / seconds:.3f}) | "
+              f"{tb:.2f} s ({tb / seconds:.3f}) | {tb / ta:.2f} | {worst:.3f} | {np.mean(snrs):.1f} dB |")
+    print(f"| all | | | | {totals['exported']:.2f} s | {totals['static']:.2f} s | {totals['static'] / totals['exported']:.2f} | | |")
+    if wav_dir is not None:
+        for name, listed in items.items():
+            (wav_dir / f"{name}.json").write_text(json.dumps(listed, ensure_ascii=False, indent=1))
 
 
 def spinning(k: Kokoro, runs: int) -> None:
@@ -249,6 +272,7 @@ def piper(k: Kokoro, runs: int) -> None:
 
 EXPERIMENTS = {
     "load": load, "silence": silence, "cut": cut, "float-convs": float_convs, "spinning": spinning, "piper": piper,
+    "static-convs": static_convs,
 }
 
 
@@ -256,6 +280,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("experiments", nargs="*", metavar="EXPERIMENT", help=", ".join(EXPERIMENTS))
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--wav-dir", type=Path, help="static-convs: keep both decoders' audio here for the scorers")
     args = parser.parse_args()
     unknown = set(args.experiments) - set(EXPERIMENTS)
     if unknown:
@@ -265,7 +290,8 @@ def main() -> int:
     k = Kokoro(cache_dir)
     print(f"units: {UNITS}")
     for name in args.experiments or EXPERIMENTS:
-        EXPERIMENTS[name](k, args.runs)
+        extra = {"wav_dir": args.wav_dir} if name == "static-convs" else {}
+        EXPERIMENTS[name](k, args.runs, **extra)
     return 0
 
 

@@ -559,6 +559,9 @@ def main() -> int:
     parser.add_argument("--no-peers", dest="peers", action="store_false")
     parser.add_argument("--no-write", dest="write", action="store_false", help="do not touch docs/benchmarks.md")
     parser.add_argument("--quick", action="store_true", help="smoke run: 3 repeats, levels 1,2,4, 1 peer repeat")
+    parser.add_argument("--english-voices", dest="models_dir", type=Path, metavar="DIR", nargs="?",
+                        const=Path(), help="then compare the English voices (benchmarks/english_voices.py), "
+                                           "optionally serving from the models directory DIR")
     args = parser.parse_args()
     if args.quick:
         args.repeats, args.levels, args.peer_repeats = 3, [1, 2, 4], 1
@@ -573,6 +576,11 @@ def main() -> int:
     if args.write:
         write_doc(section)
         print(f"written to {DOC.relative_to(ROOT)}")
+    if args.models_dir is not None:  # Hibari, Piper joe and Kokoro af_heart side by side, after the above
+        import english_voices
+
+        models_dir = args.models_dir if args.models_dir != Path() else None
+        english_voices.run(models_dir, args.server_arg, args.write, command, args.repeats)
     return 0
 
 

@@ -1,13 +1,14 @@
-"""A client that is not a WebSocket (a Wyoming connection, an HTTP request) driving a
-``Session`` the way a WebSocket connection does.
+"""A client of another protocol (Wyoming) driving a ``Session`` the way a WebSocket
+connection does, for as long as its own connection lasts.
 
 Same session, same inference thread, same scheduling, limits and admission: the
 runner is a ``Connection`` (the one driver every client kind uses) that hands the
-session protocol messages made in this process (no encoding), and sends what the client should get through an ``Outbox`` (so a
-client that does not read gets backpressure, then is dropped after ``send_stall``).
-A protocol adapter supplies ``encode``, which turns session messages into its own
-wire bytes (a Wyoming ``audio-chunk``, a piece of an mp3 body), and a sink to write
-them to. It counts as a client for the idle unload for as long as it is open.
+session protocol messages made in this process (no encoding), and sends what the
+client should get through an ``Outbox`` to a sink (so a client that does not read gets
+backpressure, then is dropped after ``send_stall``). The adapter supplies ``encode``,
+which turns session messages into its own wire bytes (a Wyoming ``audio-chunk``). It
+counts as a client for the idle unload while it is open. (One text spoken for one HTTP
+response is ``speech_stream.SpeechStream``.)
 
 Requests go in as protocol messages (``Hello``, ``Speak``, ``Append``, ``Flush``) and
 each utterance's ``End`` comes back as a future; an ``error`` about it raises

@@ -353,11 +353,13 @@ class Session:
         publish_token = self._config.publish_token
         if publish_token is None or not access.token_ok(msg.token, publish_token):
             raise ProtocolError(
-                ErrorCode.FORBIDDEN, "publishing needs the server's publish token (--publish-token) in publish.token"
+                ErrorCode.FORBIDDEN,
+                "publishing needs the server's publish token (--publish-token): publish.token, "
+                "or Authorization: Bearer over HTTP",
             )
         self._check_length(len(msg.text), None)
         text = markup.render(msg.text)
-        if not text.strip():
+        if not _says_something(text):
             raise ProtocolError(ErrorCode.BAD_MESSAGE, "text has nothing to speak")
         voice = self._voice(msg.voice or self._catalog.default_voice, None)
         lang = _spoken_lang(msg.lang, None) if msg.lang is not None else None
@@ -416,12 +418,11 @@ class Session:
     # ------------------------------------------------------------ utterances
 
     def _defaults(self, voice: str | None, lang: str | None, speed: float | None) -> tuple[str, str | None, float]:
-        """A request's voice, language and speed, or this connection's (``hello``)."""
-        # ``voice: ""`` names no voice (refused as unknown), it does not mean the default.
+        """A request's voice, language and speed, or this connection's (``hello``); "" names no voice."""
         return (
             voice if voice is not None else self.voice,
             lang if lang is not None else self.lang,
-            speed or self.speed,
+            speed if speed is not None else self.speed,
         )
 
     def _new_utterance(self, utt_id: str, text: str, voice: str, lang: str | None, speed: float) -> Utterance:

@@ -52,19 +52,25 @@ class Cut:
     folder: str
     halves: tuple[str, str]
     uses: tuple[str, ...] = ()  # other modules whose code takes part in the cut
+    data: tuple[Path, ...] = ()  # files the cut reads (a calibration table)
+    packages: tuple[str, ...] = ("onnx",)  # whose versions take part
 
     def recipe(self) -> str:
-        """What makes this cut: the source of the modules that do it, and the onnx version."""
+        """What makes this cut: the source of the modules that do it, the files they read
+        and the versions of the packages they use."""
         digest = hashlib.sha256()
         for module in (self.module, __name__, *self.uses):
             spec = importlib.util.find_spec(module)
             if spec is None or spec.origin is None:
                 raise OSError(f"cannot find the source of {module}")
             digest.update(Path(spec.origin).read_bytes())
-        try:
-            digest.update(importlib.metadata.version("onnx").encode())
-        except importlib.metadata.PackageNotFoundError:
-            pass  # the cut itself will say so
+        for path in self.data:
+            digest.update(path.read_bytes())
+        for package in self.packages:
+            try:
+                digest.update(importlib.metadata.version(package).encode())
+            except importlib.metadata.PackageNotFoundError:
+                pass  # the cut itself will say so
         return digest.hexdigest()[:12]
 
     def files(self, model: Path, cache_dir: Path) -> tuple[Path, Path, Path]:

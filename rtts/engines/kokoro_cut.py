@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rtts.engines.graph_cut import Cut, write_cut
+from rtts.engines.kokoro_quant import RANGES
 
 if TYPE_CHECKING:
     import onnx
@@ -42,15 +43,26 @@ ENERGY = "/encoder/Reshape_1_output_0"  # 1 x 2·frames
 # clipped; trim_silence then keeps its own short pad.
 KEEP_PAD_FRAMES = 3
 
-CUT = Cut("rtts.engines.kokoro_cut", "kokoro-cut", ("predictor", "decoder"))
+CUT = Cut(
+    "rtts.engines.kokoro_cut",
+    "kokoro-cut",
+    ("predictor", "decoder"),
+    uses=("rtts.engines.kokoro_quant",),
+    data=(RANGES,),
+    packages=("onnx", "onnxruntime"),  # onnxruntime's quantizer makes the static convolutions
+)
 
 
 class CutError(ValueError):
     """The graph is not the Kokoro v1.0 export this cut was made for."""
 
 
-def cut_kokoro(model: onnx.ModelProto) -> tuple[onnx.ModelProto, onnx.ModelProto, dict]:
+def cut_kokoro(model: onnx.ModelProto, static: bool = True) -> tuple[onnx.ModelProto, onnx.ModelProto, dict]:
+    """Predictor and decoder of ``model``; with ``static``, the decoder's convolutions
+    statically quantized where ``kokoro_quant`` says so."""
     import onnx
+
+    from rtts.engines.kokoro_quant import static_convs
     from onnx import helper
 
     graph = model.graph
@@ -68,7 +80,13 @@ def cut_kokoro(model: onnx.ModelProto) -> tuple[onnx.ModelProto, onnx.ModelProto
     decoder = extractor.extract_model([FEATURES, F0, ENERGY, "style"], [graph.output[0].name])
     if {i.name for i in decoder.graph.input} != {FEATURES, F0, ENERGY, "style"}:
         raise CutError("the decoder would need more than the predictor's outputs and the style")
-    return predictor, decoder, {"outputs": [DURATIONS, FEATURES, F0, ENERGY]}
+    meta: dict = {"outputs": [DURATIONS, FEATURES, F0, ENERGY]}
+    if static:
+        try:
+            decoder, meta["static_convs"] = static_convs(decoder)
+        except Exception as exc:  # an onnxruntime without the quantizer's cache; the ranges unreadable
+            meta["static_error"] = f"{type(exc).__name__}: {exc}"  # the decoder as exported runs
+    return predictor, decoder, meta
 
 
 def cached_kokoro_cut(model: Path, cache_dir: Path) -> tuple[Path, Path, dict]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -71,3 +72,8 @@ if __name__ == "__main__":
         Connection(int(sys.argv[2]), readable=False),
         json.loads(sys.argv[3]) if len(sys.argv) > 3 else {},
     )
+    # Nothing here needs an orderly teardown, and freeing the front ends' dictionaries
+    # object by object (Hibari's lexicons: 106 MB) made the exit take 1.5 s instead of
+    # 0.3 s on a busy box, which idle unload and shutdown wait for.
+    sys.stderr.flush()
+    os._exit(0)

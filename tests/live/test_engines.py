@@ -21,7 +21,8 @@ from rtts.host.client import Host
 from rtts.host.sessions import optimized_path
 from rtts.engines.base import Engine, EngineError, VoiceInfo
 from rtts.engines.kokoro import MAX_TOKENS, KokoroEngine, KokoroPack, StyleFile, assemble_model
-from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, cached_kokoro_cut, drop_pad_frames
+from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, cached_kokoro_cut, cut_kokoro, drop_pad_frames
+from rtts.engines.kokoro_quant import STATIC
 from rtts.engines.piper import PiperConfig, PiperEngine
 from rtts.engines.trim import trim_silence
 from rtts.g2p import split_phonemes
@@ -40,6 +41,7 @@ BUILTINS = [
     "kokoro/jm_kumo",
     *(f"kokoro/{name}" for name in SHIPPED),
     PIPER,
+    "hibari/heart",
 ]
 SENTENCE = "The quick brown fox jumps over the lazy dog."
 
@@ -83,14 +85,14 @@ def speak(registry: VoiceRegistry, voice_id: str, text: str, speed: float = 1.0)
 
 def test_builtin_voices_come_first(registry: VoiceRegistry) -> None:
     assert list(registry.voices)[: len(BUILTINS)] == BUILTINS
-    assert registry.default_voice == DEFAULT_VOICE == PIPER
+    assert registry.default_voice == DEFAULT_VOICE == "hibari/heart"
     assert registry.get(PIPER).native_rate == 22050
     assert registry.get(KOKORO).native_rate == 24000
     # Made for Japanese, speaks every language Kokoro reads here.
     assert registry.get(KOKORO).langs == ("ja", "en", "en-gb", "zh", "es", "fr", "it", "pt-br")
     assert registry.get("kokoro/zm_yunxi").langs[0] == "zh" and registry.get("kokoro/zm_yunxi").gender == "male"
     assert registry.get(KOKORO).as_dict()["engine"] == "kokoro"
-    assert set(registry.engines) == {"kokoro", PIPER}
+    assert set(registry.engines) == {"kokoro", PIPER, "hibari"}
 
 
 def test_discovery_loads_nothing(tmp_path: Path) -> None:
@@ -415,10 +417,14 @@ def test_pad_frames_are_dropped_but_a_few() -> None:
 def test_kokoro_cut_reproduces_the_whole_model_and_drops_its_edge_silence(kokoro: KokoroEngine) -> None:
     kokoro.load()
     assert kokoro._decoder is not None, "the built-in model should be cut"
-    predictor_path, decoder_path, _ = cached_kokoro_cut(kokoro.model_path(), kokoro._cache_dir)  # type: ignore[arg-type]
+    import onnx
+
+    predictor_path, _, _ = cached_kokoro_cut(kokoro.model_path(), kokoro._cache_dir)  # type: ignore[arg-type]
     host = Host()
     whole = host.open(kokoro.model_path(), 2)
-    predictor, decoder = host.open(predictor_path, 2), host.open(decoder_path, 2)
+    # The decoder as exported (the engine's has static convolutions: next test).
+    _, exported, _ = cut_kokoro(onnx.load(str(kokoro.model_path())), static=False)
+    predictor, decoder = host.open(predictor_path, 2), host.open(exported.SerializeToString(), 2)
     voice = VoiceInfo("kokoro/jf_alpha", "jf_alpha", ("en",), "kokoro", 24000, "kokoro", "jf_alpha")
     tokens = [kokoro._get_vocab()[ch] for ch in kokoro.phonemize("Your table is ready.", voice, "en")]
     style = kokoro._style("jf_alpha")[len(tokens) - 1][np.newaxis, :]
@@ -433,3 +439,32 @@ def test_kokoro_cut_reproduces_the_whole_model_and_drops_its_edge_silence(kokoro
     spoken = np.concatenate(list(kokoro.synthesize("Your table is ready.", voice, "en", 1.0)))
     reference = trim_silence(np.clip(uncut.ravel(), -1, 1), 24000)
     assert abs(spoken.size - reference.size) < 0.15 * 24000
+
+
+@pytest.mark.slow
+def test_kokoro_decoder_has_static_convolutions_and_says_the_same(kokoro: KokoroEngine) -> None:
+    """The cut's decoder runs the convolutions kokoro_quant names statically quantized;
+    its audio follows the exported decoder's (not exactly: 8-bit outputs over calibrated
+    ranges; what that costs listeners is measured in docs/benchmarks.md)."""
+    import onnx
+
+    model = kokoro.model_path()
+    predictor_path, decoder_path, meta = cached_kokoro_cut(model, kokoro._cache_dir)  # type: ignore[arg-type]
+    assert "static_error" not in meta
+    assert len(meta["static_convs"]) == 40 and all(STATIC.search(name) for name in meta["static_convs"])
+    ops = {node.op_type for node in onnx.load(str(decoder_path)).graph.node}
+    assert {"QuantizeLinear", "DequantizeLinear", "ConvInteger"} <= ops  # the rest stay dynamic
+    _, exported, _ = cut_kokoro(onnx.load(str(model)), static=False)
+    host = Host()
+    predictor, static, dynamic = host.open(predictor_path, 2), host.open(decoder_path, 2), host.open(exported.SerializeToString(), 2)
+    voice = VoiceInfo("kokoro/jf_alpha", "jf_alpha", ("en",), "kokoro", 24000, "kokoro", "jf_alpha")
+    tokens = [kokoro._get_vocab()[ch] for ch in kokoro.phonemize("The quick brown fox jumps over the lazy dog.", voice, "en")]
+    style = kokoro._style("jf_alpha")[len(tokens) - 1][np.newaxis, :]
+    feeds = {"tokens": np.array([[0, *tokens, 0]], dtype=np.int64), "style": style, "speed": np.array([1.0], np.float32)}
+    durations, features, f0, energy = predictor.run(None, feeds)
+    inputs = dict(zip([FEATURES, F0, ENERGY], drop_pad_frames(durations, features, f0, energy)), style=style)
+    a, b = static.run(None, inputs)[0].ravel(), dynamic.run(None, inputs)[0].ravel()
+    assert a.shape == b.shape
+    snr = 10 * np.log10(np.sum(b.astype(np.float64) ** 2) / np.sum((a - b).astype(np.float64) ** 2))
+    # Quantizing the F0 convolution too (the pitch) gave ~0 dB; these convolutions ~12-15 dB.
+    assert snr > 8, snr

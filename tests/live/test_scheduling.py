@@ -156,7 +156,7 @@ def test_refusal_recovers_on_an_idle_server(tmp_path: Path) -> None:
     """Issue 13, bug 4: with --admission refuse, a voice whose estimate said "late" was refused
     forever, even on an idle server: the estimates only move when a job runs, and a refused
     utterance runs nothing."""
-    config = make_config(tmp_path, admission="refuse", admission_max_wait=0.5)
+    config = make_config(tmp_path, admission="refuse", admission_max_wait=0.5, default_voice=PIPER)
     with ServerThread(config) as srv, Client(srv.url) as c:
         c.recv()
         _until_loaded(srv, PIPER)  # the default voice loads when a client connects

@@ -216,6 +216,19 @@ def test_page_speaks_and_the_worklet_receives_the_samples(server: ServerThread, 
     shoot(phone, "index-phone.png", full_page=True)
 
 
+def test_page_lists_hibari_and_speaks_with_it(server: ServerThread, new_page) -> None:  # type: ignore[no-untyped-def]
+    page = new_page()
+    page.goto(server.http + "/")
+    wait_ready(page)
+    assert "Hibari" in page.locator('#voice option[value="hibari/heart"]').inner_text()
+    page.select_option("#voice", "hibari/heart")
+    utt = speak_from_page(page, "Hibari speaks in the browser too. The 7:45 bus leaves from stop 12.")
+    rec = wait_played_out(page, utt)
+    assert rec["reason"] == "done" and rec["stats"]["audio_ms"] > 2000
+    assert rec["received"] >= 0.95 * rec["sent"] and rec["played"] >= 0.95 * rec["sent"]
+    assert "hibari/heart" in server.service.loaded_voices()
+
+
 def test_stop_silences_within_100_ms_and_the_server_cancels(server: ServerThread, new_page) -> None:  # type: ignore[no-untyped-def]
     page = new_page()
     page.goto(server.http + "/")

@@ -1,0 +1,393 @@
+"""Hibari "heart" (the ``hibari-tts`` package) as an engine.
+
+Hibari is a small ONNX network distilled from Kokoro-82M's af_heart: phoneme ids in,
+five spectra per 12.5 ms frame (and an F0 curve) out, which ``hibari.dsp`` turns into
+24 kHz audio (a pulse train from F0 filtered by the predicted spectra, shaped noise and
+a free-phase part, then an overlap-add inverse STFT, n_fft 1200, hop 300).
+
+``hibari.dsp.synth`` does that for a whole unit at once. ``Windows`` runs the same
+steps over windows of frames so the first audio of a unit leaves after one window:
+the pulse train is made once per unit (``dsp.pulses``: its phase is then continuous
+across windows by construction, and it costs ~0.3 ms per second of audio), and each
+window takes its STFT frames from that train, adds its own noise and overlap-adds
+into the tail the window before left. Output equals the one-shot ``dsp.synth`` to
+float32 rounding when both draw the same noise (tests/test_hibari.py measures it).
+
+Where it runs: the model, like every model, in the inference process, with Hibari's
+G2P (106 MB of lexicons) and its DSP (which imports scipy.fft, 28 MB), through this
+module's ``host_ops``, so that an idle unload, which ends that process, gives their
+memory back. The server keeps only the vocabulary and a unit's window plan.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import logging
+import math
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, VoiceInfo
+from rtts.engines.trim import trim_silence
+from rtts.g2p.split import split_phonemes
+from rtts.host.client import Host
+from rtts.text.lexicon import split_phonemes as split_lexicon
+from rtts.text.normalize_en import normalize_en
+
+__all__ = ["HIBARI", "HibariEngine", "HibariWork", "Windows", "window_sizes"]
+
+logger = logging.getLogger(__name__)
+
+SAMPLE_RATE = 24000
+VOICE = "heart"  # the one voice inside the package; the others are downloaded, out of reach here
+# Hibari's own limit per model run (hibari.tts.MAX_PHONEMES): longer units are cut at a break.
+MAX_PHONEMES = 400
+# Frames per window (12.5 ms each). A unit starts with ~0.3 s of silence (the model's
+# pads), so the first window reaches past it to the first sound; later windows are
+# larger (fewer numpy calls per second of audio), and the last one takes the ~0.45 s
+# of trailing silence whole so that it can be trimmed in one piece.
+FIRST_WINDOW = 40
+LATER_WINDOW = 64
+LAST_WINDOW = 48
+
+# noise(start, stop) -> complex64 [601, stop - start]: the noise of those frames.
+Noise = Callable[[int, int], np.ndarray]
+
+
+def window_sizes(frames: int, first: int) -> list[int]:
+    """Window sizes for a unit of ``frames``: ``first``, then LATER_WINDOW, the last one
+    stretched to hold at least LAST_WINDOW frames."""
+    sizes: list[int] = []
+    done, count = 0, first
+    while done < frames:
+        if frames - (done + count) < LAST_WINDOW:
+            count = frames - done
+        sizes.append(count)
+        done += count
+        count = LATER_WINDOW
+    return sizes
+
+
+def rng_noise(rng: np.random.Generator, bins: int) -> Noise:
+    """Fresh complex Gaussian noise for each window, as ``dsp.synth`` draws for a whole unit."""
+
+    def noise(start: int, stop: int) -> np.ndarray:
+        return rng.standard_normal((bins, 2 * (stop - start)), dtype=np.float32).view(np.complex64)
+
+    return noise
+
+
+class Windows:
+    """``hibari.dsp.synth`` over windows of frames: ``take(n)`` returns the audio that
+    is final once ``n`` more frames are done (two frames later than their own: an output
+    hop overlaps the next two frames' windows); the last call returns the tail."""
+
+    def __init__(self, outputs: list[np.ndarray], noise: Noise) -> None:
+        from hibari import dsp  # the inference process only: it brings scipy.fft
+
+        self._dsp = dsp
+        self._lh, self._th, self._ln, self._lr, self._phi, f0 = outputs
+        self.frames = self._lh.shape[1]
+        self._noise = noise
+        half = dsp.N_FFT // 2
+        # The whole unit's pulse train, padded as torch.stft(center=True) pads it.
+        self._source = np.pad(dsp.pulses(f0), half, mode="reflect")
+        self._norm = dsp._ola_norm(self.frames)  # tapered at both ends of the unit
+        self._overlap = dsp.N_FFT // dsp.HOP - 1  # hops a frame reaches past its own
+        self._acc = np.zeros((self._overlap, dsp.HOP), np.float32)  # the OLA tail
+        self._done = 0  # frames synthesized
+        self._out = 0  # OLA hops handed out (the first two are the centring pad)
+
+    @property
+    def finished(self) -> bool:
+        return self._done >= self.frames
+
+    def take(self, count: int) -> np.ndarray:
+        dsp, a = self._dsp, self._done
+        b = min(self.frames, a + count)
+        hop, n_fft = dsp.HOP, dsp.N_FFT
+        src = np.lib.stride_tricks.sliding_window_view(self._source[a * hop : (b - 1) * hop + n_fft], n_fft)
+        spec = np.ascontiguousarray(dsp.rfft(src[::hop] * dsp.WIN_SRC, 1).T)  # [bins, b - a]
+        rot = np.empty(spec.shape, np.complex64)
+        c = np.tanh(self._th[:, a:b])
+        c *= np.pi
+        np.cos(c, out=rot.real)
+        np.sin(c, out=rot.imag)
+        rot *= dsp.ex(self._lh[:, a:b])
+        spec *= rot
+        z = self._noise(a, b)
+        z *= dsp.ex(self._ln[:, a:b])
+        spec += z
+        np.cos(self._phi[:, a:b], out=rot.real)
+        np.sin(self._phi[:, a:b], out=rot.imag)
+        rot *= dsp.ex(self._lr[:, a:b])
+        spec += rot
+        frames = dsp.irfft(spec.T, n_fft, 1)
+        frames *= dsp.WIN
+        frames = frames.reshape(b - a, self._overlap + 1, hop)
+        acc = np.zeros((b - a + self._overlap, hop), np.float32)
+        acc[: self._overlap] = self._acc
+        for k in range(self._overlap + 1):
+            acc[k : k + b - a] += frames[:, k]
+        self._done = b
+        # Hops [a, b) are complete now; the last unit's hops past b only at the end.
+        ready = b - a + (self._overlap if self.finished else 0)
+        self._acc = acc[b - a :].copy()
+        hops = acc[:ready] * self._norm[a : a + ready]
+        first = max(0, 2 - a)  # the centring pad: dsp.ola drops n_fft/2 samples
+        last = min(ready, self.frames + 2 - a)  # and keeps frames * hop samples
+        return hops[first:last].reshape(-1)
+
+
+
+# ---------------------------------------------------------------- in the inference process
+
+_LOAD, _G2P, _START, _TAKE, _CLOSE, _UNLOAD = (
+    "hibari.load", "hibari.g2p", "hibari.start", "hibari.take", "hibari.close", "hibari.unload"
+)
+# Units whose DSP state the inference process keeps at most: one per job in flight; a
+# unit whose generator was dropped without being closed is forgotten beyond this.
+_MAX_UNITS = 256
+# (model path, threads, cache dir or None): what the inference process loads the model
+# from, sent with every unit so that a restarted process loads it again by itself.
+Spec = tuple[str, int, "str | None"]
+
+
+class HibariWork:
+    """Hibari's model, G2P and the windows of the units in flight, in the inference
+    process (one object per process, made by its first request: see ``host/child.py``).
+
+    The model runs here, not through a ``RemoteSession``, because its outputs (five
+    spectra, 2.4 MB per second of audio) would otherwise cross the pipe twice: on a busy
+    2-core box a transfer that size waits for the other process again and again (tens of
+    ms), while a window of audio (40 frames, 48 kB) fits in one write. Every request
+    carries the model's ``Spec``, so a restarted process loads it again by itself."""
+
+    def __init__(self) -> None:
+        self.session: Any = None
+        self.g2p: Callable[[str], str] | None = None
+        self.rng = np.random.default_rng()
+        self.units: OrderedDict[int, Windows] = OrderedDict()
+
+    def load(self, spec: Spec) -> None:
+        """Open the model and load the G2P's lexicons (0.6 s)."""
+        if self.session is None:
+            from rtts.host.sessions import open_session
+
+            model, threads, cache_dir = spec
+            cache = None if cache_dir is None else Path(cache_dir)
+            self.session = open_session(Path(model), threads, "hibari", cache)
+        if self.g2p is None:
+            from hibari.g2p import G2P
+
+            self.g2p = G2P()
+
+    def unload(self) -> None:
+        self.session = self.g2p = None
+        self.units.clear()
+
+    def phonemes(self, spec: Spec, texts: list[str]) -> list[str]:
+        """Hibari's normalizer and G2P over each text."""
+        self.load(spec)
+        g2p = self.g2p
+        if g2p is None:
+            raise EngineError("Hibari's G2P did not load")
+        return [g2p(text) for text in texts]
+
+    def start(self, spec: Spec, unit: int, ids: list[int], speed: float) -> int:
+        """Run the model over a unit's phoneme ids and keep its outputs for ``take``;
+        returns the unit's frames."""
+        self.load(spec)
+        feeds = {"ids": np.asarray([ids], np.int64), "speed": np.asarray([speed], np.float32)}
+        outputs = [np.asarray(o[0]) for o in self.session.run(None, feeds)]
+        self.units[unit] = Windows(outputs, rng_noise(self.rng, outputs[0].shape[0]))
+        while len(self.units) > _MAX_UNITS:
+            self.units.popitem(last=False)
+        return int(outputs[0].shape[1])
+
+    def take(self, unit: int, count: int) -> np.ndarray:
+        """The audio of the unit's next ``count`` frames (its last window ends it)."""
+        windows = self.units.get(unit)
+        if windows is None:
+            raise EngineError(f"Hibari unit {unit} is not in the inference process (it restarted)")
+        audio = windows.take(count)
+        if windows.finished:
+            del self.units[unit]
+        return audio
+
+    def close(self, unit: int) -> None:
+        self.units.pop(unit, None)
+
+
+# ---------------------------------------------------------------- in the server
+
+
+class HibariEngine:
+    """The "heart" voice. Text goes through rtts's English normalizer, then Hibari's own
+    normalizer and G2P (``benchmarks/hibari_text.py``: WER 0.051 against 0.066 for
+    Hibari's front end alone on 42 sentences); lexicon phonemes (misaki's alphabet, as
+    Kokoro's) pass as written. Each unit runs the model once, then its DSP in windows,
+    all in the inference process; the server plans the windows and trims the silence."""
+
+    key = "hibari"
+    sample_rate = SAMPLE_RATE
+
+    def __init__(
+        self, model: Path, threads: int, cache_dir: Path | None = None, host: Host | None = None
+    ) -> None:
+        self.model = model  # hibari/assets/hibari.onnx, its vocabulary beside it
+        self._spec: Spec = (str(model), threads, None if cache_dir is None else str(cache_dir))
+        self._host = host or Host(HibariKind.host_ops)
+        self._vocab: dict[str, int] = {}
+        self._units = itertools.count()
+
+    @property
+    def loaded(self) -> bool:
+        return bool(self._vocab)
+
+    def load(self) -> None:
+        if self._vocab:
+            return
+        try:
+            vocab = json.loads((self.model.parent / "vocab.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise EngineError(f"cannot read Hibari's vocabulary: {exc}") from exc
+        self._host.call(_LOAD, self._spec)
+        self._vocab = vocab
+
+    def unload(self) -> None:
+        if not self._vocab:
+            return
+        self._vocab = {}
+        if self._host.running:  # else Hibari is gone with the process (and none is started for this)
+            try:
+                self._host.call(_UNLOAD)
+            except EngineError:
+                pass
+        self._host.release()
+
+    def phonemize(self, text: str) -> str:
+        """Hibari's phonemes for ``text``, symbols its model does not know dropped."""
+        self.load()
+        pieces = list(split_lexicon(text))
+        texts = [normalize_en(piece) for is_phonemes, piece in pieces if not is_phonemes]
+        said = iter(self._host.call(_G2P, self._spec, texts) if texts else [])
+        spoken = (piece if is_phonemes else next(said) for is_phonemes, piece in pieces)
+        phonemes = " ".join(p.strip() for p in spoken if p.strip())
+        return "".join(ch for ch in phonemes if ch in self._vocab)
+
+    def synthesize(
+        self, text: str, voice: VoiceInfo, lang: str, speed: float, lead_s: float = 0.0
+    ) -> Iterator[np.ndarray]:
+        """See ``Engine.synthesize``. A listener who already holds a second of audio gets
+        larger windows (fewer, cheaper per second); one who waits, the first sound early."""
+        if not (math.isfinite(speed) and speed > 0):
+            raise ValueError(f"speed must be a positive number, not {speed!r}")
+        if lang != "en":
+            raise ValueError(f"Hibari speaks en only, not {lang!r}")
+        phonemes = self.phonemize(text)
+        return self._generate(phonemes, speed, FIRST_WINDOW if lead_s < 1.0 else LATER_WINDOW)
+
+    def _generate(self, phonemes: str, speed: float, first: int) -> Iterator[np.ndarray]:
+        for piece in split_phonemes(phonemes, MAX_PHONEMES):
+            vocab = self._vocab
+            if not vocab:
+                raise EngineError("Hibari was unloaded during synthesis")
+            yield from self._unit([0, *(vocab[ch] for ch in piece), 0], speed, first)
+
+    def _unit(self, ids: list[int], speed: float, first: int) -> Iterator[np.ndarray]:
+        unit = next(self._units)
+        sizes = window_sizes(self._host.call(_START, self._spec, unit, ids, speed), first)
+        started = finished = False
+        try:
+            for n, count in enumerate(sizes):
+                audio = self._host.call(_TAKE, unit, count)
+                finished = n == len(sizes) - 1
+                # The model's pads are silence: cut it before the first sound and after the
+                # last (a silent pause between words is kept as it is).
+                if not started or finished:
+                    audio = trim_silence(audio, SAMPLE_RATE, start=not started, end=finished)
+                if audio.size:
+                    started = True
+                    yield np.clip(audio, -1.0, 1.0)
+        finally:
+            if not finished:  # stopped inside the unit: the inference process forgets it
+                try:
+                    self._host.call(_CLOSE, unit)
+                except EngineError:
+                    pass  # it is gone with its process
+
+
+_VOICE = VoiceInfo(
+    id=f"hibari/{VOICE}",
+    name="Hibari heart (American English, female)",
+    langs=("en",),
+    engine="hibari",
+    native_rate=SAMPLE_RATE,
+    model=HibariEngine.key,
+    speaker=VOICE,
+    gender="female",  # hibari's voices.json
+)
+
+
+class _Scan:
+    """The voice inside the installed ``hibari-tts`` package; no files of the models directory."""
+
+    def __init__(self) -> None:
+        self.model: Path | None = None
+
+    def builtin(self, add: AddVoice) -> None:
+        spec = importlib.util.find_spec("hibari")  # finds the package without importing it
+        if spec is None or not spec.submodule_search_locations:
+            logger.warning("built-in Hibari voice unavailable: hibari-tts is not installed")
+            return
+        model = Path(next(iter(spec.submodule_search_locations))) / "assets" / "hibari.onnx"
+        if not model.is_file():
+            logger.warning("built-in Hibari voice unavailable: %s is missing", model)
+            return
+        if add(_VOICE, model):
+            self.model = model
+
+    def file(self, path: Path, add: AddVoice) -> bool:
+        return False
+
+    def engines(self, context: EngineContext, old: Mapping[str, Engine]) -> dict[str, Engine]:
+        if self.model is None:
+            return {}
+        engine = old.get(HibariEngine.key)
+        if not isinstance(engine, HibariEngine) or engine.model != self.model:
+            engine = HibariEngine(self.model, context.threads, context.cache_dir, context.host)
+        return {HibariEngine.key: engine}
+
+
+class HibariKind:
+    name = "hibari"
+    # From benchmarks/english_voices.py (docs/benchmarks.md): model and DSP together at
+    # about 1/40 of real time on this box; a unit's model runs whole before its first window.
+    costs = Costs(rtf=0.025, load_s=1.0, first_s_per_char=0.0005)
+    streams_in_unit = True  # the DSP runs in windows, and can stop or yield after each
+    first_unit_chars = 40
+    lang_voices: tuple[tuple[str, str], ...] = ()
+    host_ops: Mapping[str, str] = {
+        _LOAD: f"{__name__}:HibariWork.load",
+        _UNLOAD: f"{__name__}:HibariWork.unload",
+        _G2P: f"{__name__}:HibariWork.phonemes",
+        _START: f"{__name__}:HibariWork.start",
+        _TAKE: f"{__name__}:HibariWork.take",
+        _CLOSE: f"{__name__}:HibariWork.close",
+    }
+
+    def scanner(self) -> _Scan:
+        return _Scan()
+
+    def warm_up(self, host: Host) -> None:
+        pass  # loading the model loads the G2P's lexicons too
+
+
+HIBARI = HibariKind()
