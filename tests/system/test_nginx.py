@@ -120,7 +120,8 @@ def speak_ok(c: Client, utt_id: str) -> None:
 
 
 def test_two_instances_behind_nginx(tmp_path):
-    args = ("--drain-grace", "2", "--shutdown-timeout", "8", "--trusted-proxies", "127.0.0.1", "--preload")
+    args = ("--drain-grace", "2", "--shutdown-timeout", "8", "--trusted-proxies", "127.0.0.1", "--preload",
+            "--default-voice", "piper/en_US-joe-medium")
     (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
     with RttsProcess(tmp_path / "a", *args) as a, RttsProcess(tmp_path / "b", *args) as b:
         a.wait_listening(), b.wait_listening()

@@ -146,7 +146,7 @@ def test_ready_watchdog_stopping_datagrams(tmp_path, abstract):
     fake = NotifySocket(tmp_path, abstract)
     env = {"NOTIFY_SOCKET": fake.env, "WATCHDOG_USEC": "1000000"}
     try:
-        with RttsProcess(tmp_path, "--preload", env=env) as proc:
+        with RttsProcess(tmp_path, "--preload", "--default-voice", "piper/en_US-joe-medium", env=env) as proc:
             t_ready, ready = fake.wait("READY", timeout=120)
             proc.wait_listening()
             assert f"ws://127.0.0.1:{proc.port}/ws" in ready and "STATUS=serving" in ready
