@@ -85,7 +85,11 @@ class Outbox:
                     await sink.close(*item)
                     return
                 try:
-                    await asyncio.wait_for(sink.send(item), self.stall_s)
+                    # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a
+                    # cancellation that lands as the send completes, and the sender then
+                    # blocks forever on a reader that is gone (an HTTP body closed early).
+                    async with asyncio.timeout(self.stall_s):
+                        await sink.send(item)
                 except TimeoutError:
                     raise Stalled(f"accepted no data for {self.stall_s:g} s") from None
                 self.bytes -= len(item)
