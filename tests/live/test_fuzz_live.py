@@ -263,7 +263,9 @@ def test_the_server_is_unharmed(live: ServerThread):
     well_behaved(live)
     good = live.good  # type: ignore[attr-defined]
     good.stop()
-    assert not good.failures and good.done >= 10, (good.done, good.failures)
+    # How many it finished depends on how long the fuzzing took (a quiet machine: a few
+    # seconds); what matters is that it was served throughout and nothing failed.
+    assert not good.failures and good.done >= 3, (good.done, good.failures)
     deadline = time.monotonic() + 10
     while (live.server.connections or live.service.worker.queue_depth) and time.monotonic() < deadline:  # type: ignore[union-attr]
         time.sleep(0.05)
