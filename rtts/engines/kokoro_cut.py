@@ -46,6 +46,7 @@ CUT = Cut(
     "rtts.engines.kokoro_cut",
     "kokoro-cut",
     ("predictor", "decoder"),
+    uses=("rtts.engines.conv_gemm",),
     packages=("onnx",),
 )
 
@@ -54,9 +55,13 @@ class CutError(ValueError):
     """The graph is not the Kokoro v1.0 export this cut was made for."""
 
 
-def cut_kokoro(model: onnx.ModelProto, static: bool = False) -> tuple[onnx.ModelProto, onnx.ModelProto, dict]:
+def cut_kokoro(
+    model: onnx.ModelProto, static: bool = False, gemm: bool = True
+) -> tuple[onnx.ModelProto, onnx.ModelProto, dict]:
     """Predictor and decoder of ``model``; with ``static``, the decoder's convolutions
-    statically quantized where ``kokoro_quant`` says so.
+    statically quantized where ``kokoro_quant`` says so; with ``gemm``, the (other)
+    quantized convolutions of both as integer matrix products (``conv_gemm``: the same
+    integers, about twice as fast).
 
     ``static`` is off in the engine: it saved ~20 % of the decoder's time but failed the
     quality guard of issue 14 (English public sentences WER 0.037 -> 0.137, Mandarin P.808
@@ -64,6 +69,7 @@ def cut_kokoro(model: onnx.ModelProto, static: bool = False) -> tuple[onnx.Model
     static-convs`` measures it (docs/benchmarks.md)."""
     import onnx
 
+    from rtts.engines.conv_gemm import gemm_convs
     from rtts.engines.kokoro_quant import static_convs
     from onnx import helper
 
@@ -88,6 +94,8 @@ def cut_kokoro(model: onnx.ModelProto, static: bool = False) -> tuple[onnx.Model
             decoder, meta["static_convs"] = static_convs(decoder)
         except Exception as exc:  # an onnxruntime without the quantizer's cache; the ranges unreadable
             meta["static_error"] = f"{type(exc).__name__}: {exc}"  # the decoder as exported runs
+    if gemm:
+        meta["gemm_convs"] = len(gemm_convs(predictor)) + len(gemm_convs(decoder))
     return predictor, decoder, meta
 
 

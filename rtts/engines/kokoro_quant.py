@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import re
 import tempfile
-from collections import defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from rtts.engines.conv_gemm import QuantizedConv, rewrite
 
 if TYPE_CHECKING:
     import onnx
@@ -105,53 +106,20 @@ def float_convs(model: onnx.ModelProto, wanted: Callable[[str], bool] = lambda n
     named like the ConvInteger without its ``_quant`` suffix (weights dequantized once;
     the same values the int8 graph multiplies by). Returns the new nodes' names.
     """
-    from onnx import helper
-    from onnx import numpy_helper as nh
+    names: list[str] = []
 
-    graph = model.graph
-    inits = {i.name: i for i in graph.initializer}
-    producer = {o: n for n in graph.node for o in n.output}
-    consumers: dict[str, list] = defaultdict(list)
-    for node in graph.node:
-        for name in node.input:
-            consumers[name].append(node)
-    replace, drop, added, names = {}, set(), [], []
-    for conv in [n for n in graph.node if n.op_type == "ConvInteger" and wanted(n.name)]:
-        x = producer[conv.input[0]].input[0]  # the float input of DynamicQuantizeLinear
-        chain, bias, node = [conv], None, consumers[conv.output[0]][0]
-        if node.op_type == "Add":  # the quantized bias: walk back to Div(bias, scale)
-            back = producer[next(i for i in node.input if i != conv.output[0])]
-            while back.op_type != "Div":
-                back = producer[back.input[0]]
-            bias = back.input[0]
-            chain.append(node)
-            node = consumers[node.output[0]][0]
-        chain.append(node)  # Cast
-        mul = consumers[node.output[0]][0]
-        chain.append(mul)
-        scale_node = producer[next(i for i in mul.input if i != node.output[0])]
-        w_scale = nh.to_array(inits[next(i for i in scale_node.input if i in inits)]).astype(np.float32)
-        w = nh.to_array(inits[conv.input[1]]).astype(np.float32)
-        zero = nh.to_array(inits[conv.input[3]]).astype(np.float32) if len(conv.input) > 3 and conv.input[3] else 0.0
-        name = conv.name.removesuffix("_quant")
-        added.append(nh.from_array(((w - zero) * w_scale).astype(np.float32), name + "/W"))
-        new = helper.make_node("Conv", [x, name + "/W", *([bias] if bias else [])], [mul.output[0]], name=name)
-        new.attribute.extend(conv.attribute)
-        replace[id(mul)] = new
-        drop.update(id(n) for n in chain)
+    def build(qc: QuantizedConv) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]] | None:
+        from onnx import helper
+        from onnx import numpy_helper as nh
+
+        if not wanted(qc.conv.name):
+            return None
+        name = qc.conv.name.removesuffix("_quant")
+        weights = nh.from_array(((qc.weights.astype(np.float32) - qc.zero) * qc.w_scale).astype(np.float32), name + "/W")
+        conv = helper.make_node("Conv", [qc.x, weights.name, *([qc.bias] if qc.bias else [])], [qc.output], name=name)
+        conv.attribute.extend(qc.conv.attribute)
         names.append(name)
-    nodes = [replace.get(id(n), n) for n in graph.node if id(n) in replace or id(n) not in drop]
-    outputs = {o.name for o in graph.output}
-    while True:  # drop what no longer feeds anything (the activations' quantization)
-        used = {i for n in nodes for i in n.input} | outputs
-        kept = [n for n in nodes if any(o in used for o in n.output)]
-        if len(kept) == len(nodes):
-            break
-        nodes = kept
-    del graph.node[:]
-    graph.node.extend(nodes)
-    used = {i for n in nodes for i in n.input}
-    initializers = [i for i in graph.initializer if i.name in used] + added
-    del graph.initializer[:]
-    graph.initializer.extend(initializers)
+        return [conv], [weights]
+
+    rewrite(model, build)
     return names
