@@ -99,7 +99,7 @@ def main() -> int:
         styles = _load_style(engine._get_pack().voices)
         for path in args.styles or ([default_styles] if default_styles.exists() else []):
             styles.update(_load_style(path))
-        predictor, decoder, _ = cut_kokoro(onnx.load(str(engine.model_path())), static=False, gemm=False)
+        predictor, decoder, _ = cut_kokoro(onnx.load(str(engine.model_path())), static=False, as_exported=True)
         predictor_path = Path(tmp) / "predictor.onnx"
         onnx.save(predictor, str(predictor_path))
         names = calibrate(decoder, decoder_feeds(engine, predictor_path, styles), args.out)

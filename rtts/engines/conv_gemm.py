@@ -68,7 +68,7 @@ def quantized_convs(graph: onnx.GraphProto, nodes: list[onnx.NodeProto]) -> Iter
     producer = {o: n for n in nodes for o in n.output}
     consumers: dict[str, list[onnx.NodeProto]] = defaultdict(list)
     for node in nodes:
-        for name in node.input:
+        for name in dict.fromkeys(node.input):  # once per node, even if it takes a tensor twice
             consumers[name].append(node)
     for conv in [n for n in nodes if n.op_type == "ConvInteger"]:
         quantize = producer[conv.input[0]]

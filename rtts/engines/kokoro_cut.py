@@ -46,7 +46,7 @@ CUT = Cut(
     "rtts.engines.kokoro_cut",
     "kokoro-cut",
     ("predictor", "decoder"),
-    uses=("rtts.engines.conv_gemm",),
+    uses=("rtts.engines.conv_gemm", "rtts.engines.instance_norm"),
     packages=("onnx",),
 )
 
@@ -56,12 +56,13 @@ class CutError(ValueError):
 
 
 def cut_kokoro(
-    model: onnx.ModelProto, static: bool = False, gemm: bool = True
+    model: onnx.ModelProto, static: bool = False, as_exported: bool = False
 ) -> tuple[onnx.ModelProto, onnx.ModelProto, dict]:
     """Predictor and decoder of ``model``; with ``static``, the decoder's convolutions
-    statically quantized where ``kokoro_quant`` says so; with ``gemm``, the (other)
-    quantized convolutions of both as integer matrix products (``conv_gemm``: the same
-    integers, about twice as fast).
+    statically quantized where ``kokoro_quant`` says so. Unless ``as_exported``, the
+    (other) quantized convolutions of both run as integer matrix products (``conv_gemm``:
+    the same integers, about twice as fast) and their spelled-out instance
+    normalizations as one kernel each (``instance_norm``).
 
     ``static`` is off in the engine: it saved ~20 % of the decoder's time but failed the
     quality guard of issue 14 (English public sentences WER 0.037 -> 0.137, Mandarin P.808
@@ -70,6 +71,7 @@ def cut_kokoro(
     import onnx
 
     from rtts.engines.conv_gemm import gemm_convs
+    from rtts.engines.instance_norm import fuse_instance_norms
     from rtts.engines.kokoro_quant import static_convs
     from onnx import helper
 
@@ -94,8 +96,9 @@ def cut_kokoro(
             decoder, meta["static_convs"] = static_convs(decoder)
         except Exception as exc:  # an onnxruntime without the quantizer's cache; the ranges unreadable
             meta["static_error"] = f"{type(exc).__name__}: {exc}"  # the decoder as exported runs
-    if gemm:
+    if not as_exported:
         meta["gemm_convs"] = len(gemm_convs(predictor)) + len(gemm_convs(decoder))
+        meta["instance_norms"] = fuse_instance_norms(predictor) + fuse_instance_norms(decoder)
     return predictor, decoder, meta
 
 

@@ -421,7 +421,7 @@ def test_kokoro_cut_reproduces_the_whole_model_and_drops_its_edge_silence(kokoro
 
     # The cut alone (without conv_gemm, whose float rounding differs: see the next test)
     # gives exactly the whole model's audio.
-    predictor_half, decoder_half, _ = cut_kokoro(onnx.load(str(kokoro.model_path())), gemm=False)
+    predictor_half, decoder_half, _ = cut_kokoro(onnx.load(str(kokoro.model_path())), as_exported=True)
     host = Host()
     whole = host.open(kokoro.model_path(), 2)
     predictor = host.open(predictor_half.SerializeToString(), 2)
@@ -443,9 +443,10 @@ def test_kokoro_cut_reproduces_the_whole_model_and_drops_its_edge_silence(kokoro
 
 
 @pytest.mark.slow
-def test_kokoro_convolutions_as_integer_products_keep_the_exports_precision(kokoro: KokoroEngine) -> None:
-    """The engine's cut runs every convolution as an integer matrix product (conv_gemm):
-    the export's own integers, but its float steps rounded in another order, and a dynamic
+def test_kokoro_rewritten_graph_keeps_the_exports_precision(kokoro: KokoroEngine) -> None:
+    """The engine's cut runs every convolution as an integer matrix product (conv_gemm)
+    and each instance normalization as one kernel (instance_norm): the export's own
+    integers, but its float steps rounded in another order, and a dynamic
     quantization that lands on the other side of a rounding boundary changes every later
     layer a little, so the audio is not the export's sample for sample (about 20 dB
     apart). What must hold is that it is as close to the model's real-valued form (float
@@ -456,8 +457,8 @@ def test_kokoro_convolutions_as_integer_products_keep_the_exports_precision(koko
 
     model = onnx.load(str(kokoro.model_path()))
     predictor_path, decoder_path, meta = cached_kokoro_cut(kokoro.model_path(), kokoro._cache_dir)  # type: ignore[arg-type]
-    assert meta["gemm_convs"] == 87  # every convolution of both halves
-    _, exported, _ = cut_kokoro(model, gemm=False)
+    assert meta["gemm_convs"] == 87 and meta["instance_norms"] == 64  # every one, in both halves
+    _, exported, _ = cut_kokoro(model, as_exported=True)
     real = onnx.ModelProto()
     real.CopyFrom(exported)
     float_convs(real)
