@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where the engines' time goes, and what they do about it (docs/benchmarks.md, issue 4).
 
-    python3 benchmarks/engine_cost.py [load] [silence] [cut] [float-convs] [spinning] [piper] [static-convs]
+    python3 benchmarks/engine_cost.py [load] [silence] [cut] [float-convs] [spinning] [piper] [static-convs] [graph]
 
 With no argument, every experiment runs (a few minutes on 2 cores). Each prints a
 table; times are the best of ``--runs`` runs, so a busy machine inflates them less.
@@ -15,9 +15,13 @@ table; times are the best of ``--runs`` runs, so a busy machine inflates them le
 * ``float-convs``: the 87 ConvInteger nodes rewritten as float Conv (weights
   dequantized once), against the int8 model: speed and file size.
 * ``spinning``: ONNX Runtime's intra-op threads allowed to spin, against not.
-* ``static-convs``: Kokoro's decoder as exported against the engine's, whose convolutions
-  ``kokoro_quant`` quantized statically: time per unit, alternating, and how far the
-  audio moved (largest sample difference, SNR).
+* ``graph``: Kokoro's cut as exported against the engine's (convolutions as integer
+  matrix products, ``conv_gemm``; instance normalizations fused, ``instance_norm``):
+  time of each half per sentence, alternating, and how far the audio moved (largest
+  sample difference, SNR); ``--wav-dir`` keeps the audio for the scorers. RTF: the
+  compute over the audio once trimmed as the engine trims it.
+* ``static-convs``: the engine's decoder against one whose convolutions ``kokoro_quant``
+  quantized statically (off in the engine), the same way.
 * ``piper``: the Piper engine as it runs (encoder cut before its flow, windows sized
   by the audio in hand) against the previous build's way (whole encoder, then windows
   of 10 frames doubling up to 128): time to the first chunk for a waiting listener,
@@ -130,71 +134,120 @@ def float_convs(k: Kokoro, runs: int) -> None:
 
 
 PUBLIC = Path(__file__).resolve().parents[2] / "shared" / "tools" / "sentences-public.json"
+OWN = Path(__file__).resolve().parent / "sentences"
 # A native voice per language where a style file has one (models/kokoro-voices.npz), else the
 # built-in voice rtts routes that language to.
-QUALITY_VOICES = {"en": ("af_heart", "jf_alpha"), "zh": ("zf_xiaoxiao", "jm_kumo"), "ja": ("jf_alpha",)}
+QUALITY_VOICES = {
+    "en": ("af_heart", "jf_alpha"), "zh": ("zf_xiaoxiao", "jm_kumo"), "ja": ("jf_alpha",),
+    "es": ("ef_dora", "jf_alpha"), "fr": ("ff_siwis", "jf_alpha"),
+}
 
 
-def static_convs(k: Kokoro, runs: int, wav_dir: Path | None = None) -> None:
-    """The decoder as exported (every convolution dynamically quantized) against the
-    one with kokoro_quant's convolutions static (off in the engine), on the same predictor output for the
-    public sentences in en, zh and ja, the two alternating so that a drifting host slows
-    both alike. With ``wav_dir``, writes both decoders' audio (trimmed as the engine
-    does) and ``exported.json`` / ``static.json`` for asr_score.py and dnsmos_score.py."""
-    import json
-
+def graph(k: Kokoro, runs: int, wav_dir: Path | None = None, own: bool = False) -> None:
+    """Kokoro's cut as exported against the engine's (convolutions as integer matrix
+    products, instance normalizations fused: conv_gemm, instance_norm), each half of each
+    graph on its own inputs, on the public sentences in en, zh, ja, es, fr (and with
+    ``own``, benchmarks/sentences too), the two alternating."""
     import onnx
 
-    from rtts.audio import wav_bytes
-    from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, cached_kokoro_cut, cut_kokoro, drop_pad_frames
+    from rtts.engines.kokoro_cut import cached_kokoro_cut, cut_kokoro
+
+    predictor_path, decoder_path, _ = cached_kokoro_cut(k.model, k.cache_dir)
+    predictor, decoder, _ = cut_kokoro(onnx.load(str(k.model)), as_exported=True)
+    graphs = {
+        "exported": (rort.open_session(predictor.SerializeToString(), 2), rort.open_session(decoder.SerializeToString(), 2)),
+        "engine": (rort.open_session(predictor_path, 2), rort.open_session(decoder_path, 2)),
+    }
+    _compare(k, runs, wav_dir, graphs, own)
+
+
+def static_convs(k: Kokoro, runs: int, wav_dir: Path | None = None, own: bool = False) -> None:
+    """The engine's decoder against the one with kokoro_quant's convolutions static
+    (off in the engine), on the same predictor output, as ``graph`` compares."""
+    import onnx
+
+    from rtts.engines.kokoro_cut import cached_kokoro_cut, cut_kokoro
 
     predictor_path, decoder_path, _ = cached_kokoro_cut(k.model, k.cache_dir)
     _, static, meta = cut_kokoro(onnx.load(str(k.model)), static=True)
     if "static_convs" not in meta:
         raise SystemExit(f"no static convolutions: {meta.get('static_error')}")
     predictor = rort.open_session(predictor_path, 2)
-    decoders = {"exported": rort.open_session(decoder_path, 2), "static": rort.open_session(static.SerializeToString(), 2)}
+    graphs = {
+        "engine": (predictor, rort.open_session(decoder_path, 2)),
+        "static": (predictor, rort.open_session(static.SerializeToString(), 2)),
+    }
+    _compare(k, runs, wav_dir, graphs, own)
+
+
+def _compare(k: Kokoro, runs: int, wav_dir: Path | None, graphs: dict, own: bool) -> None:
+    """Time two (predictor, decoder) pairs on the same sentences, alternating so that a
+    drifting host slows both alike; print how far the audio moved (largest sample
+    difference, SNR). With ``wav_dir``, write each one's audio (trimmed as the engine
+    does) and NAME.json for asr_score.py and dnsmos_score.py."""
+    import json
+
+    from rtts.audio import wav_bytes
+    from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, drop_pad_frames
+
+    first, second = graphs
     styles = _load_style(k.engine._get_pack().voices)
     extra = Path(__file__).resolve().parents[1] / "models" / "kokoro-voices.npz"
     if extra.exists():
         styles.update(_load_style(extra))
     vocab = k.engine._get_vocab()
-    sentences = json.loads(PUBLIC.read_text())
-    items: dict[str, list[dict]] = {name: [] for name in decoders}
-    print("\n| lang | voice | sentences | audio | decoder as exported (RTF) | static convolutions (RTF) | ratio | max abs difference | SNR |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    totals = dict.fromkeys(decoders, 0.0)
-    for lang, choices in QUALITY_VOICES.items():
-        voice = next(v for v in choices if v in styles)
-        took = dict.fromkeys(decoders, 0.0)
-        seconds, worst, snrs = 0.0, 0.0, []
-        for n, text in enumerate(sentences[lang]):
-            tokens = [vocab[ch] for ch in k.engine.phonemize(text, voice, lang)]
-            style = styles[voice][len(tokens) - 1][np.newaxis, :]
-            feeds = {"tokens": np.array([[0, *tokens, 0]]), "style": style, "speed": np.array([1.0], np.float32)}
-            durations, features, f0, energy = predictor.run(None, feeds)
-            inputs = dict(zip([FEATURES, F0, ENERGY], drop_pad_frames(durations, features, f0, energy)), style=style)
-            out = {}
-            for _ in range(runs):
-                for name, session in decoders.items():
-                    t, out[name] = best(lambda s=session: s.run(None, inputs)[0].ravel(), 1)
-                    took[name] += t / runs
-            a, b = out["exported"], out["static"]
-            seconds += a.size / RATE
-            worst = max(worst, float(np.abs(a - b).max()))
-            snrs.append(10 * np.log10(np.sum(a.astype(np.float64) ** 2) / np.sum((a - b).astype(np.float64) ** 2)))
-            if wav_dir is not None:
-                wav_dir.mkdir(parents=True, exist_ok=True)
-                for name, audio in out.items():
-                    wav = wav_dir / f"{name}-{lang}-{n}.wav"
-                    wav.write_bytes(wav_bytes(trim_silence(np.clip(audio, -1, 1), RATE), RATE))
-                    items[name].append({"lang": lang, "text": text, "wav": str(wav)})
-        ta, tb = took["exported"], took["static"]
-        totals["exported"] += ta
-        totals["static"] += tb
-        print(f"| {lang} | {voice} | {len(sentences[lang])} | {seconds:.1f} s | {ta:.2f} s ({ta / seconds:.3f}) | "
-              f"{tb:.2f} s ({tb / seconds:.3f}) | {tb / ta:.2f} | {worst:.3f} | {np.mean(snrs):.1f} dB |")
-    print(f"| all | | | | {totals['exported']:.2f} s | {totals['static']:.2f} s | {totals['static'] / totals['exported']:.2f} | | |")
+    sets = [("public", json.loads(PUBLIC.read_text()))]
+    if own:
+        sets += [(path.stem, json.loads(path.read_text())) for path in sorted(OWN.glob("*.json")) if path.stem != "mixed"]
+    items: dict[str, list[dict]] = {name: [] for name in graphs}
+    print(f"\n| sentences | lang | voice | n | audio | {first}: predictor, decoder (RTF) | {second}: predictor, decoder (RTF) "
+          "| decoder ratio | max abs difference | SNR |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    totals = {name: [0.0, 0.0] for name in graphs}
+    seconds_all = 0.0
+    for set_name, sentences in sets:
+        for lang, choices in QUALITY_VOICES.items():
+            if lang not in sentences:
+                continue
+            voice = next(v for v in choices if v in styles)
+            took = {name: [0.0, 0.0] for name in graphs}
+            seconds, worst, snrs = 0.0, 0.0, []
+            for n, sentence in enumerate(sentences[lang]):
+                text = sentence["text"] if isinstance(sentence, dict) else sentence  # en-numbers.json: with a reference
+                tokens = [vocab[ch] for ch in k.engine.phonemize(text, voice, lang)]
+                style = styles[voice][min(len(tokens), 510) - 1][np.newaxis, :]
+                feeds = {"tokens": np.array([[0, *tokens, 0]]), "style": style, "speed": np.array([1.0], np.float32)}
+                out = {}
+                for _ in range(runs):
+                    for name, (predictor, decoder) in graphs.items():
+                        tp, halves = best(lambda p=predictor: p.run(None, feeds), 1)
+                        inputs = dict(zip([FEATURES, F0, ENERGY], drop_pad_frames(*halves)), style=style)  # type: ignore[misc]
+                        td, out[name] = best(lambda d=decoder, i=inputs: d.run(None, i)[0].ravel(), 1)
+                        took[name][0] += tp / runs
+                        took[name][1] += td / runs
+                a, b = out[first], out[second]
+                seconds += trim_silence(np.clip(a, -1, 1), RATE).size / RATE  # what a listener gets
+                if a.size == b.size:  # a predictor that moved a duration changes the length
+                    worst = max(worst, float(np.abs(a - b).max()))
+                    snrs.append(10 * np.log10(np.sum(a.astype(np.float64) ** 2) / np.sum((a - b).astype(np.float64) ** 2)))
+                if wav_dir is not None:
+                    wav_dir.mkdir(parents=True, exist_ok=True)
+                    for name, audio in out.items():
+                        wav = wav_dir / f"{name}-{set_name}-{lang}-{n}.wav"
+                        wav.write_bytes(wav_bytes(trim_silence(np.clip(audio, -1, 1), RATE), RATE))
+                        items[name].append({"lang": lang, "text": sentence.get("ref", text) if isinstance(sentence, dict) else text,
+                                            "wav": str(wav), "set": set_name})
+            cells = []
+            for name in graphs:
+                totals[name][0] += took[name][0]
+                totals[name][1] += took[name][1]
+                cells.append(f"{took[name][0]:.2f} s, {took[name][1]:.2f} s ({sum(took[name]) / seconds:.3f})")
+            seconds_all += seconds
+            same = f"{worst:.3f} | {np.mean(snrs):.1f} dB ({len(snrs)} of {len(sentences[lang])} same length)" if snrs else "– | –"
+            print(f"| {set_name} | {lang} | {voice} | {len(sentences[lang])} | {seconds:.1f} s | {cells[0]} | {cells[1]} | "
+                  f"{took[second][1] / took[first][1]:.2f} | {same} |")
+    cells = [f"{totals[n][0]:.2f} s, {totals[n][1]:.2f} s ({sum(totals[n]) / seconds_all:.3f})" for n in graphs]
+    print(f"| all | | | | {seconds_all:.1f} s | {cells[0]} | {cells[1]} | {totals[second][1] / totals[first][1]:.2f} | | |")
     if wav_dir is not None:
         for name, listed in items.items():
             (wav_dir / f"{name}.json").write_text(json.dumps(listed, ensure_ascii=False, indent=1))
@@ -272,7 +325,7 @@ def piper(k: Kokoro, runs: int) -> None:
 
 EXPERIMENTS = {
     "load": load, "silence": silence, "cut": cut, "float-convs": float_convs, "spinning": spinning, "piper": piper,
-    "static-convs": static_convs,
+    "static-convs": static_convs, "graph": graph,
 }
 
 
@@ -280,7 +333,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("experiments", nargs="*", metavar="EXPERIMENT", help=", ".join(EXPERIMENTS))
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--wav-dir", type=Path, help="static-convs: keep both decoders' audio here for the scorers")
+    parser.add_argument("--wav-dir", type=Path, help="graph, static-convs: keep both graphs' audio here for the scorers")
+    parser.add_argument("--own", action="store_true", help="graph, static-convs: benchmarks/sentences too")
     args = parser.parse_args()
     unknown = set(args.experiments) - set(EXPERIMENTS)
     if unknown:
@@ -290,7 +344,7 @@ def main() -> int:
     k = Kokoro(cache_dir)
     print(f"units: {UNITS}")
     for name in args.experiments or EXPERIMENTS:
-        extra = {"wav_dir": args.wav_dir} if name == "static-convs" else {}
+        extra = {"wav_dir": args.wav_dir, "own": args.own} if name in ("static-convs", "graph") else {}
         EXPERIMENTS[name](k, args.runs, **extra)
     return 0
 
