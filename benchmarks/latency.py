@@ -22,9 +22,10 @@ drives it over WebSocket with protocol v1:
   children): with nothing loaded, with both models loaded, the peak over the whole
   run, and after the idle unload (which follows one Mandarin and Japanese utterance,
   so the front ends' dictionaries have been loaded);
-* a cold connection after the unload: connect -> first Piper audio, then the same for
-  Kokoro on a second server whose default voice is Kokoro (a connection preloads the
-  default voice, and a request for the other model would wait behind that load).
+* a cold connection after the unload: connect -> first Piper audio (the server runs
+  with ``--default-voice`` Piper), then the same for Kokoro on a second server whose
+  default voice is Kokoro (a connection preloads the default voice, and a request for
+  another model would wait behind that load).
 
 Then, with the server stopped, the peers run on the same texts and the same model
 files in their own venv (``--peers-python``, default /work/peers-venv/bin/python; create
@@ -359,7 +360,10 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict:
     r: dict = {"ttfa": {}, "rtf": {}, "concurrency": {}, "machine": {}}
     cpu_start = cpu_times()
     probes = [probe_ms()]
-    server = ServerProcess(args.idle_unload, workdir / "server.log", *args.server_arg)
+    # Piper the default voice (not the built-in default, Hibari): "both models loaded" is
+    # then Piper and Kokoro, and the cold connection's first Piper audio waits for no
+    # other load, as in a Piper deployment.
+    server = ServerProcess(args.idle_unload, workdir / "server.log", "--default-voice", PIPER, *args.server_arg)
     r["command_server"] = server.command
     try:
         r["rss_start"] = server.rss_mb()
