@@ -19,7 +19,9 @@ unload. This module knows nothing of processes.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import threading
 import warnings
 from collections.abc import Callable
@@ -51,6 +53,11 @@ class FrontEnds:
         request does not wait."""
 
         def run() -> None:
+            # At the lowest priority: on a cold connection this runs beside the load of
+            # the model the first request wants, and its first synthesis, on two cores;
+            # it should take only the CPU they leave (Linux: a thread's own nice value).
+            with contextlib.suppress(AttributeError, OSError):
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
             for lang, word in _WARM_UP.items():
                 try:
                     self.phonemes(lang, word)
