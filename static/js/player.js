@@ -33,11 +33,13 @@ export class Player extends EventTarget {
     this.status = { buffered: 0, playing: false, id: null, pos: 0, underruns: 0, audibleUnderruns: 0, starved: 0 };
     this._flushWaiters = [];
     this._opening = null;
+    this._wanted = 0; // the rate of the last open(): messages wait for that context
     this._pending = []; // messages for a worklet that is still being created
   }
 
   // Creates (or re-creates, when the rate changed) the context. Safe to call often.
   async open(sampleRate) {
+    this._wanted = sampleRate;
     if (this.ctx && this.sampleRate === sampleRate) return;
     if (this._opening) await this._opening;
     if (this.ctx && this.sampleRate === sampleRate) return;
@@ -67,7 +69,12 @@ export class Player extends EventTarget {
     this.ctx = ctx;
     this.node = node;
     this.sampleRate = sampleRate;
-    for (const [msg, transfer] of this._pending.splice(0)) node.port.postMessage(msg, transfer);
+    // Another rate may have been asked for while this one opened (a first `ready` at
+    // 24 kHz, then Opus's at 48 kHz): what came meanwhile is for that context, which
+    // replaces this one (closing it would lose it).
+    if (this._wanted === sampleRate) {
+      for (const [msg, transfer] of this._pending.splice(0)) node.port.postMessage(msg, transfer);
+    }
     this._emit("state", { state: ctx.state });
   }
 
@@ -89,7 +96,7 @@ export class Player extends EventTarget {
   }
 
   _post(msg, transfer) {
-    if (this.node) this.node.port.postMessage(msg, transfer);
+    if (this.node && this.sampleRate === this._wanted) this.node.port.postMessage(msg, transfer);
     else this._pending.push([msg, transfer]);
   }
 
