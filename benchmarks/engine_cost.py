@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where the engines' time goes, and what they do about it (docs/benchmarks.md, issue 4).
 
-    python3 benchmarks/engine_cost.py [load] [silence] [cut] [float-convs] [spinning] [piper] [static-convs] [graph]
+    python3 benchmarks/engine_cost.py [load] [silence] [cut] [float-convs] [spinning] [piper] [static-convs] [graph] [profile]
 
 With no argument, every experiment runs (a few minutes on 2 cores). Each prints a
 table; times are the best of ``--runs`` runs, so a busy machine inflates them less.
@@ -20,6 +20,7 @@ table; times are the best of ``--runs`` runs, so a busy machine inflates them le
   time of each half per sentence, alternating, and how far the audio moved (largest
   sample difference, SNR); ``--wav-dir`` keeps the audio for the scorers. RTF: the
   compute over the audio once trimmed as the engine trims it.
+* ``profile``: where the engine's Kokoro decoder spends its time, by operator.
 * ``static-convs``: the engine's decoder against one whose convolutions ``kokoro_quant``
   quantized statically (off in the engine), the same way.
 * ``piper``: the Piper engine as it runs (encoder cut before its flow, windows sized
@@ -323,9 +324,43 @@ def piper(k: Kokoro, runs: int) -> None:
         print(f"| {text!r} | {len(ids)} | {z_p.shape[-1]} | {took_prior * 1000:.0f} ms | {took_flow * 1000:.0f} ms |")
 
 
+def profile(k: Kokoro, runs: int) -> None:
+    """Where the engine's Kokoro decoder spends its time, by operator (onnxruntime's
+    profiler, 2 threads, the mean of ``runs`` runs on one sentence)."""
+    import collections
+    import json
+
+    import onnxruntime as ort
+
+    from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, cached_kokoro_cut, drop_pad_frames
+
+    predictor_path, decoder_path, _ = cached_kokoro_cut(k.model, k.cache_dir)
+    text = SENTENCE + " And then it runs away into the forest."
+    feeds = k.feeds(text)
+    halves = rort.open_session(predictor_path, 2).run(None, feeds)
+    inputs = dict(zip([FEATURES, F0, ENERGY], drop_pad_frames(*halves)), style=feeds["style"])
+    options = rort.session_options(2)
+    options.enable_profiling = True
+    with tempfile.TemporaryDirectory() as tmp:
+        options.profile_file_prefix = str(Path(tmp) / "decoder")
+        session = ort.InferenceSession(str(decoder_path), options, providers=["CPUExecutionProvider"])
+        audio = session.run(None, inputs)[0]
+        for _ in range(runs):
+            session.run(None, inputs)
+        events = json.loads(Path(session.end_profiling()).read_text())
+    per_op: collections.Counter[str] = collections.Counter()
+    for event in events:
+        if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
+            per_op[event["args"]["op_name"]] += event["dur"] / 1000 / (runs + 1)
+    total = sum(per_op.values())
+    print(f"\n{audio.size / RATE:.2f} s of audio, {total:.0f} ms in kernels per run\n\n| operator | ms | share |\n|---|---|---|")
+    for op, ms in per_op.most_common(12):
+        print(f"| {op} | {ms:.1f} | {ms / total:.1%} |")
+
+
 EXPERIMENTS = {
     "load": load, "silence": silence, "cut": cut, "float-convs": float_convs, "spinning": spinning, "piper": piper,
-    "static-convs": static_convs, "graph": graph,
+    "static-convs": static_convs, "graph": graph, "profile": profile,
 }
 
 
