@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from rtts.engines.graph_edit import splice
+
 if TYPE_CHECKING:
     import onnx
 
@@ -126,25 +128,7 @@ def rewrite(
         drop.update(id(n) for n in qc.nodes)
         added += inits
         names.append(qc.conv.name)
-    kept = []
-    for node in nodes_before:
-        if id(node) in replace:
-            kept += replace[id(node)]
-        elif id(node) not in drop:
-            kept.append(node)
-    outputs = {o.name for o in graph.output}
-    while True:  # drop what no longer feeds anything (a float bias's quantization)
-        used = {i for n in kept for i in n.input} | outputs
-        still = [n for n in kept if any(o in used for o in n.output)]
-        if len(still) == len(kept):
-            break
-        kept = still
-    del graph.node[:]
-    graph.node.extend(kept)
-    used = {i for n in kept for i in n.input}
-    initializers = [i for i in graph.initializer if i.name in used] + added
-    del graph.initializer[:]
-    graph.initializer.extend(initializers)
+    splice(graph, nodes_before, replace, drop, added)
     return names
 
 

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from rtts.engines.graph_edit import splice
+
 if TYPE_CHECKING:
     import onnx
 
@@ -78,12 +80,5 @@ def fuse_instance_norms(model: onnx.ModelProto) -> int:
         ]
         drop.update(id(n) for n in (mean, sub, square, var, add, sqrt, div))
         count += 1
-    kept = []
-    for node in nodes:
-        if id(node) in replace:
-            kept += replace[id(node)]
-        elif id(node) not in drop:
-            kept.append(node)
-    del graph.node[:]
-    graph.node.extend(kept)
+    splice(graph, nodes, replace, drop)
     return count

@@ -46,7 +46,7 @@ CUT = Cut(
     "rtts.engines.kokoro_cut",
     "kokoro-cut",
     ("predictor", "decoder"),
-    uses=("rtts.engines.conv_gemm", "rtts.engines.instance_norm"),
+    uses=("rtts.engines.conv_gemm", "rtts.engines.instance_norm", "rtts.engines.graph_edit"),
     packages=("onnx",),
 )
 
