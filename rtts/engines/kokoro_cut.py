@@ -46,7 +46,7 @@ CUT = Cut(
     "rtts.engines.kokoro_cut",
     "kokoro-cut",
     ("predictor", "decoder"),
-    uses=("rtts.engines.conv_gemm", "rtts.engines.instance_norm", "rtts.engines.graph_edit"),
+    uses=("rtts.engines.conv_gemm", "rtts.engines.instance_norm", "rtts.engines.cheaper_forms", "rtts.engines.graph_edit"),
     packages=("onnx",),
 )
 
@@ -62,7 +62,8 @@ def cut_kokoro(
     statically quantized where ``kokoro_quant`` says so. Unless ``as_exported``, the
     (other) quantized convolutions of both run as integer matrix products (``conv_gemm``:
     the same integers, about twice as fast) and their spelled-out instance
-    normalizations as one kernel each (``instance_norm``).
+    normalizations as one kernel each (``instance_norm``); in the decoder, the Snakes'
+    squares as products (``cheaper_forms``).
 
     ``static`` is off in the engine: it saved ~20 % of the decoder's time but failed the
     quality guard of issue 14 (English public sentences WER 0.037 -> 0.137, Mandarin P.808
@@ -70,6 +71,7 @@ def cut_kokoro(
     static-convs`` measures it (docs/benchmarks.md)."""
     import onnx
 
+    from rtts.engines.cheaper_forms import squares_as_products
     from rtts.engines.conv_gemm import gemm_convs
     from rtts.engines.instance_norm import fuse_instance_norms
     from rtts.engines.kokoro_quant import static_convs
@@ -99,6 +101,7 @@ def cut_kokoro(
     if not as_exported:
         meta["gemm_convs"] = len(gemm_convs(predictor)) + len(gemm_convs(decoder))
         meta["instance_norms"] = fuse_instance_norms(predictor) + fuse_instance_norms(decoder)
+        meta["squares"] = squares_as_products(decoder)
     return predictor, decoder, meta
 
 

@@ -444,13 +444,14 @@ def test_kokoro_cut_reproduces_the_whole_model_and_drops_its_edge_silence(kokoro
 
 @pytest.mark.slow
 def test_kokoro_rewritten_graph_keeps_the_exports_precision(kokoro: KokoroEngine) -> None:
-    """The engine's cut runs every convolution as an integer matrix product (conv_gemm)
-    and each instance normalization as one kernel (instance_norm): the export's own
-    integers, but its float steps rounded in another order, and a dynamic
-    quantization that lands on the other side of a rounding boundary changes every later
-    layer a little, so the audio is not the export's sample for sample (about 20 dB
-    apart). What must hold is that it is as close to the model's real-valued form (float
-    weights, no activation quantization) as the export is."""
+    """The engine's cut runs every convolution as an integer matrix product (conv_gemm),
+    each instance normalization as one kernel (instance_norm) and the Snakes' squares as
+    products (cheaper_forms, bit-exact): the export's own integers, but its float steps
+    rounded in another order, and a dynamic quantization that lands on the other side of
+    a rounding boundary changes every later layer a little, so the audio is not the
+    export's sample for sample (about 20 dB apart; the issue-14 quality guard measured
+    what listeners get). What must hold is that it is as close to the model's
+    real-valued form (float weights, no activation quantization) as the export is."""
     import onnx
 
     from rtts.engines.kokoro_quant import float_convs
@@ -458,6 +459,7 @@ def test_kokoro_rewritten_graph_keeps_the_exports_precision(kokoro: KokoroEngine
     model = onnx.load(str(kokoro.model_path()))
     predictor_path, decoder_path, meta = cached_kokoro_cut(kokoro.model_path(), kokoro._cache_dir)  # type: ignore[arg-type]
     assert meta["gemm_convs"] == 87 and meta["instance_norms"] == 64  # every one, in both halves
+    assert meta["squares"] == 50
     _, exported, _ = cut_kokoro(model, as_exported=True)
     real = onnx.ModelProto()
     real.CopyFrom(exported)
