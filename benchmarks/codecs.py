@@ -31,10 +31,9 @@ import argparse
 import asyncio
 import http.client
 import json
-import socket
 import statistics
-import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -46,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from latency import probe_ms  # noqa: E402
+from latency import ServerProcess, probe_ms  # noqa: E402
 
 from rtts import audio, codecs  # noqa: E402
 
@@ -55,12 +54,6 @@ VOICES = {"piper/en_US-joe-medium": "en", "kokoro/jm_kumo": "zh"}
 # Opus for a thin link is also measured with 60 ms frames.
 WS_FORMATS = [("pcm16", 24000, 20), ("f32", 24000, 20), ("mulaw", 24000, 20), ("opus", 24000, 20),
               ("opus", 48000, 20), ("opus", 24000, 60)]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def session(url: str, fmt: str, rate: int, frame_ms: int = 20):  # type: ignore[no-untyped-def]
@@ -235,27 +228,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=2, help="TTFA rounds over the sentences")
     args = parser.parse_args()
-    port = free_port()
-    cmd = [sys.executable, "-m", "rtts", "serve", "--port", str(port), "--phrase-cache-mb", "0", "--idle-unload", "0",
-           "--log-level", "warning"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL)
-    try:
-        url = f"ws://127.0.0.1:{port}/ws"
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise SystemExit("rtts did not start") from None
-                time.sleep(0.2)
-        probes = [probe_ms()]
-        r = asyncio.run(measure(url, args.rounds))
-        probes.append(probe_ms())
-    finally:
-        proc.terminate()
-        proc.wait(30)
+    with tempfile.TemporaryDirectory() as tmp:
+        server = ServerProcess(0, Path(tmp) / "server.log", "--log-level", "warning")
+        try:
+            probes = [probe_ms()]
+            r = asyncio.run(measure(server.url, args.rounds))
+            probes.append(probe_ms())
+        finally:
+            server.stop()
     print(report(r, probes, "python3 benchmarks/codecs.py" + (f" --rounds {args.rounds}" if args.rounds != 2 else "")))
     return 0
 

@@ -21,28 +21,24 @@ import io
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
-import time
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from latency import ServerProcess  # noqa: E402
 
 from rtts import audio, codecs  # noqa: E402
 
 TOOLS = ROOT.parent / "shared" / "tools"
 VOICES = {"en": "piper/en_US-joe-medium", "zh": "kokoro/jm_kumo", "ja": "kokoro/jf_alpha"}
 VERSIONS = ("pcm", "opus", "opus-packets", "mp3", "aac")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def fetch_pcm(port: int, text: str, voice: str) -> np.ndarray:
@@ -98,23 +94,12 @@ def run_scorer(python: str, script: Path, items: Path) -> str:
 
 def synthesize(sentences: dict[str, list[str]]) -> list[tuple[str, str, np.ndarray]]:
     """Each public sentence once, as pcm from a server of its own."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "rtts", "serve", "--port", str(port), "--idle-unload", "0",
-                             "--log-level", "warning"], cwd=ROOT, stdin=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise SystemExit("rtts did not start") from None
-                time.sleep(0.2)
-        return [(lang, text, fetch_pcm(port, text, VOICES[lang])) for lang in VOICES for text in sentences[lang]]
-    finally:
-        proc.terminate()
-        proc.wait(30)
+    with tempfile.TemporaryDirectory() as tmp:
+        server = ServerProcess(0, Path(tmp) / "server.log", "--log-level", "warning")
+        try:
+            return [(lang, text, fetch_pcm(server.port, text, VOICES[lang])) for lang in VOICES for text in sentences[lang]]
+        finally:
+            server.stop()
 
 
 def main() -> int:

@@ -43,7 +43,6 @@ import intelligibility  # noqa: E402
 import latency  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-DOC = ROOT / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- english-voices:begin -->", "<!-- english-voices:end -->"
 VOICES = ("hibari/heart", "piper/en_US-joe-medium", "kokoro/af_heart")
 LEVELS = (1, 2, 4, 8, 16, 24, 32, 48)
@@ -167,17 +166,6 @@ def report(r: dict, command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_doc(section: str) -> None:
-    text = DOC.read_text()
-    block = f"{BEGIN}\n{section}{END}"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + block + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n## English voices (issue 12)\n\n" + block + "\n"
-    DOC.write_text(text)
-
-
 def _str_keys(value: object) -> object:
     """JSON wants string keys; the results are keyed by (voice, text) and stream counts."""
     if isinstance(value, dict):
@@ -196,8 +184,8 @@ def run(models_dir: Path | None, server_arg: list[str], write: bool, command: st
     if json_path is not None:  # every stream and run, for a closer look than the table
         json_path.write_text(json.dumps(_str_keys(results), default=str, indent=1))
     if write:
-        write_doc(section)
-        print(f"written to {DOC.relative_to(ROOT)}")
+        latency.write_doc(section, BEGIN, END, "English voices (issue 12)")
+        print(f"written to {latency.DOC.relative_to(ROOT)}")
     return results
 
 

@@ -539,14 +539,16 @@ def report(r: dict, command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_doc(section: str) -> None:
+def write_doc(section: str, begin: str = BEGIN, end: str = END, heading: str = "Latency and throughput (issue 4)") -> None:
+    """Put ``section`` between the ``begin`` and ``end`` markers of docs/benchmarks.md (a new
+    ``heading`` at its end the first time)."""
     text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
-    block = f"{BEGIN}\n{section}{END}"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + block + rest.split(END, 1)[1]
+    block = f"{begin}\n{section}{end}"
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + block + rest.split(end, 1)[1]
     else:
-        text = text.rstrip("\n") + "\n\n## Latency and throughput (issue 4)\n\n" + block + "\n"
+        text = text.rstrip("\n") + f"\n\n## {heading}\n\n" + block + "\n"
     DOC.write_text(text)
 
 

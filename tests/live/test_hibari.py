@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import io
 import subprocess
 import sys
 import time
-import urllib.parse
 import wave
 from pathlib import Path
 
@@ -18,7 +16,7 @@ from rtts.engines.registry import KINDS
 from rtts.text.lexicon import Lexicon
 from rtts.voices import VoiceRegistry
 from tests.conftest import Client, ServerThread, make_config
-from tests.live.test_server import check_stream, fetch, is_speech
+from tests.live.test_server import check_stream, check_tts_wav, is_speech
 
 pytest.importorskip("hibari")
 pytestmark = pytest.mark.slow
@@ -100,13 +98,7 @@ def test_speaks_over_websocket_with_markup(client: Client) -> None:
 
 
 def test_http_tts_returns_a_wav(server: ServerThread) -> None:
-    q = urllib.parse.urlencode({"text": SENTENCE, "voice": HIBARI, "sample_rate": 16000})
-    status, headers, body = fetch(server.http + "/tts?" + q)
-    assert status == 200 and headers["Content-Type"] == "audio/wav"
-    with wave.open(io.BytesIO(body)) as w:
-        assert (w.getframerate(), w.getnchannels(), w.getsampwidth()) == (16000, 1, 2)
-        pcm = np.frombuffer(w.readframes(w.getnframes()), "<i2").astype(np.float32) / 32768
-    is_speech(pcm, 16000, SENTENCE)
+    check_tts_wav(server, SENTENCE, HIBARI, 16000)
 
 
 def test_rtts_say_writes_a_wav_and_the_server_never_imports_hibari(tmp_path: Path) -> None:

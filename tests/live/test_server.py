@@ -233,14 +233,19 @@ def test_http_endpoints(server: ServerThread):
     assert fetch(server.http + "/../pyproject.toml")[0] == 404
 
 
-def test_http_tts_returns_a_wav(server: ServerThread):
-    q = urllib.parse.urlencode({"text": SENTENCE, "voice": PIPER, "sample_rate": 22050})
+def check_tts_wav(server: ServerThread, text: str, voice: str, rate: int) -> None:
+    """``GET /tts`` answers a mono 16-bit WAV at ``rate`` that says ``text``."""
+    q = urllib.parse.urlencode({"text": text, "voice": voice, "sample_rate": rate})
     status, headers, body = fetch(server.http + "/tts?" + q)
     assert status == 200 and headers["Content-Type"] == "audio/wav"
     with wave.open(io.BytesIO(body)) as w:
-        assert (w.getframerate(), w.getnchannels(), w.getsampwidth()) == (22050, 1, 2)
+        assert (w.getframerate(), w.getnchannels(), w.getsampwidth()) == (rate, 1, 2)
         pcm = np.frombuffer(w.readframes(w.getnframes()), "<i2").astype(np.float32) / 32768
-    is_speech(pcm, 22050, SENTENCE)
+    is_speech(pcm, rate, text)
+
+
+def test_http_tts_returns_a_wav(server: ServerThread):
+    check_tts_wav(server, SENTENCE, PIPER, 22050)
     assert fetch(server.http + "/tts")[0] == 400
     assert fetch(server.http + "/tts?text=hi&voice=none")[0] == 400
 
