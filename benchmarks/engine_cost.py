@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where the engines' time goes, and what they do about it (docs/benchmarks.md, issue 4).
 
-    python3 benchmarks/engine_cost.py [load] [silence] [cut] [float-convs] [spinning] [piper] [static-convs] [graph] [profile]
+    python3 benchmarks/engine_cost.py [load] [silence] [cut] [float-convs] [spinning] [piper] [static-convs] [graph] [profile] [rewrites]
 
 With no argument, every experiment runs (a few minutes on 2 cores). Each prints a
 table; times are the best of ``--runs`` runs, so a busy machine inflates them less.
@@ -21,6 +21,8 @@ table; times are the best of ``--runs`` runs, so a busy machine inflates them le
   sample difference, SNR); ``--wav-dir`` keeps the audio for the scorers. RTF: the
   compute over the audio once trimmed as the engine trims it.
 * ``profile``: where the engine's Kokoro decoder spends its time, by operator.
+* ``rewrites``: the decoder as exported, then with each rewrite of the cut added in turn
+  (conv_gemm, instance_norm, cheaper_forms): time, and how far each step moved the audio.
 * ``static-convs``: the engine's decoder against one whose convolutions ``kokoro_quant``
   quantized statically (off in the engine), the same way.
 * ``piper``: the Piper engine as it runs (encoder cut before its flow, windows sized
@@ -358,9 +360,65 @@ def profile(k: Kokoro, runs: int) -> None:
         print(f"| {op} | {ms:.1f} | {ms / total:.1%} |")
 
 
+def rewrites(k: Kokoro, runs: int) -> None:
+    """Kokoro's decoder as exported, then with each of the cut's rewrites added in turn
+    (conv_gemm, instance_norm, cheaper_forms), all on the same predictor output for the
+    public sentences in en, zh and ja, alternating; how far each step moved the audio
+    from the step before (identical: the largest sample difference is 0)."""
+    import json
+
+    import onnx
+
+    from rtts.engines.cheaper_forms import squares_as_products
+    from rtts.engines.conv_gemm import gemm_convs
+    from rtts.engines.instance_norm import fuse_instance_norms
+    from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, cached_kokoro_cut, cut_kokoro, drop_pad_frames
+
+    predictor_path, _, _ = cached_kokoro_cut(k.model, k.cache_dir)
+    _, decoder, _ = cut_kokoro(onnx.load(str(k.model)), as_exported=True)
+    steps = {"exported": decoder.SerializeToString()}
+    for name, rewrite in (("+ conv_gemm", gemm_convs), ("+ instance_norm", fuse_instance_norms),
+                          ("+ cheaper_forms", squares_as_products)):
+        rewrite(decoder)
+        steps[name] = decoder.SerializeToString()
+    sessions = {name: rort.open_session(graph, 2) for name, graph in steps.items()}
+    predictor = rort.open_session(predictor_path, 2)
+    styles = _load_style(k.engine._get_pack().voices)
+    styles.update(_load_style(Path(__file__).resolve().parents[1] / "models" / "kokoro-voices.npz"))
+    vocab = k.engine._get_vocab()
+    took = dict.fromkeys(sessions, 0.0)
+    worst = dict.fromkeys(sessions, 0.0)
+    seconds = 0.0
+    sentences = json.loads(PUBLIC.read_text())
+    for lang in ("en", "zh", "ja"):
+        voice = next(v for v in QUALITY_VOICES[lang] if v in styles)
+        for text in sentences[lang]:
+            tokens = [vocab[ch] for ch in k.engine.phonemize(text, voice, lang)]
+            style = styles[voice][len(tokens) - 1][np.newaxis, :]
+            feeds = {"tokens": np.array([[0, *tokens, 0]]), "style": style, "speed": np.array([1.0], np.float32)}
+            inputs = dict(zip([FEATURES, F0, ENERGY], drop_pad_frames(*predictor.run(None, feeds))), style=style)
+            out = {}
+            for _ in range(runs):
+                for name, session in sessions.items():
+                    t, out[name] = best(lambda s=session: s.run(None, inputs)[0].ravel(), 1)
+                    took[name] += t / runs
+            seconds += trim_silence(np.clip(out["exported"], -1, 1), RATE).size / RATE
+            names = list(out)
+            for before, after in zip(names, names[1:]):
+                worst[after] = max(worst[after], float(np.abs(out[after] - out[before]).max()))
+    print(f"\n{seconds:.1f} s of audio\n\n| decoder | time (RTF) | × the step before | largest sample difference from it |\n|---|---|---|---|")
+    previous = None
+    for name, t in took.items():
+        ratio = f"{t / took[previous]:.2f}" if previous else "–"
+        moved = f"{worst[name]:.3g}" if previous else "–"
+        print(f"| {name} | {t:.2f} s ({t / seconds:.3f}) | {ratio} | {moved} |")
+        previous = name
+
+
 EXPERIMENTS = {
     "load": load, "silence": silence, "cut": cut, "float-convs": float_convs, "spinning": spinning, "piper": piper,
     "static-convs": static_convs, "graph": graph, "profile": profile,
+    "rewrites": rewrites,
 }
 
 

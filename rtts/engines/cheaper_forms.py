@@ -3,7 +3,7 @@
 ``Pow(x, 2)``: the Snake activations' squares (50 of them) went through ``std::pow``;
 ``Mul(x, x)`` is the same number (IEEE pow and multiplication both round the exact
 square once) and runs vectorized: the decoder's audio is bit for bit the same, in about
-0.96x the time.
+0.99x the time (benchmarks/engine_cost.py rewrites).
 
 Tried and not kept (docs/benchmarks.md, issue 14): the harmonic source's STFT as a
 strided Conv of 22 windowed cosines and sines. It matches ORT's STFT to 1e-5 and saved
@@ -16,8 +16,6 @@ Run by the Kokoro cut's child process (``kokoro_cut``), like ``conv_gemm``.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
-
-import numpy as np
 
 from rtts.engines.graph_edit import splice
 
