@@ -9,6 +9,7 @@ tested without a network (tests/unit/test_session.py).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import unicodedata
@@ -304,7 +305,7 @@ class Session:
             utt = self.utterances.get(msg.id)
             if utt is None:
                 utt = self._new_utterance(msg.id, msg.text, *self._defaults(msg.voice, msg.lang, msg.speed))
-                utt.buffer = UnitBuffer(first_max_chars=self._catalog.first_unit_chars(utt.voice.engine))
+                utt.buffer = UnitBuffer(first_max_chars=self._first_unit_chars(utt, msg.text))
                 utt.markup = markup.MarkupStream()
                 self.utterances[utt.id] = utt
             elif utt.buffer is None:
@@ -339,7 +340,7 @@ class Session:
     def _whole(self, utt: Utterance, raw: str) -> None:
         """Queue a whole text as the utterance's units; refuse what cannot be spoken before any audio."""
         text = markup.render(raw)
-        utt.units.extend(split_units(text, first_max_chars=self._catalog.first_unit_chars(utt.voice.engine)))
+        utt.units.extend(split_units(text, first_max_chars=self._first_unit_chars(utt, text)))
         if not any(_says_something(u.text) for u in utt.units):
             raise ProtocolError(ErrorCode.BAD_MESSAGE, "text has nothing to speak", utt.id)
         for seg in segment(text, utt.lang, utt.voice.langs[0]):
@@ -491,6 +492,20 @@ class Session:
                 first = False
         if first:  # only breaks: the unit's pause still separates it from the next
             utt.prev_unit = unit
+
+    def _first_unit_chars(self, utt: Utterance, text: str) -> int:
+        """The first unit's length for the voice that will speak the start of ``text``.
+
+        Not the utterance's own voice: Chinese sent with no voice named goes from the
+        default (English) voice to the Mandarin one, and the first unit decides the time
+        to first audio of the voice that actually speaks it.
+        """
+        head = next((seg for seg in segment(text[:200], utt.lang, utt.voice.langs[0]) if _says_something(seg.text)), None)
+        voice = utt.voice
+        if head is not None:
+            with contextlib.suppress(ProtocolError):  # no voice for it: refused later, with its code
+                voice = self._speaker(utt.voice, head.lang, utt.id)
+        return self._catalog.first_unit_chars(voice.engine)
 
     def _voice_for(self, utt: Utterance, lang: str) -> VoiceInfo:
         return self._speaker(utt.voice, lang, utt.id)

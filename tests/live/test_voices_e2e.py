@@ -31,6 +31,9 @@ def test_mandarin_without_voice_or_lang_gets_the_native_default(server: ServerTh
     assert {(m.voice, m.lang) for m in marks} == {(zh_default, "zh")}
     assert zh_default.startswith("kokoro/z")  # a native Mandarin voice, not a Japanese one
     assert seconds > 2.0 and rms > 0.02
+    # The Mandarin voice's short first unit, not the default English voice's (the whole
+    # sentence was one unit, and first audio waited for all of it).
+    assert [m.text for m in marks][:2] == ["欢迎乘坐本次列车，", "下一站是杭州东站。"]
 
 
 def test_spanish_and_french_through_voice_and_lang(server: ServerThread, client: Client) -> None:

@@ -543,3 +543,23 @@ def test_an_empty_token_is_refused_however_it_is_given(tmp_path, how):
     env = {"RTTS_TOKEN": ""} if how == "env" else {}
     with pytest.raises(ValueError, match="empty"):
         config.from_args(parser.parse_args(args), env)
+
+
+@pytest.mark.parametrize("how", ["speak", "append"])
+def test_chinese_with_no_voice_named_gets_the_mandarin_voices_short_first_unit(how):
+    # The default voice is Piper (first unit 40); the Mandarin text goes to Kokoro (16), whose
+    # first unit decides the time to first audio: it was the whole 24-character sentence.
+    text = "各位旅客请注意，开往上海虹桥的列车现在开始检票。"
+    named, unnamed = make_mixed(), make_mixed()
+    if how == "speak":
+        first_named = submits(send(named, type="speak", id="a", text=text, voice="kokoro/z"))
+        first_unnamed = submits(send(unnamed, type="speak", id="a", text=text))
+    else:
+        first_named = submits(send(named, type="append", id="a", text=text, voice="kokoro/z") + send(named, type="flush", id="a"))
+        first_unnamed = submits(send(unnamed, type="append", id="a", text=text) + send(unnamed, type="flush", id="a"))
+    assert first_unnamed[0].voice.id == "kokoro/z"
+    assert first_unnamed[0].text == first_named[0].text == "各位旅客请注意，"
+    session = make_mixed()
+    effects, _ = speak_all_jobs(session, send(session, type="speak", id="b", text=text))
+    marks = sent(effects, protocol.Mark)
+    assert marks[0].text == "各位旅客请注意，" and len(marks) >= 2
