@@ -64,7 +64,7 @@ def _kokoro(args: argparse.Namespace, texts: dict[str, str]) -> dict:
         first = None
         samples = 0
         rate = 24000
-        async for audio, sr in kokoro.create_stream(text, voice=args.voice, speed=1.0, lang="en-us"):
+        async for audio, sr in kokoro.create_stream(text, voice=args.voice, speed=1.0, lang=args.lang):
             if first is None:
                 first = time.perf_counter() - start
             samples += len(audio)
@@ -84,6 +84,7 @@ def main() -> int:
     parser.add_argument("--model", required=True)
     parser.add_argument("--voices", help="kokoro: style file (.npz/.bin)")
     parser.add_argument("--voice", default="jf_alpha", help="kokoro: style name")
+    parser.add_argument("--lang", default="en-us", help="kokoro: espeak-ng language of the texts (cmn, ja, en-us)")
     parser.add_argument("--texts", required=True, type=Path)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
