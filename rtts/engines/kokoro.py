@@ -31,7 +31,7 @@ from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineErro
 from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, CutError, cached_kokoro_cut, drop_pad_frames
 from rtts.engines.trim import trim_silence
 from rtts.g2p import espeak, kokoro_langs
-from rtts.g2p.split import split_phonemes
+from rtts.g2p.split import first_words, split_phonemes
 from rtts.host.client import Host, RemoteSession
 from rtts.text.normalize_en import normalize_en
 from rtts.text.normalize_ja import normalize_ja
@@ -66,6 +66,16 @@ LANGS = ("en", "en-gb", "zh", "ja", "es", "fr", "it", "pt-br")
 # normalizing here; and its requests there.
 _NORMALIZE = {"zh": normalize_zh, "ja": normalize_ja}
 _G2P, _WARM = "kokoro.g2p", "kokoro.warm"
+# A Kokoro run yields nothing until it has decoded all of it (~0.25 s of compute per
+# second of speech here), so when the listener holds less than QUICK_START_LEAD_S of
+# audio, a Mandarin or Japanese unit's first run is only its first words, at most this
+# many phoneme symbols (a 16-character Chinese clause is ~3 s of speech): the front
+# ends put a space between words (jieba's; pyopenjtalk's), and the cut is only ever
+# there. English units are short already (first_unit_chars), and a cut inside a
+# Romance phrase was heard as one word (docs/benchmarks.md, issue 21).
+QUICK_START = {"zh": 10, "ja": 12}
+QUICK_START_LEAD_S = 0.5
+QUICK_START_MIN_REST = 4  # symbols: a rest shorter than a syllable or two is not worth its own run
 
 # espeak phonemes (multi-letter ones joined by the "^" tie) respelled in Kokoro v1.0's
 # alphabet, after misaki's EspeakFallback. Longest first, so "e^ɪ" is taken before "e".
@@ -270,6 +280,7 @@ class KokoroEngine:
 
     key = "kokoro"
     sample_rate = SAMPLE_RATE
+    quick_start: Mapping[str, int] = QUICK_START  # by language; {} decodes every unit whole
 
     def __init__(
         self,
@@ -398,15 +409,26 @@ class KokoroEngine:
         # the generator's first step.
         self.load()
         phonemes = self.phonemize(text, voice, lang)
-        return self._generate(phonemes, voice.speaker, speed)
+        return self._generate(phonemes, voice.speaker, speed, self._first_symbols(lang, lead_s))
 
-    def _generate(self, phonemes: str, style_name: str, speed: float) -> Iterator[np.ndarray]:
+    def _first_symbols(self, lang: str, lead_s: float) -> int | None:
+        """How long the unit's first run may be when the listener is waiting for it."""
+        return self.quick_start.get(lang) if lead_s < QUICK_START_LEAD_S else None
+
+    def _generate(
+        self, phonemes: str, style_name: str, speed: float, first: int | None = None
+    ) -> Iterator[np.ndarray]:
         if not phonemes:
             return
         self.load()
         style = self._style(style_name)
         vocab = self._get_vocab()
-        for piece in split_phonemes(phonemes, MAX_TOKENS):
+        pieces = split_phonemes(phonemes, MAX_TOKENS)
+        if first is not None and pieces:
+            head, rest = first_words(pieces[0], first)
+            if len(rest) >= QUICK_START_MIN_REST:
+                pieces[:1] = [head, rest]
+        for piece in pieces:
             tokens = [vocab[ch] for ch in piece]
             audio = self._run(tokens, style, speed)
             if audio.size:

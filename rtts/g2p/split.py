@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["split_phonemes"]
+__all__ = ["first_words", "split_phonemes"]
 
 # A space after one of these is a prosodic break, the best place to cut.
 _BREAKS = frozenset(",.?!:;—…")
@@ -41,3 +41,19 @@ def _cut_position(text: str, limit: int) -> int:
         if not fallback and not window[i - 1].isspace():
             fallback = i
     return fallback or limit
+
+
+def first_words(phonemes: str, limit: int) -> tuple[str, str]:
+    """``phonemes`` as (its first words, the rest), the first at most ``limit`` symbols.
+
+    Cuts only at a space (between words, never inside one), preferring one after
+    punctuation; (``phonemes``, "") when it is short already or its first word alone
+    is longer than ``limit``.
+    """
+    text = phonemes.strip()
+    if len(text) <= limit:
+        return text, ""
+    cut = _cut_position(text, limit)
+    if cut >= len(text) or text[cut] != " ":  # no space within the limit: a cut would split a word
+        return text, ""
+    return text[:cut].rstrip(), text[cut:].lstrip()

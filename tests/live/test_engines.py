@@ -331,11 +331,15 @@ def test_extra_kokoro_style_file_is_spoken(tmp_path: Path, kokoro: KokoroEngine)
     np.save(tmp_path / "copy.npy", np.load(KokoroPack.find().voices)["jm_kumo"][:, 0, :])
     registry = VoiceRegistry.discover(tmp_path, tmp_path / "cache", threads=1)
     voice = registry.get("kokoro/copy")
-    # Speak through the shared engine so the model is not loaded twice.
+    # Speak through the shared engine so the model is not loaded twice; then give it back
+    # the voices it had (the shipped Mandarin styles are style files too).
+    shipped = dict(kokoro._style_files)
     kokoro.set_style_files({"copy": StyleFile(tmp_path / "copy.npy")})
-    audio = np.concatenate(list(kokoro.synthesize("Hello there.", voice, "en", 1.0)))
+    try:
+        audio = np.concatenate(list(kokoro.synthesize("Hello there.", voice, "en", 1.0)))
+    finally:
+        kokoro.set_style_files(shipped)
     assert 0.4 < len(audio) / kokoro.sample_rate < 3.0
-    kokoro.set_style_files({})
 
 
 @pytest.mark.slow
@@ -518,3 +522,18 @@ def test_kokoro_decoder_with_static_convolutions_says_the_same(kokoro: KokoroEng
     snr = 10 * np.log10(np.sum(b.astype(np.float64) ** 2) / np.sum((a - b).astype(np.float64) ** 2))
     # Quantizing the F0 convolution too (the pitch) gave ~0 dB; these convolutions ~12-15 dB.
     assert snr > 8, snr
+
+
+@pytest.mark.parametrize("voice, lang, text", [("kokoro/zf_xiaoxiao", "zh", "各位旅客请注意，"),
+                                               ("kokoro/jf_alpha", "ja", "まもなく一番線に電車がまいります。")])
+def test_a_waiting_listener_gets_the_first_words_of_a_cjk_unit_first(kokoro: KokoroEngine, registry: VoiceRegistry,
+                                                                   voice: str, lang: str, text: str) -> None:
+    # Nothing buffered (lead_s 0): the first run is the first words, so first audio comes
+    # after a fraction of the unit's decoding; with audio in hand the unit is one run.
+    info = registry.get(voice)
+    waiting = list(kokoro.synthesize(text, info, lang, 1.0, lead_s=0.0))
+    ahead = list(kokoro.synthesize(text, info, lang, 1.0, lead_s=5.0))
+    assert len(waiting) == 2 and len(ahead) == 1
+    assert len(waiting[0]) < 0.6 * len(ahead[0])
+    assert sum(map(len, waiting)) == pytest.approx(len(ahead[0]), rel=0.35)  # the same words, spoken in two runs
+    assert all(float(np.sqrt(np.mean(c**2))) > 0.02 for c in waiting)

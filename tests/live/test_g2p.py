@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from rtts.engines.kokoro import MAX_TOKENS, KokoroEngine, KokoroPack, to_kokoro_phonemes
 from rtts.g2p import phonemize, split_phonemes
+from rtts.g2p.split import first_words
 from rtts.g2p.espeak import punctuation_for_terminator
 from tests.texts import LONG_TEXT
 
@@ -175,6 +176,21 @@ def test_split_prefers_punctuation_then_spaces() -> None:
     assert split_phonemes("aaaaaaaaaaaa bb", 5) == ["aaaaa", "aaaaa", "aa bb"]
     assert split_phonemes("  short  ", 510) == ["short"]
     assert split_phonemes("", 510) == []
+
+
+def test_first_words_cut_only_between_words() -> None:
+    assert first_words("kɤ↘wei↘ ly↓kʰɤ↘ ʨʰi↓ŋ ꭧu↘i↘,", 10) == ("kɤ↘wei↘", "ly↓kʰɤ↘ ʨʰi↓ŋ ꭧu↘i↘,")
+    assert first_words("aa bb, cc dd", 9) == ("aa bb,", "cc dd")
+    assert first_words("xwa→ni↗ŋkwa→ŋli↗n.", 10) == ("xwa→ni↗ŋkwa→ŋli↗n.", "")  # one word: never split
+    assert first_words(" short ", 10) == ("short", "")
+
+
+@given(st.lists(st.text(alphabet="abəˈɪ↘,", min_size=1, max_size=9), min_size=1, max_size=8), st.integers(1, 20))
+def test_first_words_lose_nothing(words: list[str], limit: int) -> None:
+    text = " ".join(words)
+    head, rest = first_words(text, limit)
+    assert " ".join(p for p in (head, rest) if p) == text
+    assert not rest or (len(head) <= limit and head)
 
 
 _words = st.text(alphabet="abəˈɪ", min_size=1, max_size=12)
