@@ -299,8 +299,9 @@ class _CatalogView:
     def lang_voices(self) -> dict[str, VoiceInfo]:
         return self._service.registry.lang_voices
 
-    def first_unit_chars(self, engine: str) -> int:
-        return self._service.config.first_unit_chars_for(engine, self._service.registry.first_unit_chars(engine))
+    def first_unit_chars(self, engine: str, lang: str | None = None) -> int:
+        own = self._service.registry.first_unit_chars(engine, lang)
+        return self._service.config.first_unit_chars_for(engine, own)
 
     def loaded_voices(self) -> list[str]:
         return self._service.loaded_voices()

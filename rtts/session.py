@@ -45,8 +45,9 @@ class Catalog(TypingProtocol):
 
     def loaded_voices(self) -> list[str]: ...
 
-    def first_unit_chars(self, engine: str) -> int:
-        """Longest first unit of an utterance spoken by ``engine``: it decides the time to first audio."""
+    def first_unit_chars(self, engine: str, lang: str | None = None) -> int:
+        """Longest first unit of an utterance spoken by ``engine`` in ``lang``: it decides the
+        time to first audio."""
         ...
 
     def estimate(self, job: Job) -> tuple[float, float]:
@@ -501,11 +502,12 @@ class Session:
         to first audio of the voice that actually speaks it.
         """
         head = next((seg for seg in segment(text[:200], utt.lang, utt.voice.langs[0]) if _says_something(seg.text)), None)
+        if head is None:
+            return self._catalog.first_unit_chars(utt.voice.engine, utt.lang)
         voice = utt.voice
-        if head is not None:
-            with contextlib.suppress(ProtocolError):  # no voice for it: refused later, with its code
-                voice = self._speaker(utt.voice, head.lang, utt.id)
-        return self._catalog.first_unit_chars(voice.engine)
+        with contextlib.suppress(ProtocolError):  # no voice for it: refused later, with its code
+            voice = self._speaker(utt.voice, head.lang, utt.id)
+        return self._catalog.first_unit_chars(voice.engine, head.lang)
 
     def _voice_for(self, utt: Utterance, lang: str) -> VoiceInfo:
         return self._speaker(utt.voice, lang, utt.id)

@@ -122,9 +122,12 @@ class VoiceRegistry:
         """The inference process the engines use."""
         return self._context.host if self._context is not None else None
 
-    def first_unit_chars(self, engine: str) -> int:
-        """The engine's own longest first unit (``EngineKind.first_unit_chars``)."""
-        return next((k.first_unit_chars for k in self.kinds if k.name == engine), _FIRST_UNIT_CHARS)
+    def first_unit_chars(self, engine: str, lang: str | None = None) -> int:
+        """The engine's own longest first unit (``EngineKind.first_unit_chars``), for ``lang``."""
+        kind = next((k for k in self.kinds if k.name == engine), None)
+        if kind is None:
+            return _FIRST_UNIT_CHARS
+        return dict(kind.first_unit_chars_by_lang).get(lang or "", kind.first_unit_chars)
 
     def kinds_in_use(self) -> list[EngineKind]:
         """The kinds that speak at least one voice on offer."""

@@ -31,8 +31,9 @@ class FixedCatalog:
     def loaded_voices(self) -> list[str]:
         return list(self._loaded)
 
-    def first_unit_chars(self, engine: str) -> int:
-        return self._first_unit.get(engine, kind(engine).first_unit_chars)
+    def first_unit_chars(self, engine: str, lang: str | None = None) -> int:
+        own = dict(kind(engine).first_unit_chars_by_lang).get(lang or "", kind(engine).first_unit_chars)
+        return self._first_unit.get(engine, own)
 
     def estimate(self, job: Job) -> tuple[float, float]:
         return 0.0, 0.0  # an idle inference thread

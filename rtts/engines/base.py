@@ -131,6 +131,9 @@ class EngineKind(Protocol):
     # Longest first unit of an utterance: the first unit alone decides the time to first
     # audio (``--first-unit-chars-NAME`` overrides it).
     first_unit_chars: int
+    # Where a language needs another length: (lang, chars), e.g. whole phrases for one whose
+    # listeners mishear a cut inside them.
+    first_unit_chars_by_lang: tuple[tuple[str, int], ...]
     # Its preferred voice per language, for text another voice cannot speak: ((lang, id), ...).
     lang_voices: tuple[tuple[str, str], ...]
     # Its own requests to the inference process: op name → "module:function" run there.

@@ -373,6 +373,7 @@ class HibariKind:
     costs = Costs(rtf=0.025, load_s=1.0, first_s_per_char=0.0005)
     streams_in_unit = True  # the DSP runs in windows, and can stop or yield after each
     first_unit_chars = 40
+    first_unit_chars_by_lang: tuple[tuple[str, int], ...] = ()
     lang_voices: tuple[tuple[str, str], ...] = ()
     host_ops: Mapping[str, str] = {
         _LOAD: f"{__name__}:HibariWork.load",

@@ -591,6 +591,12 @@ class KokoroKind:
     # Kokoro decodes a whole unit before any audio (~0.6 s per second of speech), so its
     # first unit is about two words. See docs/benchmarks.md.
     first_unit_chars = 16
+    # French, Portuguese, Spanish and Italian listeners misheard words run together across
+    # a cut inside a phrase ("train | pour Lyon" heard "Trampourlion"), so their first unit
+    # is a clause or a whole short sentence (docs/benchmarks.md, "Mandarin and Japanese
+    # (issue 21)"). Mandarin and Japanese units start with their first words instead
+    # (QUICK_START), which needs no shorter unit here.
+    first_unit_chars_by_lang = (("es", 60), ("fr", 60), ("it", 60), ("pt-br", 60))
     # zf_xiaoxiao, a native Mandarin voice, reads Mandarin best of those measured
     # (docs/benchmarks.md, "Native voices").
     lang_voices = (("zh", "kokoro/zf_xiaoxiao"), ("ja", "kokoro/jf_alpha"))

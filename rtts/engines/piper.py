@@ -582,6 +582,7 @@ class PiperKind:
     # phoneme on 2 cores), so its first unit stays a phrase (and a kiosk caption stays a
     # sentence). See docs/benchmarks.md.
     first_unit_chars = 40
+    first_unit_chars_by_lang: tuple[tuple[str, int], ...] = ()
     lang_voices: tuple[tuple[str, str], ...] = ()
     host_ops: Mapping[str, str] = {}  # espeak-ng runs in the server: it loads in milliseconds
 

@@ -58,6 +58,7 @@ class ToyKind:
     costs = Costs(rtf=0.01, load_s=0.1, first_s_per_char=0.001)
     streams_in_unit = True
     first_unit_chars = 99
+    first_unit_chars_by_lang = (("fr", 7),)
     lang_voices = (("en", "toy/b"),)
     host_ops = {"toy.echo": "builtins:str"}
     warmed: list[str] = []
@@ -78,6 +79,7 @@ def test_a_registered_kind_is_discovered_costed_and_routed(tmp_path: Path) -> No
     assert {"toy/a", "toy/b"} <= set(registry.voices)
     assert registry.engine_for("toy/a").key == "toy"
     assert registry.first_unit_chars("toy") == 99
+    assert registry.first_unit_chars("toy", "fr") == 7 and registry.first_unit_chars("toy", "en") == 99
     assert toy in registry.kinds_in_use()
     # Text another voice cannot speak goes to the kind's preferred voice for its language.
     assert registry.lang_voices["en"].id == "toy/b"

@@ -563,3 +563,22 @@ def test_chinese_with_no_voice_named_gets_the_mandarin_voices_short_first_unit(h
     effects, _ = speak_all_jobs(session, send(session, type="speak", id="b", text=text))
     marks = sent(effects, protocol.Mark)
     assert marks[0].text == "各位旅客请注意，" and len(marks) >= 2
+
+
+def test_romance_languages_start_with_a_whole_short_sentence():
+    # A cut inside a French phrase was misheard ("train | pour Lyon"): Kokoro's French first
+    # unit is the whole sentence when it is short, and a clause when it is not.
+    voices = MIXED_VOICES | {"kokoro/f": VoiceInfo("kokoro/f", "F", ("fr", "en"), "kokoro", 24000, "kokoro", "f")}
+
+    def first_job(text: str, **fields: str):  # type: ignore[no-untyped-def]
+        cfg = Config(cache_dir="/tmp/rtts-test", models_dir="/tmp/rtts-test")
+        session = Session("s1", cfg, FixedCatalog(voices, "piper/a"), Clock())
+        (job,) = submits(send(session, type="speak", id="u", text=text, **fields))
+        return job
+
+    job = first_job("Le prochain train pour Lyon partira du quai 3.", lang="fr")
+    assert job.voice.id == "kokoro/f" and job.text == "Le prochain train pour Lyon partira du quai 3."
+    text = "Mesdames et messieurs, le prochain train pour Lyon partira du quai numéro trois dans cinq minutes."
+    assert first_job(text, lang="fr").text == "Mesdames et messieurs,"
+    # English keeps Kokoro's two-word first unit.
+    assert first_job("Please stand clear of the closing doors.", voice="kokoro/z", lang="en").text == "Please stand"
