@@ -253,3 +253,69 @@ def test_a_subscriber_with_an_unflushed_append_does_not_hold_the_channel(server:
         heard(busy, second.id)
     finally:
         busy.close(), good.close()
+
+
+def test_a_listener_that_fails_is_logged_counted_and_listens_again(
+    server: ServerThread, r, monkeypatch, caplog  # type: ignore[no-untyped-def]
+) -> None:
+    """No background task dies silently: a failure the bus does not expect (a bug) is
+    logged with its traceback, counted, and the listener subscribes again."""
+    import rtts.bus
+
+    real = rtts.bus.announcements.decode
+    calls = []
+
+    def failing_once(data: bytes, **kw):  # type: ignore[no-untyped-def]
+        calls.append(data)
+        if len(calls) == 1:
+            raise RuntimeError("a bug in decode")
+        return real(data, **kw)
+
+    monkeypatch.setattr(rtts.bus.announcements, "decode", failing_once)
+    kiosk = subscriber(server)
+    try:
+        errors = metric(server, "rtts_bus_listener_errors_total")
+        lost = announce(server, "Lost to the bug.")
+        deadline = time.monotonic() + 10
+        while metric(server, "rtts_bus_listener_errors_total") < errors + 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert "a bug in decode" in caplog.text
+        while readyz(server)["bus"] != "listening":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        heard(kiosk, announce(server, "Heard after the bug.").id)
+        assert lost.seq > 0
+    finally:
+        kiosk.close()
+
+
+def test_channel_names_published_through_redis_cost_nothing_where_nobody_listens(server: ServerThread, r) -> None:  # type: ignore[no-untyped-def]
+    """Bug 13: every name published through Redis stayed in memory, and each subscribe
+    and close walked them all."""
+    fields = {"text": "Hi.", "voice": VOICE, "lang": None, "speed": 1.0, "priority": "normal",
+              "not_before": None, "published": time.time()}
+    dropped = metric(server, "rtts_bus_messages_dropped_total")
+    with r.pipeline(transaction=False) as pipe:
+        for i in range(20_000):
+            pipe.publish(TOPIC, f"{i + 1}\n".encode() + json.dumps({**fields, "channel": f"void-{i}"}).encode())
+        pipe.publish(TOPIC, b"1\n" + json.dumps({**fields, "channel": "v" * 100_000}).encode())
+        pipe.execute()
+    kiosk = subscriber(server, "counted")
+    try:
+        deadline = time.monotonic() + 30
+        while metric(server, "rtts_bus_messages_dropped_total") < dropped + 1:  # the last one: all read
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert server.call(_channel_count(server)) == 1
+        heard(kiosk, announce(server, "Only this channel is kept.", "counted").id)
+    finally:
+        kiosk.close()
+    deadline = time.monotonic() + 10
+    while server.call(_channel_count(server)) != 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+async def _channel_count(server: ServerThread) -> int:
+    return len(server.service.channels._channels)
