@@ -129,6 +129,9 @@ class Channels:
     async def _answer_join(self, member: Member, ch: _Channel, after: int | None) -> None:
         try:
             last = await self._bus.last_seq(ch.name)
+            # Known from now on: a resync counts what is missed after it, not since seq 1
+            # (a channel is forgotten between subscribers, its number with it).
+            ch.last_seq = max(ch.last_seq, last)
         except BusDown:
             last = ch.last_seq
         except Exception:  # answered all the same: a subscribe is never left without one
@@ -233,7 +236,7 @@ class Channels:
         ch = self._channels.get(ann.channel)
         if ch is None:
             return  # nobody here listens: nothing to synthesize, nothing to remember
-        if ann.seq <= ch.last_seq:
+        if ann.seq < ch.last_seq:
             # Neither bus delivers twice: the numbering started again (Redis restarted without its data).
             log.warning("channel %s: numbering restarted at %d (was %d)", ch.name, ann.seq, ch.last_seq)
         ch.last_seq = ann.seq

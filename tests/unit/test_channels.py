@@ -362,3 +362,22 @@ async def test_a_failing_bus_answers_subscribe_and_publish() -> None:
     assert isinstance(a.told[0], protocol.Subscribed) and a.told[0].seq == 0
     assert isinstance(a.told[1], protocol.Error) and a.told[1].code == "internal"
     await hub.stop()
+
+
+async def test_a_resync_counts_only_what_was_missed_since_subscribing() -> None:
+    """A channel is forgotten between subscribers: its number comes back from the bus on
+    subscribe, so a resync does not count every announcement since seq 1 as missed."""
+    bus = LocalBus()
+    hub = Channels(bus, FakeJobs(), queue_limit=3)  # type: ignore[arg-type]
+    await hub.start()
+    bus._seq["lobby"] = 40  # published to while nobody here listened
+    a = Member(hub)
+    hub.join(a, "lobby", None)
+    await settle()
+    assert isinstance(a.told[-1], protocol.Subscribed) and a.told[-1].seq == 40
+    bus._seq["lobby"] = 42  # two published while the bus was away
+    hub._resync()
+    await settle()
+    told = a.told[-1]
+    assert isinstance(told, protocol.Subscribed) and (told.seq, told.missed) == (42, 2)
+    await hub.stop()
