@@ -61,11 +61,9 @@ async def announce(
     for name in ("channel", "text"):
         if request.get(name) is None:
             return _error(ErrorCode.MISSING_FIELD, f"give {name!r}")
+    # Checked as a WebSocket client's publish is (protocol.check, in the session): types,
+    # channel name, Unicode, finite numbers; integers stay integers until then.
     fields = {k: request[k] for k in _FIELDS if request.get(k) is not None}
-    if isinstance(fields.get("speed"), int) and not isinstance(fields["speed"], bool):
-        fields["speed"] = float(fields["speed"])
-    if isinstance(fields.get("not_before"), int) and not isinstance(fields["not_before"], bool):
-        fields["not_before"] = float(fields["not_before"])
 
     answer: asyncio.Future[protocol.ServerMessage] = asyncio.get_running_loop().create_future()
 

@@ -4,12 +4,23 @@ Pure data. A ``Draft`` is what a publisher asked for, checked by the publishing 
 (its voice resolved to an id, so every instance and every subscriber speaks it the same
 way); the bus gives it the channel's next sequence number and makes it an
 ``Announcement``, whose id is the same on every instance (``lobby#17``).
+
+What comes back from a shared bus (Redis) is untrusted: anyone who can ``PUBLISH``
+there can send anything. ``decode`` checks it with the WebSocket's own ``publish``
+checks (``protocol.check``) before any instance acts on it.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+
+from . import protocol
+from .protocol import ErrorCode, ProtocolError
+
+# The fields a bus message carries (``Draft.to_json``), each required.
+_WIRE_FIELDS = ("channel", "text", "voice", "lang", "speed", "priority", "not_before", "published")
+_MAX_SEQ_DIGITS = 18  # below 2**63: what Redis INCR can count to
 
 
 @dataclass(frozen=True)
@@ -26,7 +37,7 @@ class Draft:
         return Announcement(**asdict(self), seq=seq, published=published)
 
     def to_json(self, published: float) -> str:
-        """What the bus carries, before it numbers it (``Announcement.from_json``)."""
+        """What the bus carries, before it numbers it (``announcements.decode``)."""
         return json.dumps({**asdict(self), "published": published}, ensure_ascii=False)
 
 
@@ -43,9 +54,43 @@ class Announcement(Draft):
     def high(self) -> bool:
         return self.priority == "high"
 
-    @classmethod
-    def from_json(cls, seq: int, text: str) -> Announcement:
-        """A draft as the bus carried it (``Draft.to_json``), numbered ``seq``."""
-        fields = json.loads(text)
-        published = float(fields.pop("published", 0.0))
-        return Draft(**fields).numbered(seq, published)
+
+def decode(data: bytes, *, now: float, max_text_chars: int) -> Announcement:
+    """A bus message, ``b"<seq>\\n<Draft.to_json>"``, as an announcement; ``ProtocolError``
+    (``bad_message``, ``text_too_long``) for anything a publishing session would not have sent."""
+
+    def bad(why: str) -> ProtocolError:
+        return ProtocolError(ErrorCode.BAD_MESSAGE, why)
+
+    # Each character of text is at most 6 bytes of JSON ("\\u0001"); the rest is small.
+    if len(data) > 6 * max_text_chars + 4096:
+        raise bad(f"{len(data)} bytes is more than any announcement")
+    head, sep, body = data.partition(b"\n")
+    if not sep or not head.isdigit() or len(head) > _MAX_SEQ_DIGITS or int(head) < 1:
+        raise bad("no sequence number")
+    try:
+        fields = json.loads(body.decode("utf-8"))
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        raise bad("not UTF-8 JSON") from None
+    if not isinstance(fields, dict) or set(fields) != set(_WIRE_FIELDS):
+        raise bad(f"a JSON object with exactly {', '.join(_WIRE_FIELDS)}")
+    voice, speed, published = fields["voice"], fields["speed"], fields["published"]
+    if not isinstance(voice, str) or isinstance(speed, bool) or not isinstance(speed, (int, float)):
+        raise bad("voice must be a voice id, speed a number")
+    if isinstance(published, bool) or not isinstance(published, (int, float)) or not protocol.finite(published):
+        raise bad("published must be a Unix time")
+    # The same checks as a WebSocket client's ``publish``: types, channel name, priority,
+    # speed, Unicode, not_before (voice and language were resolved by the publisher).
+    msg = protocol.Publish(
+        channel=fields["channel"], text=fields["text"], voice=voice, lang=fields["lang"],
+        speed=speed, priority=fields["priority"], not_before=fields["not_before"],
+    )
+    protocol.check(msg)
+    protocol.check_not_before(msg.not_before, now)
+    if not msg.text.strip():
+        raise bad("text has nothing to speak")
+    if len(msg.text) > max_text_chars:
+        raise ProtocolError(ErrorCode.TEXT_TOO_LONG, f"text is over {max_text_chars} characters")
+    not_before = float(msg.not_before) if msg.not_before is not None else None
+    draft = Draft(msg.channel, msg.text, voice, msg.lang, float(speed), msg.priority, not_before)
+    return draft.numbered(int(head), float(published))

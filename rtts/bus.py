@@ -7,6 +7,13 @@ counter and publishes in one atomic step, so the numbers and the order in which 
 instance receives announcements agree. Redis pub/sub is at most once: an instance
 that is not connected when an announcement is published never gets it (its kiosks learn
 how many they missed from the counter, ``last_seq``).
+
+Whatever arrives from Redis is untrusted (anyone who may ``PUBLISH`` there can send
+anything): each message is checked by ``announcements.decode``, with the WebSocket's own
+``publish`` checks, and one that fails is dropped, logged and counted (``dropped``). The
+listener never ends on its own: a lost connection or any unexpected failure is logged,
+counted (``errors``) and retried, and ``state`` says whether it is listening
+(``/readyz``, ``rtts_bus_up``).
 """
 
 from __future__ import annotations
@@ -18,7 +25,9 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from . import announcements
 from .announcements import Announcement, Draft
+from .protocol import ErrorCode, ProtocolError
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +42,10 @@ class BusDown(Exception):
 
 
 class Bus(Protocol):
+    state: str  # "local", "listening", "connecting" (to Redis, or again), "stopped"
+    dropped: int  # messages from the bus refused as unreadable
+    errors: int  # failures of the listener (each one logged, then retried)
+
     async def start(self, deliver: Deliver, resync: Resync) -> None:
         """From now on, call ``deliver`` on the event loop with every announcement published,
         and ``resync`` after a gap in which announcements may have been missed."""
@@ -48,6 +61,10 @@ class Bus(Protocol):
 
 class LocalBus:
     """One instance: numbers kept in memory, delivered on the next loop turn."""
+
+    state = "local"
+    dropped = 0
+    errors = 0
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
@@ -82,59 +99,104 @@ return seq
 PREFIX = "rtts:"
 _TOPIC = PREFIX + "announce"
 _RETRY_S = (0.2, 0.5, 1.0, 2.0, 5.0)
+# Redis connections one instance may open: the subscription's and the rest for publish
+# and last_seq. While Redis hangs, a flood of subscribes waits for one of these (at most
+# _POOL_WAIT_S, then BusDown) instead of opening a socket each (issue 20, bug 17).
+MAX_CONNECTIONS = 8
+_POOL_WAIT_S = 2.0
+# At most one warning a second about dropped messages: a flood of garbage is counted,
+# not written to the log line by line.
+_WARN_EVERY_S = 1.0
 
 
 class RedisBus:
-    def __init__(self, url: str, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, url: str, max_text_chars: int, clock: Callable[[], float] = time.time) -> None:
         import redis.asyncio as redis  # only with --bus: an optional dependency
 
         self._errors = (redis.RedisError, OSError)
-        self._redis = redis.from_url(url, socket_connect_timeout=2, socket_timeout=5)
+        pool = redis.BlockingConnectionPool.from_url(
+            url, max_connections=MAX_CONNECTIONS, timeout=_POOL_WAIT_S, socket_connect_timeout=2, socket_timeout=5
+        )
+        self._redis = redis.Redis.from_pool(pool)
         self._script = self._redis.register_script(_PUBLISH)
+        self._max_text_chars = max_text_chars
         self._clock = clock
         self._listener: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
+        self._stopping = False
+        # One GET per channel in flight, shared by every subscribe that asks meanwhile.
+        self._seq_lookups: dict[str, asyncio.Future[int]] = {}
+        self._warned_at = -_WARN_EVERY_S
+        self.dropped = 0
+        self.errors = 0
+
+    @property
+    def state(self) -> str:
+        if self._stopping:
+            return "stopped"
+        if self._listener is None or self._listener.done():
+            return "down"  # never started, or ended (it does not: see _listen_forever)
+        return "listening" if self._subscribed.is_set() else "connecting"
 
     async def start(self, deliver: Deliver, resync: Resync) -> None:
-        self._listener = asyncio.create_task(self._listen(deliver, resync), name="rtts-bus")
+        self._listener = asyncio.create_task(self._listen_forever(deliver, resync), name="rtts-bus")
         # Listening before serving: an announcement published right after start is not lost.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._subscribed.wait(), 5)
         if not self._subscribed.is_set():
             log.warning("bus: Redis is not reachable yet; channels work on this instance once it is")
 
-    async def _listen(self, deliver: Deliver, resync: Resync) -> None:
+    async def _listen_forever(self, deliver: Deliver, resync: Resync) -> None:
         failures = 0
         while True:
-            pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
             try:
-                await pubsub.subscribe(_TOPIC)
-                if failures:
-                    log.info("bus: connected to Redis again")
-                    resync()
-                failures = 0
-                self._subscribed.set()
-                while True:
-                    message = await pubsub.get_message(timeout=5.0)
-                    if message is None or message.get("type") != "message":
-                        continue
-                    seq, _, body = message["data"].decode().partition("\n")
-                    try:
-                        ann = Announcement.from_json(int(seq), body)
-                    except (ValueError, TypeError, KeyError) as exc:
-                        log.warning("bus: unreadable announcement dropped (%s)", exc)
-                        continue
-                    deliver(ann)
+                await self._listen(deliver, resync, again=failures > 0)
             except self._errors as exc:
-                self._subscribed.clear()
-                delay = _RETRY_S[min(failures, len(_RETRY_S) - 1)]
-                failures += 1
-                if failures == 1:
+                if failures == 0 or self._subscribed.is_set():
                     log.warning("bus: lost Redis (%s); announcements published meanwhile are missed here", exc)
-                await asyncio.sleep(delay)
-            finally:
-                with contextlib.suppress(*self._errors):
-                    await pubsub.aclose()
+            except Exception:  # a bug: logged and counted, and the listener carries on
+                self.errors += 1
+                log.exception("bus: the Redis listener failed; listening again")
+            if self._subscribed.is_set():
+                failures = 0  # it was listening: the back-off starts over
+            self._subscribed.clear()
+            await asyncio.sleep(_RETRY_S[min(failures, len(_RETRY_S) - 1)])
+            failures += 1
+
+    async def _listen(self, deliver: Deliver, resync: Resync, *, again: bool) -> None:
+        pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+        try:
+            await pubsub.subscribe(_TOPIC)
+            if again:
+                log.info("bus: connected to Redis again")
+                resync()
+            self._subscribed.set()
+            while True:
+                message = await pubsub.get_message(timeout=5.0)
+                if message is not None and message.get("type") == "message":
+                    self._take(message.get("data"), deliver)
+        finally:
+            with contextlib.suppress(*self._errors):
+                await pubsub.aclose()
+
+    def _take(self, data: object, deliver: Deliver) -> None:
+        try:
+            if not isinstance(data, bytes):
+                raise ProtocolError(ErrorCode.BAD_MESSAGE, f"{type(data).__name__}, not bytes")
+            ann = announcements.decode(data, now=self._clock(), max_text_chars=self._max_text_chars)
+        except ProtocolError as exc:
+            self.dropped += 1
+            now = time.monotonic()
+            if now - self._warned_at >= _WARN_EVERY_S:
+                self._warned_at = now
+                log.warning("bus: message on %s dropped (%s: %s); %d dropped so far",
+                            _TOPIC, exc.code.value, exc.message[:200], self.dropped)
+            return
+        try:
+            deliver(ann)
+        except Exception:  # a bug in the channels: this announcement is lost, not the listener
+            self.errors += 1
+            log.exception("bus: %s could not be delivered", ann.id)
 
     async def publish(self, draft: Draft) -> Announcement:
         key = f"{PREFIX}seq:{draft.channel}"
@@ -146,20 +208,46 @@ class RedisBus:
         return draft.numbered(seq, published)
 
     async def last_seq(self, channel: str) -> int:
+        lookup = self._seq_lookups.get(channel)
+        if lookup is None:
+            lookup = self._seq_lookups[channel] = asyncio.get_running_loop().create_task(self._get_seq(channel))
+            lookup.add_done_callback(lambda done: self._lookup_done(channel, done))
+        # Shielded: one subscriber going away does not cancel the others' answer.
+        return await asyncio.shield(lookup)
+
+    def _lookup_done(self, channel: str, done: asyncio.Future[int]) -> None:
+        self._seq_lookups.pop(channel, None)
+        if not done.cancelled():
+            done.exception()  # retrieved, even when every asker went away meanwhile
+
+    async def _get_seq(self, channel: str) -> int:
+        key = f"{PREFIX}seq:{channel}"
         try:
-            value = await self._redis.get(f"{PREFIX}seq:{channel}")
+            value = await self._redis.get(key)
         except self._errors as exc:
             raise BusDown(f"Redis: {exc}") from None
-        return int(value or 0)
+        if value is None:
+            return 0
+        if not (isinstance(value, bytes) and value.isdigit() and len(value) <= 18):
+            # Not a number this bus wrote (INCR would refuse it too): said, not raised as ValueError.
+            log.warning("bus: %s holds %r, not a number", key, value[:40] if isinstance(value, bytes) else value)
+            raise BusDown(f"Redis: {key} holds no number")
+        return int(value)
 
     async def stop(self) -> None:
+        self._stopping = True
         if self._listener is not None:
             self._listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            try:
                 await self._listener
+            except asyncio.CancelledError:
+                pass
+            except Exception:  # never re-raised out of shutdown
+                log.exception("bus: the Redis listener had failed")
         with contextlib.suppress(*self._errors):
             await self._redis.aclose()
 
 
-def make_bus(url: str | None) -> Bus:
-    return RedisBus(url) if url else LocalBus()
+def make_bus(url: str | None, max_text_chars: int) -> Bus:
+    """``max_text_chars``: the longest text a message from Redis may carry (``limits.max_text_chars``)."""
+    return RedisBus(url, max_text_chars) if url else LocalBus()

@@ -7,8 +7,17 @@ ones waiting (high priority first, then in order; one whose ``not_before`` has n
 waits without holding up the others). When one starts, every subscriber present gets it
 as an utterance of its own session (``Session.announce``), in its own format and rate,
 while its synthesis runs once for all of them (``shared_jobs.py``). The next starts
-when every subscriber has ended the current one, or after ``HOLD_S`` for those that have
-not (a connection with its own long utterance queued): they still get it, later.
+when every subscriber has ended the current one (its session ends it once all its audio
+is sent). One subscriber cannot hold the others up: once one has ended it, those that
+have not begun it (their own utterance still playing, or waiting for a ``flush``) are
+left behind at once, and those still receiving it get ``LAG_S`` more; after ``HOLD_S``
+everyone is. One left behind still gets the announcement later, with a synthesis of
+its own: its share of the held audio is let go when it is left behind.
+
+The queue is in two halves of ``queue_limit`` each: announcements due now, and those
+scheduled later (``not_before``, at most ``protocol.MAX_NOT_BEFORE_AHEAD_S`` ahead), so
+announcements for later never make one for now ``queue_full``. A channel with neither
+subscribers nor work is forgotten.
 
 A high-priority announcement does not wait: it interrupts a playing normal one (each
 subscriber's session treats it as ``speak`` with ``interrupt: true``).
@@ -41,6 +50,10 @@ __all__ = ["Channels", "Member"]
 # before starting the next one (seconds): long enough for a long announcement, short
 # enough that one busy connection does not hold a channel up for everyone.
 HOLD_S = 60.0
+# Once one subscriber has ended it, how long the others still receiving it get to end it
+# too (seconds): enough to empty a send buffer (256 KiB) over a slow link, short enough
+# that a client that reads nothing costs the channel little.
+LAG_S = 5.0
 # Channels one connection may subscribe to: each costs an entry here for as long as it lasts.
 MAX_SUBSCRIPTIONS = 16
 
@@ -60,8 +73,10 @@ class _Channel:
     queue: list[Announcement] = field(default_factory=list)
     current: Announcement | None = None
     waiting: set[Member] = field(default_factory=set)  # subscribers that have not ended ``current``
+    begun: set[Member] = field(default_factory=set)  # of those, the ones whose session began it
     last_seq: int = 0
     timer: asyncio.TimerHandle | None = None
+    lag: asyncio.TimerHandle | None = None  # LAG_S for those still receiving ``current``
 
 
 class Channels:
@@ -73,6 +88,7 @@ class Channels:
         self.queue_limit = queue_limit
         self._clock = clock
         self._channels: dict[str, _Channel] = {}
+        self._subscriptions: dict[Member, set[str]] = {}  # each member's channels: no walk over all
         self._holding: dict[Member, set[str]] = {}  # announcements handed to a member, not yet ended
         self._tasks: set[asyncio.Task[None]] = set()
         self.started = 0  # announcements started on this instance
@@ -85,27 +101,41 @@ class Channels:
         for task in list(self._tasks):
             task.cancel()
         for ch in self._channels.values():
-            if ch.timer is not None:
-                ch.timer.cancel()
+            for timer in (ch.timer, ch.lag):
+                if timer is not None:
+                    timer.cancel()
         await self._bus.stop()
+
+    @property
+    def bus(self) -> Bus:
+        """The bus, for its ``state`` and counters (``/readyz``, metrics)."""
+        return self._bus
 
     # ------------------------------------------------------------ subscriptions
 
     def join(self, member: Member, name: str, after: int | None) -> None:
-        ch = self._channels.get(name)
-        if (ch is None or member not in ch.members) and self._count(member) >= MAX_SUBSCRIPTIONS:
+        """``name`` was checked by ``protocol`` (``subscribe.channel``)."""
+        mine = self._subscriptions.get(member, set())
+        if name not in mine and len(mine) >= MAX_SUBSCRIPTIONS:
             member.tell(protocol.Error(ErrorCode.BAD_MESSAGE.value,
                                        f"at most {MAX_SUBSCRIPTIONS} channels per connection; unsubscribe one first"))
             return
         ch = self._channel(name)
         ch.members[member] = None
+        self._subscriptions.setdefault(member, set()).add(name)
         # Members are in before the answer is: nothing that starts meanwhile is lost.
         self._spawn(self._answer_join(member, ch, after))
 
     async def _answer_join(self, member: Member, ch: _Channel, after: int | None) -> None:
         try:
             last = await self._bus.last_seq(ch.name)
+            # Known from now on: a resync counts what is missed after it, not since seq 1
+            # (a channel is forgotten between subscribers, its number with it).
+            ch.last_seq = max(ch.last_seq, last)
         except BusDown:
+            last = ch.last_seq
+        except Exception:  # answered all the same: a subscribe is never left without one
+            log.exception("channel %s: the bus could not say its last number", ch.name)
             last = ch.last_seq
         missed = 0
         if after is not None and after < last:
@@ -133,18 +163,30 @@ class Channels:
                 self._spawn(check(ch))
 
     def leave(self, member: Member, name: str) -> None:
+        mine = self._subscriptions.get(member)
+        if mine is not None:
+            mine.discard(name)
+            if not mine:
+                del self._subscriptions[member]
         ch = self._channels.get(name)
         if ch is not None:
             ch.members.pop(member, None)
+            if ch.current is not None and member in ch.waiting:
+                self._let_go(ch, member, ch.current)  # not waited for: it left
+                if not ch.waiting:
+                    self._finish(ch)
             self._tidy(ch)
         member.tell(protocol.Unsubscribed(name))
 
     def forget(self, member: Member) -> None:
         """A connection closed: its subscriptions go, and its hold on every announcement."""
-        for ch in list(self._channels.values()):
+        for name in self._subscriptions.pop(member, set()):
+            ch = self._channels.get(name)
+            if ch is None:
+                continue
             ch.members.pop(member, None)
             if member in ch.waiting:
-                self._ended_by(ch, member)
+                self._ended_by(ch, member, received=False)
             self._tidy(ch)
         for ann_id in self._holding.pop(member, set()):
             self.jobs.release(ann_id)
@@ -159,17 +201,26 @@ class Channels:
                 member.tell(await self.publish(draft))
             except ProtocolError as exc:
                 member.tell(protocol.Error(exc.code.value, exc.message))
+            except Exception:  # the publisher is answered whatever happened
+                log.exception("channel %s: publish failed", draft.channel)
+                member.tell(protocol.Error(ErrorCode.INTERNAL.value, "the announcement could not be published"))
 
         self._spawn(run())
 
     async def publish(self, draft: Draft) -> protocol.Published:
-        """Send ``draft`` to every instance; raises ``ProtocolError`` (queue_full, bus_unavailable)."""
+        """Send ``draft`` to every instance; raises ``ProtocolError`` (bad_message for a
+        ``not_before`` too far ahead, queue_full, bus_unavailable)."""
+        now = self._clock()
+        protocol.check_not_before(draft.not_before, now)
         ch = self._channels.get(draft.channel)
-        queued = len(ch.queue) if ch is not None else 0
-        if queued >= self.queue_limit and not (draft.priority == "high" and self._normals(ch)):
+        later = not self._due(draft, now)
+        pool = self._pool(ch, later, now)
+        queued = len(pool)
+        if queued >= self.queue_limit and not (draft.priority == "high" and any(not a.high for a in pool)):
+            what = "scheduled for later" if later else "waiting"
             raise ProtocolError(
                 ErrorCode.QUEUE_FULL,
-                f"channel {draft.channel!r} has {queued} announcements waiting (limits.channel_queue); try later",
+                f"channel {draft.channel!r} has {queued} announcements {what} (limits.channel_queue); try later",
             )
         try:
             ann = await self._bus.publish(draft)
@@ -182,29 +233,34 @@ class Channels:
 
     def _arrived(self, ann: Announcement) -> None:
         """An announcement from the bus (any instance's, this one's included)."""
-        ch = self._channel(ann.channel)
-        if ann.seq <= ch.last_seq:
+        ch = self._channels.get(ann.channel)
+        if ch is None:
+            return  # nobody here listens: nothing to synthesize, nothing to remember
+        if ann.seq < ch.last_seq:
             # Neither bus delivers twice: the numbering started again (Redis restarted without its data).
             log.warning("channel %s: numbering restarted at %d (was %d)", ch.name, ann.seq, ch.last_seq)
         ch.last_seq = ann.seq
         if not ch.members:
             self._tidy(ch)
-            return  # nobody here listens: nothing to synthesize
-        if ann.high:
-            if len(ch.queue) >= self.queue_limit and self._normals(ch):
-                ch.queue.remove(self._normals(ch)[-1])
+            return
+        now = self._clock()
+        pool = self._pool(ch, not self._due(ann, now), now)
+        if len(pool) >= self.queue_limit:
+            normals = [a for a in pool if not a.high]
+            if not (ann.high and normals):
                 self.dropped += 1
+                log.warning("channel %s: queue full (%d); %s dropped on this instance", ch.name, len(pool), ann.id)
+                return
+            ch.queue.remove(normals[-1])  # the newest normal one makes room for a high one
+            self.dropped += 1
+        if ann.high:
             # After the high ones already waiting, ahead of every normal one.
             place = sum(1 for a in ch.queue if a.high)
             ch.queue.insert(place, ann)
-            if ch.current is not None and not ch.current.high and self._due(ann):
+            if ch.current is not None and not ch.current.high and self._due(ann, now):
                 ch.queue.remove(ann)
                 self._begin(ch, ann)  # the subscribers' sessions cut the playing one short
                 return
-        elif len(ch.queue) >= self.queue_limit:
-            self.dropped += 1
-            log.warning("channel %s: queue full (%d); %s dropped on this instance", ch.name, len(ch.queue), ann.id)
-            return
         else:
             ch.queue.append(ann)
         self._advance(ch)
@@ -227,22 +283,34 @@ class Channels:
         self._tidy(ch)
 
     def _begin(self, ch: _Channel, ann: Announcement) -> None:
-        if ch.timer is not None:
-            ch.timer.cancel()
-            ch.timer = None
+        self._cancel_timers(ch)
         ch.current = ann
         ch.waiting = set(ch.members)
+        ch.begun = set()
         self.started += 1
         log.info("channel %s: %s to %d subscribers", ch.name, ann.id, len(ch.waiting))
-        for member in list(ch.waiting):
-            self.jobs.hold(ann.id)
-            self._holding.setdefault(member, set()).add(ann.id)
-        for member in list(ch.waiting):
-            member.announce(ann)  # may end it at once (an error): ``ended`` copes
-        if ch.current is ann:
-            ch.timer = asyncio.get_running_loop().call_later(HOLD_S, self._stop_holding, ch, ann)
-            if not ch.waiting:
-                self._finish(ch)
+        try:
+            for member in list(ch.waiting):
+                self.jobs.hold(ann.id)
+                self._holding.setdefault(member, set()).add(ann.id)
+            for member in list(ch.waiting):
+                try:
+                    member.announce(ann)  # may end it at once (an error): ``ended`` copes
+                except Exception:  # one subscriber's failure is its own, never the channel's
+                    log.exception("channel %s: %s could not be handed to a subscriber", ch.name, ann.id)
+                    self._let_go(ch, member, ann)
+        finally:
+            # Whatever happened above, the channel goes on: never wedged on ``current``.
+            if ch.current is ann:
+                ch.timer = asyncio.get_running_loop().call_later(HOLD_S, self._stop_holding, ch, ann)
+                if not ch.waiting:
+                    self._finish(ch)
+
+    def begun(self, member: Member, ann_id: str) -> None:
+        """``member``'s session made the first job of announcement ``ann_id``: it is receiving it."""
+        ch = self._channels.get(ann_id.rpartition("#")[0])
+        if ch is not None and ch.current is not None and ch.current.id == ann_id and member in ch.waiting:
+            ch.begun.add(member)
 
     def ended(self, member: Member, ann_id: str) -> None:
         """``member`` sent ``end`` for an announcement (done, cancelled or error)."""
@@ -252,35 +320,71 @@ class Channels:
             self.jobs.release(ann_id)
         ch = self._channels.get(ann_id.rpartition("#")[0])
         if ch is not None and ch.current is not None and ch.current.id == ann_id and member in ch.waiting:
-            self._ended_by(ch, member)
+            self._ended_by(ch, member, received=member in ch.begun)
 
-    def _ended_by(self, ch: _Channel, member: Member) -> None:
+    def _ended_by(self, ch: _Channel, member: Member, *, received: bool) -> None:
+        """``received``: ``member`` had begun it, so its end says the audio is there
+        (an error before any job, or a connection gone, says nothing about the others)."""
         ch.waiting.discard(member)
+        ch.begun.discard(member)
         if not ch.waiting:
             self._finish(ch)
+            return
+        if not received:
+            return
+        ann = ch.current
+        assert ann is not None
+        # One has it all: those that have not even begun it are not waited for (their own
+        # utterance is ahead of it, maybe waiting for a flush that never comes) ...
+        for other in [m for m in ch.waiting if m not in ch.begun]:
+            self._let_go(ch, other, ann)
+        if not ch.waiting:
+            self._finish(ch)
+        elif ch.lag is None:  # ... and those receiving it have LAG_S more
+            ch.lag = asyncio.get_running_loop().call_later(LAG_S, self._stop_holding, ch, ann)
+
+    def _let_go(self, ch: _Channel, member: Member, ann: Announcement) -> None:
+        """Stop waiting for ``member`` on ``ann`` and give back its share of the held audio:
+        its session still plays the announcement when it comes to it, synthesized for it alone."""
+        ch.waiting.discard(member)
+        ch.begun.discard(member)
+        held = self._holding.get(member)
+        if held is not None and ann.id in held:
+            held.discard(ann.id)
+            if not held:
+                del self._holding[member]
+            self.jobs.release(ann.id)
 
     def _stop_holding(self, ch: _Channel, ann: Announcement) -> None:
         if ch.current is ann:
             log.info("channel %s: %d subscribers still busy with %s; going on", ch.name, len(ch.waiting), ann.id)
-            ch.waiting.clear()
+            for member in list(ch.waiting):
+                self._let_go(ch, member, ann)
             self._finish(ch)
 
     def _finish(self, ch: _Channel) -> None:
         ch.current = None
-        ch.timer, timer = None, ch.timer
-        if timer is not None:
-            timer.cancel()
+        ch.waiting.clear()
+        ch.begun.clear()
+        self._cancel_timers(ch)
         self._advance(ch)
+
+    @staticmethod
+    def _cancel_timers(ch: _Channel) -> None:
+        for timer in (ch.timer, ch.lag):
+            if timer is not None:
+                timer.cancel()
+        ch.timer = ch.lag = None
 
     # ------------------------------------------------------------ jobs
 
-    def submit(self, job: Job) -> None:
+    def submit(self, job: Job, member: Member | None = None) -> None:
+        """A subscriber's job of an announcement (``Job.shared``)."""
+        if member is not None and job.shared is not None and job.shared[1] == 0:
+            self.begun(member, job.shared[0])
         self.jobs.submit(job)
 
     # ------------------------------------------------------------ helpers
-
-    def _count(self, member: Member) -> int:
-        return sum(1 for ch in self._channels.values() if member in ch.members)
 
     def _channel(self, name: str) -> _Channel:
         ch = self._channels.get(name)
@@ -289,25 +393,31 @@ class Channels:
         return ch
 
     def _tidy(self, ch: _Channel) -> None:
-        """Forget a channel with nobody and nothing left, but not its numbering while it has members."""
+        """Forget a channel with nobody and nothing left: what nobody here hears is not kept
+        (a name published to through Redis costs nothing on an instance without subscribers)."""
         if not ch.members and ch.current is None and not ch.waiting:
             ch.queue.clear()
-            if ch.timer is not None:
-                ch.timer.cancel()
-            if ch.last_seq == 0:  # else its last number is kept: the bus may redeliver an old one
-                self._channels.pop(ch.name, None)
+            self._cancel_timers(ch)
+            self._channels.pop(ch.name, None)
 
-    def _due(self, ann: Announcement, now: float | None = None) -> bool:
+    def _due(self, ann: Draft, now: float | None = None) -> bool:
         return ann.not_before is None or ann.not_before <= (now if now is not None else self._clock())
 
-    @staticmethod
-    def _normals(ch: _Channel | None) -> list[Announcement]:
-        return [a for a in ch.queue if not a.high] if ch is not None else []
+    def _pool(self, ch: _Channel | None, later: bool, now: float) -> list[Announcement]:
+        """The half of the queue an announcement goes in: those scheduled for later, or the rest."""
+        if ch is None:
+            return []
+        return [a for a in ch.queue if (not self._due(a, now)) == later]
 
     def _spawn(self, coro) -> None:  # type: ignore[no-untyped-def]
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:  # never silent
+            log.error("channels: a task failed", exc_info=task.exception())
 
     def queued(self, name: str) -> int:
         ch = self._channels.get(name)

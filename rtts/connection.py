@@ -118,7 +118,10 @@ class Connection:
 
     def _run(self, job: Job) -> None:
         # An announcement's jobs are shared with the other subscribers (shared_jobs.py).
-        (self.service.channels if job.shared is not None else self.service.worker).submit(job)
+        if job.shared is not None:
+            self.service.channels.submit(job, self)
+        else:
+            self.service.worker.submit(job)
 
     def _on_room(self) -> None:
         for job in self._held:

@@ -12,6 +12,7 @@ anything that would break an existing client needs a new ``v``.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -68,6 +69,13 @@ MAX_ID_CHARS = 128
 MAX_CHANNEL_CHARS = 64
 PRIORITIES = ("normal", "high")
 CHANNEL_NAME = re.compile(r"[A-Za-z0-9._-]{1,%d}" % MAX_CHANNEL_CHARS)
+# How far ahead ``publish.not_before`` may be (seconds): a day is enough to schedule
+# tomorrow's opening announcement, and a millisecond timestamp (1000x a Unix time) or
+# a typo is refused instead of holding a queue slot for millennia.
+MAX_NOT_BEFORE_AHEAD_S = 24 * 3600.0
+# JSON ("\ud800") and in-process callers can make a str no UTF-8 encoder takes (msgpack,
+# Redis, the g2p front ends all fail on it, far from the edge): refused here instead.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 # msgpack's own structural limits: a client message is a small flat map, so anything
 # deeper or wider is refused by the C decoder before it allocates (see
@@ -398,6 +406,17 @@ def _check_type(cls: type, name: str, value: Any, msg_id: str | None) -> None:
         raise ProtocolError(
             ErrorCode.BAD_MESSAGE, f"{cls.TYPE}.{name} must be {want}, not {type(value).__name__}", msg_id  # type: ignore[attr-defined]
         )
+    elif isinstance(value, str) and _LONE_SURROGATE.search(value):
+        raise ProtocolError(
+            ErrorCode.BAD_MESSAGE, f"{cls.TYPE}.{name} is not valid Unicode (a lone surrogate)", msg_id  # type: ignore[attr-defined]
+        )
+
+
+def finite(value: float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        return False
 
 
 def _check_values(msg: ClientMessage, msg_id: str | None) -> None:
@@ -414,8 +433,10 @@ def _check_values(msg: ClientMessage, msg_id: str | None) -> None:
         raise bad("after must be >= 0")
     if isinstance(msg, Publish) and msg.priority not in PRIORITIES:
         raise bad(f"priority must be one of {', '.join(PRIORITIES)}")
+    if isinstance(msg, Publish) and msg.not_before is not None and not finite(msg.not_before):
+        raise bad("not_before must be a finite Unix time in seconds")
     speed = getattr(msg, "speed", None)
-    if speed is not None and not SPEED_RANGE[0] <= speed <= SPEED_RANGE[1]:
+    if speed is not None and not (finite(speed) and SPEED_RANGE[0] <= speed <= SPEED_RANGE[1]):
         raise bad(f"speed must be within {SPEED_RANGE[0]}..{SPEED_RANGE[1]}")
     if isinstance(msg, Hello):
         if msg.v != VERSION:
@@ -426,6 +447,18 @@ def _check_values(msg: ClientMessage, msg_id: str | None) -> None:
             raise bad(f"sample_rate must be one of {', '.join(map(str, SAMPLE_RATES))}")
         if msg.frame_ms is not None and not FRAME_MS_RANGE[0] <= msg.frame_ms <= FRAME_MS_RANGE[1]:
             raise bad(f"frame_ms must be within {FRAME_MS_RANGE[0]}..{FRAME_MS_RANGE[1]}")
+
+
+def check_not_before(not_before: float | None, now: float) -> None:
+    """Refuse a ``publish.not_before`` past ``MAX_NOT_BEFORE_AHEAD_S`` from ``now`` (Unix
+    time): it needs the clock, so it is not part of ``check``; a past one means "now"."""
+    if not_before is None:
+        return
+    if not finite(not_before) or not_before > now + MAX_NOT_BEFORE_AHEAD_S:
+        raise ProtocolError(
+            ErrorCode.BAD_MESSAGE,
+            f"not_before must be a Unix time in seconds at most {MAX_NOT_BEFORE_AHEAD_S / 3600:g} h ahead",
+        )
 
 
 def decode_server(data: bytes) -> ServerMessage:

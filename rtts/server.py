@@ -330,6 +330,9 @@ class RttsServer:
             "loading": sorted(self.service.worker.loading),
             "connections": self.caps.total,
             "queue_depth": self.service.worker.queue_depth,
+            # Channels' bus: "local", "listening", or "connecting" while Redis is away (not
+            # a 503: every instance shares that Redis, and speech works without it).
+            "bus": self.service.channels.bus.state,
         }
         return json_response(HTTPStatus.OK if ready else HTTPStatus.SERVICE_UNAVAILABLE, body)
 

@@ -103,6 +103,13 @@ class Metrics:
                      lambda: channels.dropped, r)
         _LiveCounter("rtts_announcement_jobs_shared", "subscribers' announcement jobs served by a synthesis "
                      "another subscriber started", lambda: channels.jobs.joined, r)
+        bus = channels.bus
+        _LiveCounter("rtts_bus_messages_dropped", "messages from the bus (Redis) refused as unreadable or invalid",
+                     lambda: bus.dropped, r)
+        _LiveCounter("rtts_bus_listener_errors", "unexpected failures of the bus listener (each logged, then "
+                     "listened again)", lambda: bus.errors, r)
+        prom.Gauge("rtts_bus_up", "1 while this instance hears the bus (always with the in-process one)",
+                   registry=r).set_function(lambda: bus.state in ("local", "listening"))
         _LiveCounter("rtts_inference_process_starts", "inference processes started (loads after an idle "
                      "unload, or after a crash)", lambda: service.host.starts, r)
         prom.Gauge("rtts_inference_process_resident_bytes", "RSS of the inference process (models, "
@@ -142,7 +149,7 @@ class Service:
         self._loop: asyncio.AbstractEventLoop | None = None
         cache = PhraseCache(int(config.phrase_cache_mb * 1024 * 1024))
         self.worker = InferenceWorker(self.registry, self._post, cache=cache, host=self.host)
-        self.channels = Channels(make_bus(config.bus), SharedJobs(self.worker), config.channel_queue)
+        self.channels = Channels(make_bus(config.bus, config.max_text_chars), SharedJobs(self.worker), config.channel_queue)
         self.metrics = Metrics(self)
         self.active = 0  # connections and HTTP syntheses in progress
         self._idle_timer: asyncio.TimerHandle | None = None

@@ -367,7 +367,8 @@ class Session:
         lang = _spoken_lang(msg.lang, None) if msg.lang is not None else None
         for seg in segment(text, lang, voice.langs[0]):
             self._speaker(voice, seg.lang, None)  # refused here rather than on every subscriber
-        return Draft(msg.channel, msg.text, voice.id, lang, msg.speed or 1.0, msg.priority, msg.not_before)
+        not_before = float(msg.not_before) if msg.not_before is not None else None  # finite: protocol.check
+        return Draft(msg.channel, msg.text, voice.id, lang, float(msg.speed or 1.0), msg.priority, not_before)
 
     def announce(self, ann: Announcement) -> list[Effect]:
         """An announcement of a channel this connection subscribed to, spoken like ``speak``

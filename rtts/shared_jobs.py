@@ -71,7 +71,9 @@ class SharedJobs:
         if held.holders <= 0:
             del self._held[announcement]
             for run in held.runs.values():
-                if not run.over:
+                # A subscriber the channel let go may still be listening to a run: it ends
+                # for it as it would have; only a run nobody listens to is dropped.
+                if not run.over and not any(not job.cancelled for job in run.listeners):
                     self._worker.drop(run.job)
 
     def submit(self, job: Job) -> None:

@@ -5,13 +5,16 @@ in test_channels_live.py and across instances in test_channels_scaleout.py)."""
 from __future__ import annotations
 
 import asyncio
+import json
+import math
+import time
 
 import pytest
 
-from rtts import protocol
+from rtts import announcements, protocol
 from rtts.announcements import Announcement, Draft
 from rtts.bus import LocalBus
-from rtts.channels import Channels
+from rtts.channels import HOLD_S, LAG_S, Channels
 from rtts.protocol import ProtocolError
 
 
@@ -172,3 +175,209 @@ async def test_a_connection_may_subscribe_to_a_bounded_number_of_channels(hub: C
     assert sum(isinstance(m, protocol.Subscribed) for m in a.told) == MAX_SUBSCRIPTIONS + 1
     hub.forget(a)
     assert hub._channels == {}
+
+
+# ---------------------------------------------------------------- issue 20: untrusted bus, holds, scheduling
+
+
+def wire(seq: object = 1, **changes: object) -> bytes:
+    """A bus message as RedisBus publishes it, with ``changes`` to its fields."""
+    fields = {"channel": "lobby", "text": "Hello.", "voice": "piper/en_US-joe-medium", "lang": None, "speed": 1.0,
+              "priority": "normal", "not_before": None, "published": time.time(), **changes}
+    return f"{seq}\n".encode() + json.dumps(fields).encode()
+
+
+def decode(data: bytes) -> Announcement:
+    return announcements.decode(data, now=time.time(), max_text_chars=5000)
+
+
+def test_a_bus_message_is_checked_like_a_publish() -> None:
+    ann = decode(wire(7, priority="high", not_before=time.time() + 60, speed=2))
+    assert (ann.id, ann.high, ann.speed) == ("lobby#7", True, 2.0)
+    garbage = [
+        b"\xff", b"1\n\xff\xfe", b"x\n{}", b"0\n{}", b"1\n[]", b"1\n" + b"[" * 100_000, b"9" * 40 + b"\n{}",
+        wire(channel=["lobby"]), wire(text=5), wire(text=""), wire(voice=None), wire(speed="fast"), wire(speed=True),
+        wire(speed=9.0), wire(priority="urgent"), wire(priority=None), wire(channel="x" * 100_000),
+        wire(channel="bad name!"), wire(lang=3), wire(published="now"),
+        wire(text="\ud800"), wire(channel="lo\udc00bby"),  # lone surrogates: json.dumps keeps them as \u escapes
+        wire(not_before=float("nan")), wire(not_before=float("inf")), wire(not_before=10**400),
+        wire(not_before=time.time() * 1000),  # milliseconds: 55,000 years ahead
+        wire(not_before=time.time() + 25 * 3600), wire(text="a" * 5001),
+        wire(extra="field"),
+    ]
+    for data in garbage:
+        with pytest.raises(ProtocolError) as refused:
+            decode(data)
+        assert refused.value.code in ("bad_message", "text_too_long"), data[:80]
+    fields = json.loads(wire().partition(b"\n")[2])
+    del fields["published"]
+    with pytest.raises(ProtocolError):
+        decode(b"1\n" + json.dumps(fields).encode())
+
+
+def test_lone_surrogates_and_non_finite_numbers_are_refused_in_every_message() -> None:
+    for msg in (protocol.Speak(id="u", text="a\ud800b"), protocol.Publish(channel="lobby", text="\udfff"),
+                protocol.Publish(channel="lobby", text="Hi.", not_before=math.nan),
+                protocol.Publish(channel="lobby", text="Hi.", not_before=10**400),
+                protocol.Hello(voice="x\ud801")):
+        with pytest.raises(ProtocolError) as refused:
+            protocol.check(msg)
+        assert refused.value.code == "bad_message"
+    protocol.check(protocol.Publish(channel="lobby", text="Hi \U0001f600.", not_before=1.5e9))
+
+
+async def test_not_before_must_be_within_a_day(hub: Channels) -> None:
+    now = hub._clock()
+    for when in (now * 1000, now + 24 * 3600 + 60):
+        with pytest.raises(ProtocolError) as refused:
+            await hub.publish(draft("later", not_before=when))
+        assert refused.value.code == "bad_message"
+    await hub.publish(draft("tomorrow", not_before=now + 23 * 3600))
+    await hub.publish(draft("long ago", not_before=0.0))  # past: now
+
+
+async def test_announcements_for_later_never_fill_the_queue_for_now(hub: Channels) -> None:
+    a = Member(hub)
+    hub.join(a, "lobby", None)
+    later = hub._clock() + 3600
+    for i in range(3):  # queue_limit: 3
+        await hub.publish(draft(f"later {i}", not_before=later))
+    await settle()
+    with pytest.raises(ProtocolError) as refused:
+        await hub.publish(draft("later too", not_before=later))
+    assert refused.value.code == "queue_full"
+    # A high one for later takes the place of the newest normal one for later.
+    await hub.publish(draft("fire drill", priority="high", not_before=later))
+    # Now: as if nothing were scheduled, normal and high alike.
+    await hub.publish(draft("now"))
+    await hub.publish(draft("fire", priority="high"))
+    await settle()
+    assert [x.text for x in a.heard] == ["now", "fire"]
+    assert hub.queued("lobby") == 3 and hub.dropped == 1
+
+
+async def test_a_subscriber_that_never_begins_does_not_hold_the_channel(hub: Channels) -> None:
+    """An unflushed append (or its own long utterance) keeps b from beginning the
+    announcement: once a has received it all, the channel goes on at once, and b's
+    share of the held audio is let go."""
+    a, b = Member(hub), Member(hub)
+    hub.join(a, "lobby", None), hub.join(b, "lobby", None)
+    await hub.publish(draft("one"))
+    await hub.publish(draft("two"))
+    await settle()
+    first = a.heard[0]
+    hub.begun(a, first.id)  # a's session made the announcement's first job
+    a.end(first)
+    assert [x.text for x in a.heard] == ["one", "two"]
+    assert hub.jobs.holds[first.id] == 0  # type: ignore[attr-defined]
+    b.end(first)  # much later, b gets to it: nothing is released twice
+    assert hub.jobs.holds[first.id] == 0  # type: ignore[attr-defined]
+
+
+async def test_a_subscriber_still_receiving_gets_lag_s_then_is_left_behind(monkeypatch, hub: Channels) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr("rtts.channels.LAG_S", 0.05)
+    a, b = Member(hub), Member(hub)
+    hub.join(a, "lobby", None), hub.join(b, "lobby", None)
+    await hub.publish(draft("one"))
+    await hub.publish(draft("two"))
+    await settle()
+    first = a.heard[0]
+    hub.begun(a, first.id), hub.begun(b, first.id)  # both receiving; b reads slowly
+    a.end(first)
+    assert len(a.heard) == 1  # b has LAG_S more
+    await asyncio.sleep(0.1)
+    assert [x.text for x in a.heard] == ["one", "two"]
+    assert hub.jobs.holds[first.id] == 0  # type: ignore[attr-defined]
+    assert LAG_S < HOLD_S
+
+
+async def test_stop_holding_lets_the_held_audio_go(monkeypatch, hub: Channels) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr("rtts.channels.HOLD_S", 0.05)
+    a = Member(hub)
+    hub.join(a, "lobby", None)
+    await hub.publish(draft("one"))
+    await settle()
+    assert hub.jobs.holds["lobby#1"] == 1  # type: ignore[attr-defined]
+    await asyncio.sleep(0.1)  # a never ends it
+    assert hub.jobs.holds["lobby#1"] == 0  # type: ignore[attr-defined]
+    assert hub._holding == {}
+
+
+async def test_a_subscriber_that_fails_does_not_wedge_the_channel(hub: Channels) -> None:
+    class Broken(Member):
+        def announce(self, ann: Announcement) -> None:
+            raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
+
+    a, broken = Member(hub), Broken(hub)
+    hub.join(broken, "lobby", None), hub.join(a, "lobby", None)
+    await hub.publish(draft("one"))
+    await hub.publish(draft("two"))
+    await settle()
+    a.end(a.heard[0])
+    assert [x.text for x in a.heard] == ["one", "two"]
+    a.end(a.heard[1])
+    assert hub._channels["lobby"].current is None
+
+
+async def test_channels_nobody_listens_to_are_forgotten(hub: Channels) -> None:
+    for i in range(500):
+        await hub.publish(draft("into the void", channel=f"c{i}"))
+    await settle()
+    assert hub._channels == {}
+    a = Member(hub)
+    hub.join(a, "lobby", None)
+    await hub.publish(draft("one"))
+    await settle()
+    a.end(a.heard[0])
+    hub.leave(a, "lobby")  # numbered, played, left: nothing kept
+    assert hub._channels == {} and hub._subscriptions == {}
+
+
+async def test_a_subscriber_that_leaves_is_not_waited_for(hub: Channels) -> None:
+    a, b = Member(hub), Member(hub)
+    hub.join(a, "lobby", None), hub.join(b, "lobby", None)
+    await hub.publish(draft("one"))
+    await hub.publish(draft("two"))
+    await settle()
+    a.end(a.heard[0])
+    hub.leave(b, "lobby")
+    assert [x.text for x in a.heard] == ["one", "two"]
+    assert hub.jobs.holds["lobby#1"] == 0  # type: ignore[attr-defined]
+
+
+async def test_a_failing_bus_answers_subscribe_and_publish() -> None:
+    class Broken(LocalBus):
+        async def last_seq(self, channel: str) -> int:
+            raise ValueError("invalid literal for int()")
+
+        async def publish(self, draft: Draft) -> Announcement:
+            raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
+
+    hub = Channels(Broken(), FakeJobs(), queue_limit=3)  # type: ignore[arg-type]
+    await hub.start()
+    a = Member(hub)
+    hub.join(a, "lobby", None)
+    hub.post(a, draft("one"))
+    await settle()
+    assert isinstance(a.told[0], protocol.Subscribed) and a.told[0].seq == 0
+    assert isinstance(a.told[1], protocol.Error) and a.told[1].code == "internal"
+    await hub.stop()
+
+
+async def test_a_resync_counts_only_what_was_missed_since_subscribing() -> None:
+    """A channel is forgotten between subscribers: its number comes back from the bus on
+    subscribe, so a resync does not count every announcement since seq 1 as missed."""
+    bus = LocalBus()
+    hub = Channels(bus, FakeJobs(), queue_limit=3)  # type: ignore[arg-type]
+    await hub.start()
+    bus._seq["lobby"] = 40  # published to while nobody here listened
+    a = Member(hub)
+    hub.join(a, "lobby", None)
+    await settle()
+    assert isinstance(a.told[-1], protocol.Subscribed) and a.told[-1].seq == 40
+    bus._seq["lobby"] = 42  # two published while the bus was away
+    hub._resync()
+    await settle()
+    told = a.told[-1]
+    assert isinstance(told, protocol.Subscribed) and (told.seq, told.missed) == (42, 2)
+    await hub.stop()

@@ -1,0 +1,321 @@
+"""Channels over a real redis-server whose pub/sub anyone on it may write to (issue 20):
+garbage published straight into ``rtts:announce``, a garbage ``rtts:seq:<channel>``,
+a lone surrogate on every route that takes text, and a Redis that hangs while kiosks
+flood subscribes. Real server, real WebSocket subscribers, a real Piper voice."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from rtts import protocol
+from rtts.bus import MAX_CONNECTIONS
+
+from tests.conftest import Client, RedisServer, RttsProcess, ServerThread, make_config
+
+redis = pytest.importorskip("redis")
+REDIS = shutil.which("redis-server") or ("/usr/bin/redis-server" if Path("/usr/bin/redis-server").exists() else None)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(REDIS is None, reason="needs redis-server: apt-get install redis-server"),
+]
+
+VOICE = "piper/en_US-joe-medium"
+PUBLISH_TOKEN = "pub-secret"
+BEARER = {"Authorization": f"Bearer {PUBLISH_TOKEN}", "Content-Type": "application/json"}
+TOPIC = "rtts:announce"
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    with RedisServer(tmp_path_factory.mktemp("redis")) as r:
+        yield r
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer) -> Iterator[ServerThread]:
+    cfg = make_config(tmp_path_factory.mktemp("srv"), bus=redis_server.url, publish_token=PUBLISH_TOKEN,
+                      default_voice=VOICE, max_connections_per_ip=64)
+    with ServerThread(cfg) as srv:
+        yield srv
+
+
+@pytest.fixture
+def r(redis_server: RedisServer) -> Iterator[redis.Redis]:
+    with redis.Redis(port=redis_server.port) as client:
+        yield client
+
+
+def post(url: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, dict]:  # type: ignore[type-arg]
+    request = urllib.request.Request(url, data=body, method="POST", headers=headers or BEARER)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def subscriber(server: ServerThread, channel: str = "lobby") -> Client:
+    c = Client(server.url)
+    assert isinstance(c.recv(), protocol.Ready)
+    c.send(type="subscribe", channel=channel)
+    ok = c.recv(timeout=30)
+    assert isinstance(ok, protocol.Subscribed), ok
+    return c
+
+
+def announce(server: ServerThread, text: str, channel: str = "lobby") -> protocol.Published:
+    status, answer = post(f"{server.http}/v1/announce", json.dumps({"channel": channel, "text": text}).encode())
+    assert status == 202, answer
+    return protocol.Published(**answer)
+
+
+def heard(c: Client, ann_id: str) -> None:
+    msgs = c.utterance(ann_id)
+    assert isinstance(msgs[-1], protocol.End) and msgs[-1].reason == "done", msgs[-1]
+    assert sum(len(m.data) for m in msgs if isinstance(m, protocol.Audio)) > 12000
+
+
+def metric(server: ServerThread, name: str) -> float:
+    with urllib.request.urlopen(f"{server.http}/metrics", timeout=10) as answer:
+        for line in answer.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    raise AssertionError(f"no metric {name}")
+
+
+def readyz(server: ServerThread) -> dict:  # type: ignore[type-arg]
+    with urllib.request.urlopen(f"{server.http}/readyz", timeout=10) as answer:
+        return json.loads(answer.read())
+
+
+def garbage() -> list[bytes]:
+    good = {"channel": "lobby", "text": "Hi.", "voice": VOICE, "lang": None, "speed": 1.0, "priority": "normal",
+            "not_before": None, "published": time.time()}
+
+    def body(**changes: object) -> bytes:
+        return b"99\n" + json.dumps({**good, **changes}).encode()
+
+    return [
+        b"\xff", b"1\n\xc3\x28", b"no number", b"1\n" + b"[" * 50_000,
+        body(channel=["lobby"]), body(text=5), body(text="\ud800"), body(not_before=float("nan")),
+        body(not_before=time.time() * 1000), body(channel="x" * 100_000), body(priority="urgent"),
+    ]
+
+
+def test_garbage_on_the_bus_is_dropped_and_the_listener_keeps_listening(server: ServerThread, r) -> None:  # type: ignore[no-untyped-def]
+    """Bug 1: each of these used to end the listener for good, silently."""
+    kiosk = subscriber(server)
+    try:
+        dropped = metric(server, "rtts_bus_messages_dropped_total")
+        for data in garbage():
+            r.publish(TOPIC, data)
+        deadline = time.monotonic() + 10
+        while metric(server, "rtts_bus_messages_dropped_total") < dropped + len(garbage()):
+            assert time.monotonic() < deadline, "the garbage was not counted"
+            time.sleep(0.05)
+        assert r.pubsub_numsub(TOPIC) == [(TOPIC.encode(), 1)]
+        assert readyz(server)["bus"] == "listening" and metric(server, "rtts_bus_up") == 1
+        assert metric(server, "rtts_bus_listener_errors_total") == 0
+        heard(kiosk, announce(server, "The listener is still listening.").id)
+        assert r.pubsub_numsub(TOPIC) == [(TOPIC.encode(), 1)]
+    finally:
+        kiosk.close()
+
+
+def test_a_lone_surrogate_is_refused_on_every_route(server: ServerThread, r) -> None:  # type: ignore[no-untyped-def]
+    """Bug 2: "\\ud800" in JSON wedged the channel (and on the Redis bus /v1/announce never answered);
+    on /v1/audio/speech it gave 200, an empty body and a traceback."""
+    kiosk = subscriber(server)
+    try:
+        status, answer = post(f"{server.http}/v1/announce", b'{"channel": "lobby", "text": "Hi \\ud800 there."}')
+        assert (status, answer["error"]) == (400, "bad_message"), answer
+        status, answer = post(f"{server.http}/v1/audio/speech",
+                              json.dumps({"model": "tts-1", "voice": VOICE, "input": "Hi \ud800 there.",
+                                          "response_format": "wav"}).encode(),
+                              {"Content-Type": "application/json"})
+        assert (status, answer["error"]["code"]) == (400, "bad_message"), answer
+        # The channel still plays (nothing wedged it).
+        heard(kiosk, announce(server, "Nothing is wedged.").id)
+    finally:
+        kiosk.close()
+
+
+def test_a_garbage_sequence_number_in_redis_still_answers_subscribe(server: ServerThread, r) -> None:  # type: ignore[no-untyped-def]
+    """Bug 16: a ValueError escaped last_seq and the subscribe was never answered."""
+    r.set("rtts:seq:spoiled", b"not a number \xff")
+    with Client(server.url) as c:
+        assert isinstance(c.recv(), protocol.Ready)
+        c.send(type="subscribe", channel="spoiled", after=3)
+        ok = c.recv(timeout=10)
+        assert isinstance(ok, protocol.Subscribed) and ok.channel == "spoiled" and ok.seq == 0, ok
+        c.send(type="publish", channel="spoiled", text="Hello.", token=PUBLISH_TOKEN)
+        err = c.recv(timeout=10)
+        assert isinstance(err, protocol.Error) and err.code == "bus_unavailable", err  # INCR refuses it too
+    r.delete("rtts:seq:spoiled")
+
+
+def redis_sockets(port: int) -> int:
+    return sum(1 for c in psutil.Process().net_connections(kind="tcp") if c.raddr and c.raddr.port == port)
+
+
+def test_subscribes_while_redis_hangs_open_a_bounded_number_of_connections(
+    server: ServerThread, redis_server: RedisServer
+) -> None:
+    """Bug 17: every subscribe's last_seq opened a connection of its own to a hung Redis."""
+    kiosks = [Client(server.url) for _ in range(8)]
+    try:
+        for k in kiosks:
+            assert isinstance(k.recv(), protocol.Ready)
+        redis_server.proc.send_signal(signal.SIGSTOP)
+        try:
+            for k in kiosks:  # 128 subscribes to distinct channels, all waiting on Redis at once
+                for i in range(16):
+                    k.send(type="subscribe", channel=f"hang-{id(k)}-{i}")
+            most = 0
+            answered = [0] * len(kiosks)
+            deadline = time.monotonic() + 90
+            while sum(answered) < 16 * len(kiosks):
+                assert time.monotonic() < deadline, f"{sum(answered)} subscribes answered"
+                most = max(most, redis_sockets(redis_server.port))
+                for n, k in enumerate(kiosks):
+                    try:
+                        msg = k.recv(timeout=0.05)
+                    except TimeoutError:
+                        continue
+                    assert isinstance(msg, protocol.Subscribed), msg
+                    answered[n] += 1
+            assert most <= MAX_CONNECTIONS, most
+        finally:
+            redis_server.proc.send_signal(signal.SIGCONT)
+        assert redis_sockets(redis_server.port) <= MAX_CONNECTIONS
+    finally:
+        for k in kiosks:
+            k.close()
+    deadline = time.monotonic() + 30
+    while readyz(server)["bus"] != "listening":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+
+
+def test_garbage_on_the_bus_then_sigterm_stops_cleanly(tmp_path: Path, redis_server: RedisServer, r) -> None:  # type: ignore[no-untyped-def]
+    """Bug 1's last symptom: the listener's exception came out of shutdown (a traceback, no "stopped")."""
+    with RttsProcess(tmp_path, "--bus", redis_server.url, "--publish-token", PUBLISH_TOKEN) as proc:
+        proc.wait_listening()
+        before = r.pubsub_numsub(TOPIC)[0][1]
+        for data in garbage():
+            r.publish(TOPIC, data)
+        proc.wait_for(r"bus: message on rtts:announce dropped")
+        assert r.pubsub_numsub(TOPIC)[0][1] == before
+        assert proc.stop() == 0
+    assert "Traceback" not in proc.log, proc.log
+    assert proc.log.splitlines()[-1].endswith("stopped"), proc.log[-2000:]
+
+
+def test_not_before_must_be_finite_and_within_a_day(server: ServerThread) -> None:
+    """Bug 6 (NaN made the channel's timer spin a core) and bug 15 (a millisecond time held a slot for ever)."""
+    with Client(server.url) as c:
+        assert isinstance(c.recv(), protocol.Ready)
+        for when in (float("nan"), float("inf"), time.time() * 1000, time.time() + 25 * 3600):
+            c.send(type="publish", channel="lobby", text="Later.", token=PUBLISH_TOKEN, not_before=when)
+            err = c.recv(timeout=10)
+            assert isinstance(err, protocol.Error) and err.code == "bad_message", (when, err)
+    status, answer = post(f"{server.http}/v1/announce", b'{"channel": "lobby", "text": "Hi.", "not_before": NaN}')
+    assert (status, answer["error"]) == (400, "bad_message"), answer
+    status, answer = post(f"{server.http}/v1/announce", b'{"channel": "lobby", "text": "Hi.", "not_before": 1e400}')
+    assert (status, answer["error"]) == (400, "bad_message"), answer
+
+
+def test_a_subscriber_with_an_unflushed_append_does_not_hold_the_channel(server: ServerThread) -> None:
+    """Bug 7: its own utterance, waiting for a flush, held every announcement HOLD_S (60 s)."""
+    busy, good = subscriber(server), subscriber(server)
+    try:
+        busy.send(type="append", id="mine", text="This sentence waits for a flush that does not come")
+        started = time.monotonic()
+        first = announce(server, "First of two announcements.")
+        second = announce(server, "Second of two announcements.")
+        heard(good, first.id)
+        heard(good, second.id)
+        assert time.monotonic() - started < 20
+        # The busy one still gets both, after its own utterance.
+        busy.send(type="flush", id="mine")
+        heard(busy, "mine")
+        heard(busy, first.id)
+        heard(busy, second.id)
+    finally:
+        busy.close(), good.close()
+
+
+def test_a_listener_that_fails_is_logged_counted_and_listens_again(
+    server: ServerThread, r, monkeypatch, caplog  # type: ignore[no-untyped-def]
+) -> None:
+    """No background task dies silently: a failure the bus does not expect (a bug) is
+    logged with its traceback, counted, and the listener subscribes again."""
+    import rtts.bus
+
+    real = rtts.bus.announcements.decode
+    calls = []
+
+    def failing_once(data: bytes, **kw):  # type: ignore[no-untyped-def]
+        calls.append(data)
+        if len(calls) == 1:
+            raise RuntimeError("a bug in decode")
+        return real(data, **kw)
+
+    monkeypatch.setattr(rtts.bus.announcements, "decode", failing_once)
+    kiosk = subscriber(server)
+    try:
+        errors = metric(server, "rtts_bus_listener_errors_total")
+        lost = announce(server, "Lost to the bug.")
+        deadline = time.monotonic() + 10
+        while metric(server, "rtts_bus_listener_errors_total") < errors + 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert "a bug in decode" in caplog.text
+        while readyz(server)["bus"] != "listening":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        heard(kiosk, announce(server, "Heard after the bug.").id)
+        assert lost.seq > 0
+    finally:
+        kiosk.close()
+
+
+def test_channel_names_published_through_redis_cost_nothing_where_nobody_listens(server: ServerThread, r) -> None:  # type: ignore[no-untyped-def]
+    """Bug 13: every name published through Redis stayed in memory, and each subscribe
+    and close walked them all."""
+    fields = {"text": "Hi.", "voice": VOICE, "lang": None, "speed": 1.0, "priority": "normal",
+              "not_before": None, "published": time.time()}
+    dropped = metric(server, "rtts_bus_messages_dropped_total")
+    with r.pipeline(transaction=False) as pipe:
+        for i in range(20_000):
+            pipe.publish(TOPIC, f"{i + 1}\n".encode() + json.dumps({**fields, "channel": f"void-{i}"}).encode())
+        pipe.publish(TOPIC, b"1\n" + json.dumps({**fields, "channel": "v" * 100_000}).encode())
+        pipe.execute()
+    kiosk = subscriber(server, "counted")
+    try:
+        deadline = time.monotonic() + 30
+        while metric(server, "rtts_bus_messages_dropped_total") < dropped + 1:  # the last one: all read
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert server.call(_channel_count(server)) == 1
+        heard(kiosk, announce(server, "Only this channel is kept.", "counted").id)
+    finally:
+        kiosk.close()
+    deadline = time.monotonic() + 10
+    while server.call(_channel_count(server)) != 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+async def _channel_count(server: ServerThread) -> int:
+    return len(server.service.channels._channels)
