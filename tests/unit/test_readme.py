@@ -98,3 +98,12 @@ def test_the_systemd_status_line_states_no_voice_count_that_drifts() -> None:
     # It once said "serving 6 voices" where the built-ins alone are 29 (and extra voices add more).
     status = re.search(r"systemctl status rtts\s+#\s*(.*)", README.read_text())
     assert status and not re.search(r"serving \d+ voices", status.group(1)), status
+
+
+def test_ci_runs_exactly_the_readmes_test_command() -> None:
+    readme = README.read_text()
+    command = re.search(r"run the whole test suite \(what `\.ci/run` runs\):\n\n```sh\n(.+)\n```", readme)
+    assert command, "the README's test command is gone"
+    ci = (README.parent / ".ci" / "run").read_text().strip().splitlines()
+    assert ci[-1] == command.group(1)
+    assert "fonts-noto-cjk" in command.group(1)  # the browser tests check CJK captions' font
