@@ -61,13 +61,15 @@ _CACHE = _ROOT / ".pytest-cache-models"
 _TREE_CHANGES = pytest.StashKey[list[str]]()
 _TREE_BEFORE = pytest.StashKey["dict[str, str] | None"]()
 SCREENSHOTS_ENV = "RTTS_UPDATE_SCREENSHOTS"
+_HASH_LIMIT = 16 << 20
 
 
 def _tree_state() -> dict[str, str] | None:
     """Path → "status hash" of what differs from HEAD (None: not a git checkout)."""
     try:
-        out = subprocess.run(["git", "-C", str(_ROOT), "status", "--porcelain=v1", "-z", "--untracked-files=all"],
-                             capture_output=True, check=True, timeout=60).stdout
+        # --no-optional-locks: never take the index lock a developer's own git command may want.
+        out = subprocess.run(["git", "--no-optional-locks", "-C", str(_ROOT), "status", "--porcelain=v1", "-z",
+                              "--untracked-files=all"], capture_output=True, check=True, timeout=60).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     state = {}
@@ -79,7 +81,10 @@ def _tree_state() -> dict[str, str] | None:
         if status[0] in "RC":
             next(entries, None)  # a rename's second field is where it came from
         try:
-            digest = hashlib.sha256((_ROOT / path).read_bytes()).hexdigest()
+            st = (_ROOT / path).stat()
+            # Big files (a model dropped in the tree) by size and time, not read twice a run.
+            digest = (f"{st.st_size} {st.st_mtime_ns}" if st.st_size > _HASH_LIMIT
+                      else hashlib.sha256((_ROOT / path).read_bytes()).hexdigest())
         except OSError:
             digest = "-"  # deleted, or a folder (a submodule)
         state[path] = f"{status} {digest}"
