@@ -10,11 +10,14 @@ Two shapes, for two kinds of client:
   framed transport (the WebSocket's ``format: "opus"``, decoded in browsers by
   WebCodecs' ``AudioDecoder``).
 
-The encoders are FFmpeg's, through PyAV (libmp3lame, libopus, FFmpeg's own AAC and FLAC,
-all in PyAV's wheel). PyAV is an optional extra (``pip install 'rtts[codecs]'``: a
-36 MB wheel, ~20 MB of RSS once imported), so it is imported on first use, never at
-start: a server nobody asks for mp3 idles as small as before. ``available(fmt)`` tells
-whether a format can be made here; asking for one that cannot raises ``Unavailable``.
+mp3 is the OpenAI speech API's default (what its clients send when they name no
+format), so every install makes it: LAME itself, through lameenc (a base dependency, a
+0.2 MB wheel). Opus, AAC and FLAC are FFmpeg's encoders, through PyAV (libopus,
+FFmpeg's own AAC and FLAC, all in PyAV's wheel). PyAV is an optional extra (``pip
+install 'rtts[codecs]'``: a 36 MB wheel, ~20 MB of RSS once imported), so it is imported
+on first use, never at start: a server nobody asks for Opus idles as small as before.
+``available(fmt)`` tells whether a format can be made here; asking for one that cannot
+raises ``Unavailable``.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
+import lameenc  # LAME, for mp3 (a base dependency; see the docstring)
 import numpy as np
 
 from . import audio
@@ -42,14 +46,19 @@ class _Container:
 # the issue's thin links need), mp3 and AAC need more for the same quality at 24 kHz.
 # docs/benchmarks.md has the bytes per second of audio each one makes.
 _CONTAINERS: Final = {
-    "mp3": _Container("mp3", "libmp3lame", 48_000, "audio/mpeg"),
     # One Ogg page per packet: the first sound leaves at once instead of after a 1 s page.
     "opus": _Container("ogg", "libopus", 24_000, "audio/ogg; codecs=opus", (("page_duration", "20000"),)),
     "aac": _Container("adts", "aac", 48_000, "audio/aac"),
     "flac": _Container("flac", "flac", None, "audio/flac"),
 }
+# mp3 at 48 kbit/s (LAME, not PyAV: see the module's docstring). LAME's own default
+# quality, which is what FFmpeg's libmp3lame used here before.
+MP3_BIT_RATE: Final = 48_000
+_MP3_QUALITY: Final = 3
 PLAIN: Final = ("wav", "pcm")
-COMPRESSED: Final = tuple(_CONTAINERS)
+# Made by every install: the plain formats and mp3.
+ALWAYS: Final = PLAIN + ("mp3",)
+COMPRESSED: Final = ("mp3", *_CONTAINERS)
 STREAM_FORMATS: Final = PLAIN + COMPRESSED
 # libopus takes these rates, and frames of these lengths (ms).
 OPUS_RATES: Final = (8000, 12000, 16000, 24000, 48000)
@@ -60,20 +69,20 @@ _INSTALL_HINT = "pip install 'rtts[codecs]' (PyAV)"
 
 
 class Unavailable(Exception):
-    """This format needs PyAV, which is not installed."""
+    """This format (Opus, AAC, FLAC) needs PyAV, which is not installed."""
 
 
 def _av() -> Any:
     try:
         import av
     except ImportError:
-        raise Unavailable(f"compressed audio needs PyAV: {_INSTALL_HINT}") from None
+        raise Unavailable(f"Opus, AAC and FLAC need PyAV: {_INSTALL_HINT}") from None
     return av
 
 
 def available(fmt: str) -> bool:
     """Whether ``fmt`` (a stream format, or ``"opus"`` for packets) can be encoded here."""
-    if fmt in PLAIN:
+    if fmt in ALWAYS:
         return True
     try:
         _av()
@@ -87,6 +96,8 @@ def content_type(fmt: str, rate: int) -> str:
         return "audio/wav"
     if fmt == "pcm":
         return f"audio/pcm; rate={rate}; channels=1; encoding=s16le"
+    if fmt == "mp3":
+        return "audio/mpeg"
     return _CONTAINERS[fmt].content_type
 
 
@@ -125,6 +136,28 @@ class _Wav(_Pcm):
     def finish(self) -> bytes:
         head, self._header = self._header or b"", None
         return head
+
+
+class _Mp3:
+    """Bare MPEG audio frames from LAME, at the input's own rate (LAME would otherwise pick
+    a lower one for 48 kbit/s at 44.1 or 48 kHz). LAME holds about a frame and its
+    look-ahead (~1,700 samples), so the first bytes come after ~70 ms of audio."""
+
+    def __init__(self, rate: int) -> None:
+        enc = lameenc.Encoder()
+        enc.set_channels(1)
+        enc.set_in_sample_rate(rate)
+        enc.set_out_sample_rate(rate)
+        enc.set_bit_rate(MP3_BIT_RATE // 1000)
+        enc.set_quality(_MP3_QUALITY)
+        enc.silence()  # LAME prints its settings to stdout otherwise
+        self._enc = enc
+
+    def push(self, samples: audio.Samples) -> bytes:
+        return bytes(self._enc.encode(audio.encode(samples, "pcm16"))) if len(samples) else b""
+
+    def finish(self) -> bytes:
+        return bytes(self._enc.flush())
 
 
 class _Collect:
@@ -191,6 +224,8 @@ def stream_encoder(fmt: str, rate: int) -> StreamEncoder:
         return _Pcm()
     if fmt == "wav":
         return _Wav(rate)
+    if fmt == "mp3":
+        return _Mp3(rate)
     if fmt not in _CONTAINERS:
         raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(STREAM_FORMATS)}")
     return _Muxed(fmt, rate)

@@ -166,7 +166,7 @@ def parse_speech(body: bytes, table: Mapping[str, str]) -> SpeechRequest:
         raise bad(f"response_format must be one of {', '.join(codecs.STREAM_FORMATS)}", "response_format")
     if not codecs.available(fmt):
         raise ApiError(HTTPStatus.BAD_REQUEST, f"{fmt} is not available on this server: pip install 'rtts[codecs]' "
-                       "(wav and pcm always are)", "unsupported_format", "response_format")
+                       f"({', '.join(codecs.ALWAYS)} always are)", "unsupported_format", "response_format")
     stream_format = field("stream_format", str, "audio")
     if stream_format not in STREAM_FORMATS:
         raise bad("stream_format must be audio or sse", "stream_format")

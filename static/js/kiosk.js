@@ -166,7 +166,14 @@ client.addEventListener("subscribed", (e) => {
 
 const caption = $("caption");
 const prev = $("prev");
-let lastCaption = "";
+let last = { text: "", lang: null }; // the caption shown last
+
+// Text in its language (a mark's), so the browser picks Japanese or Chinese forms of Han characters.
+function show(el, text, lang) {
+  el.textContent = text;
+  if (lang) el.lang = lang;
+  else el.removeAttribute("lang");
+}
 
 function showCaption() {
   const cap = client.caption;
@@ -174,17 +181,17 @@ function showCaption() {
   const announced = cap ? client.utterances.get(cap.id) : null;
   if (cap && (local || (announced && announced.channel))) {
     if (caption.textContent !== cap.text) {
-      if (lastCaption && lastCaption !== cap.text) prev.textContent = lastCaption;
-      caption.textContent = cap.text;
-      lastCaption = cap.text;
+      if (last.text && last.text !== cap.text) show(prev, last.text, last.lang);
+      show(caption, cap.text, cap.lang);
+      last = { text: cap.text, lang: cap.lang };
     }
     caption.classList.remove("idle");
     caption.classList.toggle("high", (local ? current.priority : announced.priority) === "high");
   } else if (!current) {
-    caption.textContent = "Waiting for announcements";
+    show(caption, "Waiting for announcements", null);
     caption.classList.add("idle");
     caption.classList.remove("high");
-    prev.textContent = lastCaption;
+    show(prev, last.text, last.lang);
   }
 }
 

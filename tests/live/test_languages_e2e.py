@@ -67,3 +67,29 @@ def test_languages_markup_and_refusals_over_http_and_ws(server: ServerThread, cl
     # The 700 ms break plus the sentence pause sit between the two marks as silence.
     gap = samples[marks[1].pts - int(0.6 * 24000) : marks[1].pts]
     assert float(np.abs(gap).max()) < 0.01
+
+
+# Characters written only in Cantonese (Mandarin has other words for them).
+CANTONESE_ONLY = "嘅咗唔冇佢啲嚟喺"
+
+
+def test_cantonese_without_lang_is_read_as_mandarin_character_by_character(server: ServerThread, client: Client):
+    """What README "Languages" and docs/protocol.md say: Han text with no `lang` is Mandarin,
+    written Cantonese included; each Cantonese-only character gets its Mandarin reading
+    (none is skipped), and `lang: "yue"`, `"zh-HK"`, `"zh-yue"` are refused."""
+    from rtts.g2p.kokoro_langs import FrontEnds
+
+    front = FrontEnds()
+    readings = {ch: front.phonemes("zh", ch) for ch in CANTONESE_ONLY}
+    assert all(readings.values()), readings  # 佢 qú, 冇 mǎo, 喺 xí ...
+    text = "佢哋喺度食緊嘢，我哋冇嚟過，唔該晒。"
+    client.send(type="speak", id="c", text=text)
+    msgs = client.utterance("c", timeout=300)
+    samples, marks = stream(msgs, 24000, 20)
+    assert {(m.voice, m.lang) for m in marks} == {("kokoro/zf_xiaoxiao", "zh")}
+    han = sum(1 for ch in text if "\u4e00" <= ch <= "\u9fff")
+    assert len(samples) / 24000 > 0.15 * han  # a syllable for every character
+    for lang in ("yue", "zh-HK", "zh-yue"):
+        client.send(type="speak", id=lang, text=text, lang=lang)
+        err = client.until(protocol.Error)[-1]
+        assert (err.code, err.id) == ("unsupported_language", lang)

@@ -7,8 +7,10 @@ import base64
 import http.client
 import io
 import json
+import os
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import openai
@@ -16,7 +18,7 @@ import pytest
 
 from rtts import audio
 
-from tests.conftest import ServerThread, make_config
+from tests.conftest import RttsProcess, ServerThread, make_config
 from tests.live.test_server import PARAGRAPH, PIPER, fetch, is_speech
 
 av = pytest.importorskip("av", reason="the codecs extra (PyAV) is part of the test install")
@@ -159,3 +161,75 @@ def test_a_client_that_goes_away_gives_its_work_back(server: ServerThread) -> No
         time.sleep(0.05)
     assert server.service.active == 0 and server.service.worker.queue_depth == 0
     assert server.server.caps.total == 0  # type: ignore[union-attr]
+
+
+# ---------------------------------------------------------------- a plain install
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RttsProcess]:
+    """``rtts serve`` as a plain ``pip install .`` runs it, without the codecs extra: an
+    ``av`` package that refuses to be imported comes first on its path, in place of PyAV."""
+    tmp = tmp_path_factory.mktemp("plain")
+    (tmp / "no-extras" / "av").mkdir(parents=True)
+    (tmp / "no-extras" / "av" / "__init__.py").write_text('raise ImportError("no PyAV: a plain install")\n')
+    path = os.pathsep.join(p for p in (str(tmp / "no-extras"), os.environ.get("PYTHONPATH")) if p)
+    with RttsProcess(tmp, env={"PYTHONPATH": path}) as proc:
+        yield proc.wait_listening()
+
+
+def post(port: int, body: bytes) -> tuple[int, str, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    conn.request("POST", "/v1/audio/speech", body, {"Content-Type": "application/json"})
+    r = conn.getresponse()
+    out = r.status, r.getheader("Content-Type", ""), r.read()
+    conn.close()
+    return out
+
+
+def test_a_plain_install_answers_the_readmes_mp3_example(plain: RttsProcess) -> None:
+    # The README's own request, byte for byte as its curl example sends it.
+    readme = README.read_text()
+    example = re.search(r"curl http://127\.0\.0\.1:8765/v1/audio/speech .*?-d '(\{.*?\})'\s*\\\s*-o speech\.mp3",
+                        readme, re.S)
+    assert example, "the README's mp3 example is gone"
+    request = json.loads(example.group(1))
+    assert request["response_format"] == "mp3"
+    status, ctype, body = post(plain.port, example.group(1).encode())
+    assert status == 200, body[:300]
+    assert ctype == "audio/mpeg"
+    wav_status, _, wav = post(plain.port, json.dumps({**request, "response_format": "wav"}).encode())
+    assert wav_status == 200
+    mp3_samples, reference = decode(body, "mp3"), audio.read_wav(wav)[0]
+    is_speech(mp3_samples, 24000, request["input"])
+    # The whole of it: as long as the same speech as WAV, give or take LAME's padding.
+    assert abs(len(mp3_samples) - len(reference)) < 24000 // 10, (len(mp3_samples), len(reference))
+    # It really is a server without PyAV: Opus still needs the extra, and says so.
+    status, _, refused = post(plain.port, json.dumps({**request, "response_format": "opus"}).encode())
+    assert status == 400 and json.loads(refused)["error"]["code"] == "unsupported_format"
+    assert "rtts[codecs]" in json.loads(refused)["error"]["message"]
+
+
+def test_a_plain_install_answers_the_openai_package_without_response_format(plain: RttsProcess) -> None:
+    c = openai.OpenAI(base_url=plain.http + "/v1", api_key="anything", max_retries=0, timeout=120)
+    # What Open WebUI and most clients do: no response_format, so the API's default, mp3.
+    with c.audio.speech.with_streaming_response.create(model="tts-1", voice="alloy", input=TEXT) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"] == "audio/mpeg"
+        body = response.read()
+    assert json.loads(response.http_request.content) == {"model": "tts-1", "voice": "alloy", "input": TEXT}
+    is_speech(decode(body, "mp3"), 24000, TEXT)
+
+
+def test_mp3_comes_from_a_base_dependency() -> None:
+    """What rtts.codecs imports for mp3 is one of the project's own dependencies, not an extra's."""
+    import tomllib
+
+    from rtts import codecs
+
+    project = tomllib.loads((README.parent / "pyproject.toml").read_text())["project"]
+    base = {re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0].lower() for d in project["dependencies"]}
+    assert codecs.lameenc.__name__ in base
+    assert "mp3" in codecs.ALWAYS and codecs.available("mp3")

@@ -3,11 +3,13 @@
 Each test loads the real page from a real server with a real voice (Piper joe) and reads
 what the page measured from ``window.rtts.stats``: samples the server sent in `audio`
 frames, samples the AudioWorklet received and played, underruns, time to first audio.
-The run also refreshes the README's screenshots in docs/screenshots/.
+The run also takes the README's screenshots: into pytest's temporary folder, or into
+docs/screenshots/ with RTTS_UPDATE_SCREENSHOTS=1 (``screenshot_dir`` in tests/conftest.py).
 """
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -25,7 +27,6 @@ from tests.conftest import ServerThread, make_config
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-SHOTS = ROOT / "docs" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
@@ -137,9 +138,48 @@ def last_id(page: Page) -> str:
     return page.evaluate("[...window.rtts.utterances.keys()].pop()")
 
 
-def shoot(page: Page, name: str, full_page: bool = False) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / name), full_page=full_page)
+@pytest.fixture
+def shoot(screenshot_dir: Path):  # type: ignore[no-untyped-def]
+    """``shoot(page, "name.png")``: a screenshot into ``screenshot_dir``."""
+
+    def take(page: Page, name: str, full_page: bool = False) -> None:
+        screenshot_dir.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(screenshot_dir / name), full_page=full_page)
+
+    return take
+
+
+# Chinese and Japanese in the screenshots (the page's phone one, the kiosk's phone one),
+# read by Kokoro: the default voice hands them to the language's own.
+JA_TEXT = "次は渋谷です。お出口は右側です。東横線はお乗り換えです。"
+ZH_TEXT = "下一班开往机场的列车将于十点三十分从四号站台发车，请提前做好准备。"
+_CJK = re.compile(r"[\u3000-\u30ff\u3400-\u9fff\uff00-\uffef]")
+
+
+def caption_fonts(page: Page, selector: str = "#caption") -> dict[str, int]:
+    """The fonts Chromium drew ``selector``'s text with: family → glyphs (DevTools' CSS
+    domain). Without a CJK font, Han and kana are drawn as boxes by a Latin one."""
+    cdp = page.context.new_cdp_session(page)
+    try:
+        cdp.send("DOM.enable")
+        cdp.send("CSS.enable")
+        root = cdp.send("DOM.getDocument")["root"]["nodeId"]
+        node = cdp.send("DOM.querySelector", {"nodeId": root, "selector": selector})["nodeId"]
+        fonts = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]
+    finally:
+        cdp.detach()
+    return {f["familyName"]: f["glyphCount"] for f in fonts}
+
+
+def assert_drawn_in_cjk(page: Page, lang: str) -> None:
+    """The caption is in ``lang`` (its lang attribute, from the marks) and every Han, kana
+    and CJK punctuation glyph in it came from that language's Noto CJK face
+    (fonts-noto-cjk, which the README's test command installs)."""
+    text = page.inner_text("#caption")
+    assert page.get_attribute("#caption", "lang") == lang, text
+    fonts = caption_fonts(page)
+    face = {"zh": "Noto Sans CJK SC", "ja": "Noto Sans CJK JP"}[lang]
+    assert fonts.get(face, 0) >= len(_CJK.findall(text)) > 0, f"{text!r} drawn with {fonts}: no {face} (fonts-noto-cjk)?"
 
 
 def speak_from_page(page: Page, text: str) -> str:
@@ -152,7 +192,7 @@ def speak_from_page(page: Page, text: str) -> str:
 # ---------------------------------------------------------------- the try-it page
 
 
-def test_page_speaks_and_the_worklet_receives_the_samples(server: ServerThread, new_page) -> None:  # type: ignore[no-untyped-def]
+def test_page_speaks_and_the_worklet_receives_the_samples(server: ServerThread, new_page, shoot) -> None:  # type: ignore[no-untyped-def]
     page = new_page()
     page.goto(server.http + "/")
     wait_ready(page)
@@ -209,11 +249,21 @@ def test_page_speaks_and_the_worklet_receives_the_samples(server: ServerThread, 
     assert rec["sent"] == pytest.approx(rec["stats"]["audio_ms"] * 16, abs=16000 * 0.02)
     assert rec["received"] >= 0.95 * rec["sent"]
 
+    # At phone width, Japanese: its caption drawn in a Japanese font, and the panel names
+    # the Kokoro model that spoke it, not each of its voices.
     phone = new_page(PHONE)
     phone.goto(server.http + "/")
     wait_ready(phone)
-    phone.wait_for_function("document.getElementById('f-loaded').textContent.includes('piper')")
+    utt = speak_from_page(phone, JA_TEXT)
+    phone.wait_for_function("window.rtts.stats.caption !== null", timeout=120_000)
+    assert_drawn_in_cjk(phone, "ja")
+    kokoro = sum(1 for v in voices if v.engine == "kokoro")
+    phone.wait_for_function("n => document.getElementById('f-loaded').textContent.includes(`Kokoro (${n} voices)`)",
+                            arg=kokoro, timeout=30_000)
+    loaded = phone.inner_text("#f-loaded")
+    assert "piper/en_US-joe-medium" in loaded and "kokoro/" not in loaded, loaded
     shoot(phone, "index-phone.png", full_page=True)
+    wait_played_out(phone, utt)
 
 
 def test_page_lists_hibari_and_speaks_with_it(server: ServerThread, new_page) -> None:  # type: ignore[no-untyped-def]
@@ -362,6 +412,58 @@ def test_an_underrun_is_counted_and_faded_not_a_click(server: ServerThread, new_
     assert not result["tail"], result  # silent after the flush
 
 
+# What the layout test measures in the page: every control and value field of each card
+# (the composer, the live figures, the history) inside that card's box, not covered by
+# anything else at its centre, and not cut short (scrollWidth <= clientWidth). The Output
+# rate select once sat outside its card under the Live figures panel at 1280x720, and the
+# Speed value was cut off.
+LAYOUT_PROBLEMS = """() => {
+    const problems = [];
+    const shown = (el) => el.getClientRects().length > 0 && getComputedStyle(el).visibility !== 'hidden';
+    const name = (el) => el.id ? '#' + el.id : el.tagName.toLowerCase() + (el.className ? '.' + el.className : '')
+                          + (el.matches('.compose, .figures, .history') ? '' : ` "${el.textContent.replace(/\\s+/g, ' ').trim().slice(0, 30)}"`);
+    const fields = 'input, select, textarea, button, output, label, summary, dt, dd, .caption, .table-wrap, h2, h3';
+    for (const card of document.querySelectorAll('.compose, .figures, .history')) {
+        for (const el of card.querySelectorAll(fields)) {
+            if (!shown(el) || el.closest('.sr-only')) continue;
+            el.scrollIntoView({block: 'center', inline: 'center'});
+            const c = card.getBoundingClientRect(), r = el.getBoundingClientRect();
+            if (r.left < c.left - 0.5 || r.right > c.right + 0.5 || r.top < c.top - 0.5 || r.bottom > c.bottom + 0.5) {
+                problems.push(`${name(el)} [${Math.round(r.left)}..${Math.round(r.right)} x ${Math.round(r.top)}..${Math.round(r.bottom)}] `
+                              + `outside ${name(card)} [${Math.round(c.left)}..${Math.round(c.right)} x ${Math.round(c.top)}..${Math.round(c.bottom)}]`);
+            }
+            if (el.clientWidth > 0 && el.scrollWidth > el.clientWidth + 1 && !el.matches('.table-wrap, textarea')) {
+                problems.push(`${name(el)} cut short: scrollWidth ${el.scrollWidth} > clientWidth ${el.clientWidth}`);
+            }
+            if (el.matches('input, select, textarea, button, output')) {
+                const x = Math.min(Math.max((r.left + r.right) / 2, 0), innerWidth - 1);
+                const y = Math.min(Math.max((r.top + r.bottom) / 2, 0), innerHeight - 1);
+                const top = document.elementFromPoint(x, y);
+                if (!top || !el.contains(top)) {
+                    problems.push(`${name(el)} covered at its centre by ${top ? name(top) : 'nothing'}`);
+                }
+            }
+        }
+    }
+    window.scrollTo(0, 0);
+    return problems;
+}"""
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280x720", "phone"])
+def test_every_control_sits_inside_its_card_and_is_not_cut_short(server: ServerThread, new_page, viewport) -> None:  # type: ignore[no-untyped-def]
+    page = new_page(viewport)
+    page.goto(server.http + "/")
+    wait_ready(page)
+    page.click("#conn-settings summary")  # the token field too
+    problems = page.evaluate(LAYOUT_PROBLEMS)
+    assert not problems, "\n".join(problems)
+    # Each voice's label says its gender once ("Hibari heart (American English, female)"
+    # was followed by another "(female)").
+    labels = page.locator("#voice option").all_inner_texts()
+    assert labels and not [t for t in labels if re.search(r"\b(female|male)\b.*\b\1\b", t)], labels
+
+
 # ---------------------------------------------------------------- restart
 
 
@@ -401,7 +503,7 @@ def _stop_rtts(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-def test_page_and_kiosk_reconnect_after_a_server_restart(tmp_path: Path, new_page) -> None:  # type: ignore[no-untyped-def]
+def test_page_and_kiosk_reconnect_after_a_server_restart(tmp_path: Path, new_page, shoot) -> None:  # type: ignore[no-untyped-def]
     port = _free_port()
     proc = _start_rtts(port, tmp_path)
     try:
@@ -442,7 +544,7 @@ def kiosk_url(server: ServerThread, *queue: str) -> str:
     return f"{server.http}/kiosk?{urlencode(query)}"
 
 
-def test_kiosk_shows_the_caption_of_the_sentence_being_spoken(server: ServerThread, new_page) -> None:  # type: ignore[no-untyped-def]
+def test_kiosk_shows_the_caption_of_the_sentence_being_spoken(server: ServerThread, new_page, shoot) -> None:  # type: ignore[no-untyped-def]
     first = "Welcome to the central station."
     second = "The next train to the airport leaves from platform two in five minutes."
     page = new_page()
@@ -478,14 +580,17 @@ def test_kiosk_shows_the_caption_of_the_sentence_being_spoken(server: ServerThre
             assert text == second, (pos, text, marks)
     page.wait_for_function("document.getElementById('caption').classList.contains('idle')")
 
+    # At phone width, a Mandarin announcement: Piper joe hands it to the Mandarin voice,
+    # and the caption is drawn in a Chinese font.
     phone = new_page(PHONE)
-    phone.goto(kiosk_url(server, second))
+    phone.goto(kiosk_url(server, ZH_TEXT))
     wait_ready(phone)
     # A lone sentence may be split into a short first clause and the rest; either way
     # the caption is the text of a mark of this announcement.
-    phone.wait_for_function("!document.getElementById('caption').classList.contains('idle')", timeout=60_000)
+    phone.wait_for_function("!document.getElementById('caption').classList.contains('idle')", timeout=120_000)
+    assert_drawn_in_cjk(phone, "zh")
     shoot(phone, "kiosk-phone.png")
-    assert phone.inner_text("#caption").strip() in second
+    assert phone.inner_text("#caption").strip() in ZH_TEXT
     wait_played_out(phone, phone.evaluate("[...window.rtts.utterances.keys()][0]"))
 
 

@@ -47,7 +47,7 @@ def caption_is(page, text: str, timeout_ms: int = 60_000) -> None:  # type: igno
     page.wait_for_function("t => document.getElementById('caption').textContent === t", arg=text, timeout=timeout_ms)
 
 
-def test_kiosk_hears_its_channel_and_resubscribes(server: ServerThread, new_page) -> None:  # noqa: F811
+def test_kiosk_hears_its_channel_and_resubscribes(server: ServerThread, new_page, shoot) -> None:  # noqa: F811
     page = new_page()
     query = urlencode([("channel", "lobby"), ("title", "Lobby"), ("gap", "300")])
     page.goto(f"{server.http}/kiosk?{query}")
