@@ -52,6 +52,8 @@ import json
 import os
 import resource
 import select
+import shutil
+import signal
 import socket
 import statistics
 import struct
@@ -497,20 +499,32 @@ def ping_flood(connections: int, speak_cancel: bool = False, max_messages: int =
 
     per_batch = 200
 
-    def one(port: int, deadline: float, counts: Counter) -> None:
+    def one(port: int, deadline: float, counts: Counter, together: threading.Barrier) -> None:
         sent = i = 0
+        first = [True]
+
+        def arrived() -> None:
+            """Every connection tried before any floods: the later ones would not get in."""
+            if first[0]:
+                first[0] = False
+                with contextlib.suppress(threading.BrokenBarrierError):
+                    together.wait(10)
+
         while time.monotonic() < deadline and sent < max_messages:
             try:
                 s = ws_raw(port, timeout=5)
             except Refused as exc:
                 counted(counts, f"refused {exc.status}")
+                arrived()
                 time.sleep(0.2)
                 continue
             except OSError as exc:
                 counted(counts, f"connect {type(exc).__name__}")
+                arrived()
                 time.sleep(0.2)
                 continue
             counts["connections"] += 1
+            arrived()
             try:
                 while sent < max_messages:
                     if not send_until(s, batch(i), deadline):
@@ -527,7 +541,9 @@ def ping_flood(connections: int, speak_cancel: bool = False, max_messages: int =
     def run(rig: Rig, seconds: float) -> dict:
         counts: Counter = Counter()
         deadline = time.monotonic() + seconds
-        threads = [threading.Thread(target=one, args=(rig.port, deadline, counts)) for _ in range(connections)]
+        together = threading.Barrier(connections)
+        threads = [threading.Thread(target=one, args=(rig.port, deadline, counts, together))
+                   for _ in range(connections)]
         for t in threads:
             t.start()
         for t in threads:
@@ -804,6 +820,137 @@ FLOODS: list[tuple[str, str, str, Callable]] = [
 ]
 
 
+class RedisServer:
+    """A redis-server of this benchmark's own (no persistence), for the bus attacks."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.port = free_port()
+        self.proc = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                                      "--appendonly", "no", "--dir", str(workdir)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        import redis
+
+        self.client = redis.Redis(port=self.port, socket_timeout=30)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                self.client.ping()
+                break
+            except redis.RedisError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("redis-server did not start") from None
+                time.sleep(0.1)
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self.proc.send_signal(signal.SIGCONT)
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def subscribe_times(port: int, channels: list[str]) -> list[float]:
+    """Seconds from each ``subscribe`` to its ``subscribed``, one connection per channel,
+    all at once (kiosks coming back after a restart)."""
+    socks = [connect(f"ws://127.0.0.1:{port}/ws", compression=None, open_timeout=30).__enter__() for _ in channels]
+    took: list[float] = []
+
+    def one(ws: ClientConnection, name: str) -> None:
+        ws.recv(10)
+        t0 = time.monotonic()
+        ws.send(msgpack.packb({"type": "subscribe", "channel": name}))
+        with contextlib.suppress(TimeoutError):
+            while msgpack.unpackb(ws.recv(10)).get("type") not in ("subscribed", "error"):
+                pass
+        took.append(time.monotonic() - t0)
+
+    try:
+        threads = [threading.Thread(target=one, args=(ws, name)) for ws, name in zip(socks, channels)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        for ws in socks:
+            with contextlib.suppress(Exception):
+                ws.close()
+    return took or [float("nan")]
+
+
+def channel_names(count: int):
+    """Announcements for ``count`` distinct channels, published straight into Redis (as any
+    instance, or anyone who reaches Redis, may): every one is a channel kept for ever. The
+    symptom: 16 subscribes at once afterwards take 100 ms or more."""
+
+    def run(rig: Rig, seconds: float) -> dict:
+        r = rig.redis.client
+        deadline = time.monotonic() + 4 * seconds
+        draft = {"text": "Hi.", "voice": VOICES["en"], "lang": None, "speed": 1.0, "priority": "normal",
+                 "not_before": None, "published": time.time()}
+        sent = 0
+        while sent < count and time.monotonic() < deadline:
+            pipe = r.pipeline(transaction=False)
+            for i in range(sent, min(count, sent + 5000)):
+                pipe.publish("rtts:announce", f"1\n{json.dumps({'channel': f'flood-{i}', **draft})}")
+            pipe.execute()
+            sent = min(count, sent + 5000)
+        time.sleep(2.0)  # what the server has not read yet
+        took = subscribe_times(rig.port, [f"late-{i}" for i in range(16)])
+        ms = sorted(t * 1000 for t in took)
+        return {"note": f"{sent:,} channel names published; then 16 subscribes at once: {statistics.median(ms):.0f} / "
+                        f"{ms[-1]:.0f} ms (p50 / max)", "symptom": not ms[-1] < STALL_LIMIT_MS}
+
+    return run
+
+
+def redis_hang(subscribes: int):
+    """Redis stops answering (SIGSTOP) while clients subscribe: what the server opens
+    meanwhile. The symptom: more descriptors than the connections and a few."""
+
+    def run(rig: Rig, seconds: float) -> dict:
+        before = rig.server.ps.num_fds()
+        peak = before
+        socks = []
+        rig.redis.proc.send_signal(signal.SIGSTOP)
+        try:
+            for c in range(subscribes // 16 + 1):
+                n = min(16, subscribes - 16 * c)
+                if n <= 0:
+                    break
+                with contextlib.suppress(OSError):
+                    s = ws_raw(rig.port)
+                    s.sendall(b"".join(ws_frame({"type": "subscribe", "channel": f"hang-{c}-{i}"}) for i in range(n)))
+                    socks.append(s)
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                with contextlib.suppress(psutil.Error):
+                    peak = max(peak, rig.server.ps.num_fds())
+                time.sleep(0.1)
+        finally:
+            rig.redis.proc.send_signal(signal.SIGCONT)
+        close_all(socks)
+        time.sleep(2.0)
+        after = rig.server.ps.num_fds()
+        return {"note": f"{len(socks)} connections, {subscribes} subscribes while Redis was stopped: server fds "
+                        f"{before} → {peak} (peak) → {after} 2 s after Redis came back",
+                "symptom": peak - before > len(socks) + 16}
+
+    return run
+
+
+REDIS_FLOODS: list[tuple[str, str, str, Callable]] = [
+    ("channelnames", "500,000 distinct channel names published through Redis (bug 13)", "channels (Redis)",
+     channel_names(500_000)),
+    ("redishang", "128 subscribes while Redis hangs (bug 17)", "channels (Redis)", redis_hang(128)),
+]
+
+
 class Prober:
     """benchmarks/prober.py in a process of its own; its samples, as they come."""
 
@@ -861,8 +1008,9 @@ class Rig:
     """The server the floods go to (Wyoming on, a publish token, a known descriptor
     limit) and the prober watching it; started again if an attack kills it."""
 
-    def __init__(self, args: argparse.Namespace, workdir: Path) -> None:
+    def __init__(self, args: argparse.Namespace, workdir: Path, redis: RedisServer | None = None) -> None:
         self.args = args
+        self.redis = redis
         self.token_file = workdir / "publish-token"
         self.token_file.write_text(PUBLISH_TOKEN + "\n")
         self.log = Path("/tmp/rtts-hostile-floods.log")
@@ -872,7 +1020,7 @@ class Rig:
     def _start(self) -> None:
         self.wyoming_port = free_port()
         extra = ["--wyoming-port", str(self.wyoming_port), "--publish-token-file", str(self.token_file),
-                 *self.args.server_arg]
+                 *(["--bus", self.redis.url] if self.redis else []), *self.args.server_arg]
         with nofile_soft(self.args.server_nofile):
             self.server = ServerProcess(0, self.log, *extra)
         self.port = self.server.port
@@ -966,23 +1114,36 @@ def run_floods(args: argparse.Namespace, command: str) -> dict:
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # 1,100 sockets of our own, at least
     chosen = set(args.attacks.split(",")) if args.attacks else None
     attacks = [a for a in FLOODS if chosen is None or a[0] in chosen]
-    if chosen and len(attacks) != len(chosen):
-        raise SystemExit(f"unknown attack in --attacks; known: {', '.join(a[0] for a in FLOODS)}")
+    on_bus = [a for a in REDIS_FLOODS if (chosen is None or a[0] in chosen) and args.redis
+              and shutil.which("redis-server")]
+    if chosen and len(attacks) + len(on_bus) != len(chosen):
+        raise SystemExit(f"unknown attack in --attacks (or --no-redis, or no redis-server on PATH); known: "
+                         f"{', '.join(a[0] for a in FLOODS + REDIS_FLOODS)}")
     machine = {"probe_ms_before": round(probe_ms(), 1), "load_before": os.getloadavg(), "cpus": os.cpu_count(),
                "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "own_nofile": hard}
     result: dict = {"command": command, "seconds_per_attack": args.seconds_per_attack, "floods": []}
     with tempfile.TemporaryDirectory(prefix="rtts-floods-") as tmp:
-        rig = Rig(args, Path(tmp))
-        machine["server_nofile"] = rig.nofile
-        machine["server_command"] = rig.server.command
-        try:
-            for key, name, proto, attack in attacks:
-                row = rig.measure(key, name, proto, attack, args.seconds_per_attack)
-                result["floods"].append(row)
-                print(json.dumps(row, ensure_ascii=False), flush=True)
-        finally:
-            machine["server_restarts"] = rig.restarts
-            rig.stop()
+        machine["server_restarts"] = 0
+        # The bus attacks on a server of their own with ``--bus``, after the others.
+        for bus, chosen_attacks in ((False, attacks), (True, on_bus)):
+            if not chosen_attacks:
+                continue
+            redis = RedisServer(Path(tmp)) if bus else None
+            try:
+                rig = Rig(args, Path(tmp), redis)
+                machine["server_nofile"] = rig.nofile
+                machine["bus_server_command" if bus else "server_command"] = rig.server.command
+                try:
+                    for key, name, proto, attack in chosen_attacks:
+                        row = rig.measure(key, name, proto, attack, args.seconds_per_attack)
+                        result["floods"].append(row)
+                        print(json.dumps(row, ensure_ascii=False), flush=True)
+                finally:
+                    machine["server_restarts"] += rig.restarts
+                    rig.stop()
+            finally:
+                if redis is not None:
+                    redis.stop()
     machine.update(probe_ms_after=round(probe_ms(), 1), load_after=os.getloadavg())
     result["machine"] = machine
     return result
@@ -1001,7 +1162,9 @@ def floods_report(result: dict) -> str:
         f"{load(m['load_after'])} after.",
         "",
         f"Command: `{result['command']}`; {result['seconds_per_attack']:g} s per attack. Server: "
-        f"`{m['server_command']}` with {m['server_nofile']} file descriptors"
+        f"`{m.get('server_command', m.get('bus_server_command'))}` with {m['server_nofile']} file descriptors"
+        + (f" (the Redis rows: the same with `--bus` to a redis-server of the benchmark's own)"
+           if "bus_server_command" in m and "server_command" in m else "")
         + (f", started again {m['server_restarts']} times after an attack killed it" if m["server_restarts"] else "")
         + ". The prober, in its own process from 127.0.0.200, sends `GET /healthz` every 20 ms and opens a "
           "WebSocket every second. *Stall*: its `/healthz` round trip during the attack minus its median in the 2 s "
@@ -1014,7 +1177,8 @@ def floods_report(result: dict) -> str:
           "client of the attackers' address refused or `/readyz` 503 (idle Wyoming), no 2nd announcement within "
           f"{result['seconds_per_attack']:g} s (channels), server CPU ≥ {NAN_SPIN_CPU_PCT} % (NaN), a 500 or a "
           f"dropped connection (nested JSON), more than {DEAF_KERNEL_LIMIT // 1024} KiB in the kernel send queue of "
-          "the server's socket to a client that never reads.",
+          "the server's socket to a client that never reads, 16 subscribes at once taking 100 ms or more after the "
+          "channel names (Redis), the server opening more descriptors than the connections + 16 while Redis hangs.",
         "",
         "| attack | protocol | stall p50 / max | failed | server RSS | inference RSS peak / after | server CPU | pass "
         "| symptom "
@@ -1049,9 +1213,11 @@ def main() -> int:
     ap.add_argument("--seconds-per-attack", type=float, default=15.0,
                     help="how long each flood lasts (the counted ones stop at their count or 4x this)")
     ap.add_argument("--attacks", default="", help="comma-separated keys of the floods to run (default: all): "
-                    + ",".join(a[0] for a in FLOODS))
+                    + ",".join(a[0] for a in FLOODS + REDIS_FLOODS))
     ap.add_argument("--server-nofile", type=int, default=1024,
                     help="soft RLIMIT_NOFILE the flood server runs with (0: this process's own)")
+    ap.add_argument("--no-redis", dest="redis", action="store_false",
+                    help="skip the attacks through Redis (they need redis-server on PATH)")
     ap.add_argument("--write-doc", action="store_true",
                     help=f"write the floods' table into docs/benchmarks.md, section {FLOODS_HEADING!r}")
     args = ap.parse_args()
