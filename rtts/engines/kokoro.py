@@ -503,13 +503,20 @@ class _Scan:
         if shipped is None:
             logger.warning("the Kokoro voices rtts ships (%s) are missing from this install", voicepacks.PACK_FILE)
         else:
-            self.file(shipped, add)
+            # rtts's own pack (checked by its tests): headers only, ~70 ms less per scan.
+            self._offer(shipped, add, read=False)
 
     def file(self, path: Path, add: AddVoice) -> bool:
         if not voicepacks.is_candidate(path):
             return False
+        # A file in the models directory is untrusted: every style in it is read and
+        # checked now, so a broken one is refused here, with its reason, rather than
+        # listed and failing each request (the styles are read again when first used).
+        return self._offer(path, add, read=True)
+
+    def _offer(self, path: Path, add: AddVoice, *, read: bool) -> bool:
         try:
-            sources = voicepacks.scan(path)
+            sources = voicepacks.scan(path, read=read)
         except ValueError as exc:
             logger.warning("skipping %s: %s", path, exc)
             return True
