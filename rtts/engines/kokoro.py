@@ -431,8 +431,12 @@ class KokoroEngine:
                 out = session.run(None, feeds)[0]
         except Exception as exc:  # ORT's own exception types
             raise EngineError(f"Kokoro inference failed: {exc}") from exc
-        audio = np.clip(np.asarray(out, dtype=np.float32).ravel(), -1.0, 1.0)
-        return trim_silence(audio, SAMPLE_RATE)
+        audio = np.asarray(out, dtype=np.float32).ravel()
+        if not np.isfinite(audio).all():
+            # Seen only with styles voicepacks.check_style refuses (values like 3e38): an
+            # engine failure, not NaN samples sent on to the client's decoder.
+            raise EngineError("Kokoro made non-finite audio: the voice's style is unusable")
+        return trim_silence(np.clip(audio, -1.0, 1.0), SAMPLE_RATE)
 
     def _style(self, name: str) -> np.ndarray:
         style = self._styles.get(name)
