@@ -230,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     voices.add_argument("action", nargs="?", choices=["list", "import"], default="list")
     voices.add_argument("files", nargs="*", type=Path, help="for import: .bin, .npy, .npz or a kokoro-js .tgz")
-    voices.add_argument("--force", action="store_true", help="for import: replace a file of the same name")
+    voices.add_argument("--force", action="store_true", help="for import: replace a file of the same name (after the files)")
     config.add_flags(voices, ["models_dir", "cache_dir", "default_voice", "log_level"])
     return parser
 

@@ -40,6 +40,7 @@ import os
 import re
 import struct
 import tarfile
+import tokenize
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
@@ -105,9 +106,20 @@ class VoiceFileError(ValueError):
     """A voice file, or one style in it, that rtts refuses (the message says why)."""
 
 
-# What reading a broken file raises, from the file system, numpy and the archive modules.
+# What reading a broken file raises, from the file system, numpy and the archive modules
+# (found by flipping bytes of good files): zipfile raises NotImplementedError for an
+# unknown method or version and RuntimeError for an encrypted member; numpy parses an
+# npy header with tokenize.
 _READ_ERRORS = (
-    OSError, ValueError, EOFError, zipfile.BadZipFile, tarfile.TarError, lzma.LZMAError, zlib.error
+    OSError,
+    ValueError,
+    EOFError,
+    RuntimeError,
+    zipfile.BadZipFile,
+    tarfile.TarError,
+    lzma.LZMAError,
+    zlib.error,
+    tokenize.TokenError,
 )
 
 
@@ -195,7 +207,6 @@ def load(source: StyleSource) -> np.ndarray:
     raise VoiceFileError(f"cannot read Kokoro voice {label} from {path}: it is no longer in it")
 
 
-
 # A style found in a file: its voice name, its member (StyleSource.member), and how to
 # read it (call it before the iteration moves on: it reads from the open file).
 _Style = tuple[str, str | None, Callable[[], np.ndarray]]
@@ -218,7 +229,7 @@ def _styles(f: IO[bytes], path: Path) -> Iterator[_Style]:
 
 
 def _tar_styles(f: IO[bytes]) -> Iterator[_Style]:
-    with tarfile.open(fileobj=_Unpacked(f), mode="r:") as tar:
+    with tarfile.open(fileobj=_Unpacked(f), mode="r:") as tar:  # type: ignore[arg-type]  # read/seek/tell
         seen: set[str] = set()
         for count, info in enumerate(tar, 1):
             if count > MAX_MEMBERS:
