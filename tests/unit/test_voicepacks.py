@@ -425,6 +425,11 @@ def test_fifos_and_devices_in_the_models_dir_do_not_hang_discovery(tmp_path: Pat
             voicepacks.scan(tmp_path / name)
     with pytest.raises(ValueError, match="not a regular file"):
         voicepacks.load(voicepacks.StyleSource(tmp_path / "fifo.bin"))
+    from rtts.engines.piper import PiperConfig
+
+    for name in ("fifo.onnx", "zero.onnx.json"):  # a Piper config swapped after discovery's is_file()
+        with pytest.raises(ValueError, match="not a regular file"):
+            PiperConfig.from_json(tmp_path / name)
 
 
 def test_a_lexicon_that_is_a_fifo_or_a_device_is_empty_at_once(tmp_path: Path) -> None:
