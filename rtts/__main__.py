@@ -136,7 +136,7 @@ def _voices(cfg: config.Config, args: argparse.Namespace) -> int:
     from .voices import VoiceRegistry
 
     if args.action == "import":
-        return _import_voices(cfg, args.files)
+        return _import_voices(cfg, args.files, args.force)
     registry = VoiceRegistry.discover(cfg.models_dir, cfg.cache_dir or Path(), cfg.threads, default_voice=cfg.default_voice)
     rows = [("ID", "ENGINE", "LANGS", "GENDER", "GRADE", "RATE", "NAME")]
     for v in registry.voices.values():
@@ -151,12 +151,13 @@ def _voices(cfg: config.Config, args: argparse.Namespace) -> int:
     return 0
 
 
-def _import_voices(cfg: config.Config, files: list[Path]) -> int:
-    """Copy Kokoro voice files (any form ``voicepacks`` reads) into the models directory."""
-    import shutil
+def _import_voices(cfg: config.Config, files: list[Path], force: bool = False) -> int:
+    """Copy Kokoro voice files (any form ``voicepacks`` reads) into the models directory.
 
-    from . import voicepacks
-
+    Each file is checked whole (``voicepacks.scan(read=True)``: its name, every voice
+    name and every style in it) on the copy that is installed, so what was checked is
+    what the server reads. A file already there is kept unless ``force``.
+    """
     assert cfg.models_dir is not None
     if not files:
         print("rtts: voices import needs at least one file", file=sys.stderr)
@@ -164,16 +165,47 @@ def _import_voices(cfg: config.Config, files: list[Path]) -> int:
     status = 0
     for path in files:
         try:
-            names = voicepacks.scan(path)
-        except ValueError as exc:
+            names = _import_voice_file(cfg.models_dir, path, force)
+        except (ValueError, OSError) as exc:
             print(f"rtts: {path}: {exc}; not imported", file=sys.stderr)
             status = 1
             continue
-        cfg.models_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, cfg.models_dir / path.name)
         print(f"{path.name}: {len(names)} voices ({' '.join(sorted(names))}) into {cfg.models_dir}")
     print("a running server picks them up on SIGHUP (systemctl reload rtts)", file=sys.stderr)
     return status
+
+
+def _import_voice_file(models_dir: Path, path: Path, force: bool) -> list[str]:
+    """Install ``path`` as ``models_dir / path.name``; the voices in it, or ValueError/OSError."""
+    import os
+    import shutil
+    import tempfile
+
+    from . import files, voicepacks
+
+    if path.name.startswith("."):
+        raise ValueError("a hidden file name: discovery would not see it")
+    target = models_dir / path.name  # a name, never a path: nothing lands outside models_dir
+    if os.path.lexists(target) and not force:
+        raise ValueError(f"{target} already exists (--force replaces it)")
+    data = files.read_regular(path, voicepacks.MAX_FILE_BYTES)
+    models_dir.mkdir(parents=True, exist_ok=True)
+    # Written and checked under a hidden directory (discovery skips it), then moved in
+    # whole: a server rescanning meanwhile never sees a half-written file.
+    staging = Path(tempfile.mkdtemp(prefix=".import-", dir=models_dir))
+    try:
+        copy = staging / path.name
+        copy.write_bytes(data)
+        names = sorted(voicepacks.scan(copy, read=True))
+        if force:
+            os.replace(copy, target)  # replaces a symlink there, never writes through it
+        else:
+            os.link(copy, target)  # fails if the name was taken meanwhile
+    except FileExistsError:
+        raise ValueError(f"{target} already exists (--force replaces it)") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return names
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -198,6 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     voices.add_argument("action", nargs="?", choices=["list", "import"], default="list")
     voices.add_argument("files", nargs="*", type=Path, help="for import: .bin, .npy, .npz or a kokoro-js .tgz")
+    voices.add_argument("--force", action="store_true", help="for import: replace a file of the same name (after the files)")
     config.add_flags(voices, ["models_dir", "cache_dir", "default_voice", "log_level"])
     return parser
 

@@ -4,8 +4,10 @@ Every registered engine kind (``engines/registry.py``) offers the voices of its
 installed packs; then each file of the models directory, searched recursively, is
 offered to the kinds in turn until one takes it (see each engine's ``_Scan``).
 
-Discovery reads only json files and array headers, never a model, so listing voices
-is instant; a broken file is logged and skipped. Models load on first use.
+Discovery reads json files, array headers and the Kokoro styles found in the models
+directory (a few hundred KB each, checked as ``rtts.voicepacks`` says), never a model,
+so listing voices is quick; a broken file is logged and skipped, and only regular files
+are opened. Models load on first use.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 
 from rtts.engines.base import Engine, EngineContext, EngineKind, Scanner, VoiceInfo
 from rtts.engines.registry import DEFAULT_VOICE, KINDS
+from rtts.files import is_regular
 from rtts.host.client import Host
 
 __all__ = ["DEFAULT_VOICE", "Scan", "VoiceRegistry"]
@@ -215,7 +218,11 @@ def scan(models_dir: Path | None, kinds: tuple[EngineKind, ...] = KINDS) -> Scan
 
 
 def _walk(root: Path) -> Iterator[Path]:
-    """Files under ``root`` in a stable order, following symlinks but not loops."""
+    """Regular files under ``root`` in a stable order, following symlinks but not loops.
+
+    Anything else (a FIFO, a device, a link to ``/dev/zero``) is skipped unopened:
+    reading one would hang discovery (start-up, ``rtts voices``, SIGHUP) for good.
+    """
     seen: set[str] = set()
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True, onerror=_log_walk_error):
         real = os.path.realpath(dirpath)
@@ -225,8 +232,15 @@ def _walk(root: Path) -> Iterator[Path]:
         seen.add(real)
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
-            if not name.startswith("."):
-                yield Path(dirpath, name)
+            if name.startswith("."):
+                continue
+            path = Path(dirpath, name)
+            if is_regular(path):
+                yield path
+            elif path.is_symlink() and not path.exists():
+                logger.warning("skipping %s: a broken link", path)
+            else:
+                logger.warning("skipping %s: not a regular file", path)
 
 
 def _log_walk_error(exc: OSError) -> None:

@@ -42,6 +42,7 @@ from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineErro
 from rtts.engines.vits_flow import cached_flow_cut
 from rtts.engines.vits_split import SplitError, cached_split, split_vits
 from rtts.estimates import fold
+from rtts.files import read_regular
 from rtts.host.client import Host, RemoteSession
 from rtts.engines.trim import trim_silence
 from rtts.g2p import espeak
@@ -57,6 +58,9 @@ _PAD, _BOS, _EOS = "_", "^", "$"
 # VITS has no hard input limit, but cost and memory grow with length; pieces this long
 # (roughly half a minute of speech) keep a run bounded without cutting normal sentences.
 _MAX_PHONEMES = 600
+# A voice's .onnx.json: some 5 KB, 100 KB with a large speaker map. It comes from the
+# models directory (untrusted): a bigger one, or one swapped for a FIFO, is not read.
+_MAX_CONFIG_BYTES = 16 << 20
 _SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
 # Latent frames of context decoded on each side of a window and thrown away. The
 # joe-medium decoder's receptive field is about 10 frames: with 8 the windowed output
@@ -105,10 +109,13 @@ class PiperConfig:
 
     @classmethod
     def from_json(cls, path: Path) -> PiperConfig:
-        """Parse a Piper voice config; raise ValueError when it is unusable here."""
+        """Parse a Piper voice config; raise ValueError when it is unusable here.
+
+        Only a regular file of at most ``_MAX_CONFIG_BYTES`` is read (``rtts.files``).
+        """
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raw = json.loads(read_regular(path, _MAX_CONFIG_BYTES).decode("utf-8"))
+        except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError too
             raise ValueError(f"cannot read {path}: {exc}") from exc
         if not isinstance(raw, dict):
             raise ValueError(f"{path}: not a JSON object")

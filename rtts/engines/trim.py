@@ -22,15 +22,21 @@ def trim_silence(
     The caller adds its own pauses between units, so only a short pad is kept to avoid
     clipping the onset of the first phoneme. All-silent audio becomes empty. A streaming
     caller trims only the ``start`` of its first piece and the ``end`` of its last.
+
+    Non-finite samples (what a model makes of a broken style) are measured as silence:
+    audio with nothing else becomes empty, and any others are kept as they are, for
+    the caller to refuse. Finite values of any size are measured (in float64, which
+    holds the square of the largest float32).
     """
     frame = max(1, int(sample_rate * _FRAME_S))
     n_frames = len(audio) // frame
+    level = np.abs(np.nan_to_num(audio, nan=0.0, posinf=0.0, neginf=0.0))
     if n_frames == 0:
-        return audio if np.max(np.abs(audio), initial=0.0) > _FLOOR_RMS else audio[:0]
-    frames = audio[: n_frames * frame].reshape(n_frames, frame).astype(np.float64)
+        return audio if np.max(level, initial=0.0) > _FLOOR_RMS else audio[:0]
+    frames = level[: n_frames * frame].reshape(n_frames, frame).astype(np.float64)
     rms = np.sqrt(np.mean(frames * frames, axis=1))
     peak = float(rms.max())
-    if peak < _FLOOR_RMS:
+    if not peak >= _FLOOR_RMS:
         return audio[:0]
     loud = np.flatnonzero(rms >= peak * 10 ** (_RELATIVE_DB / 20))
     pad = int(sample_rate * pad_s)

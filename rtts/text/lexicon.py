@@ -20,11 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from rtts.files import read_regular
+
 log = logging.getLogger(__name__)
 
 PHONEMES_OPEN: Final = "\ue002"
 PHONEMES_CLOSE: Final = "\ue003"
 FILE_NAME: Final = "lexicon.txt"
+MAX_BYTES: Final = 4 << 20  # some 100,000 entries
 _SPLIT: Final = re.compile(f"{PHONEMES_OPEN}([^{PHONEMES_CLOSE}]*){PHONEMES_CLOSE}")
 
 
@@ -51,12 +54,16 @@ class Lexicon:
 
     @classmethod
     def load(cls, path: Path) -> Lexicon:
-        """The lexicon at ``path``; empty when there is none, or it cannot be read (logged)."""
+        """The lexicon at ``path``; empty when there is none, or it cannot be read (logged).
+
+        Only a regular file of at most ``MAX_BYTES`` is read: this runs on the event loop
+        for each new session, where a FIFO or a link to /dev/zero would hang the server.
+        """
         try:
-            return cls.parse(path.read_text(encoding="utf-8"), str(path))
+            return cls.parse(read_regular(path, MAX_BYTES).decode("utf-8"), str(path))
         except FileNotFoundError:
             return cls({})
-        except (OSError, UnicodeDecodeError) as exc:
+        except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
             log.warning("cannot read lexicon %s: %s", path, exc)
             return cls({})
 

@@ -343,6 +343,18 @@ def test_extra_kokoro_style_file_is_spoken(tmp_path: Path, kokoro: KokoroEngine)
 
 
 @pytest.mark.slow
+def test_a_style_beyond_any_real_one_is_an_engine_error_not_nan_audio(kokoro: KokoroEngine) -> None:
+    """Issue 20, bug 19: a 3e38 style (finite) made the model's audio NaN, and
+    trim_silence an IndexError (`internal`). voicepacks.check_style refuses such a style;
+    a style that reaches the model anyway fails as an engine error."""
+    kokoro.load()
+    vocab = kokoro._get_vocab()
+    tokens = [vocab[ch] for ch in kokoro.phonemize("Hello there.", "af_heart", "en")]
+    with pytest.raises(EngineError, match="non-finite audio"):
+        kokoro._run(tokens, np.full((510, 256), 3e38, np.float32), 1.0)
+
+
+@pytest.mark.slow
 def test_load_unload_reload(registry: VoiceRegistry, builtin_voice: str) -> None:
     voice = registry.get(builtin_voice)
     engine: Engine = registry.engine_for(voice)

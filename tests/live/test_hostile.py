@@ -94,8 +94,9 @@ def test_connections_that_never_say_hello_give_their_slot_back(tmp_path):
 
 
 def test_engine_failures_are_engine_unavailable_without_a_traceback(tmp_path, caplog: pytest.LogCaptureFixture):
-    """A crashed inference process, a truncated and an all-NaN style file answered `internal`
-    with a traceback; `engine_unavailable` is what docs/protocol.md promises."""
+    """A crashed inference process, a truncated, an all-NaN and a 3e38 style file answered
+    `internal` with a traceback; `engine_unavailable` is what docs/protocol.md promises.
+    (Such files are refused by discovery now: these were good ones, broken after it.)"""
     import logging
     import os
     import signal
@@ -103,18 +104,21 @@ def test_engine_failures_are_engine_unavailable_without_a_traceback(tmp_path, ca
     import numpy as np
 
     cfg = make_config(tmp_path)
-    np.save(cfg.models_dir / "nan_style.npy", np.full((510, 1, 256), np.nan, np.float32))
-    np.save(cfg.models_dir / "cut_style.npy", np.zeros((510, 1, 256), np.float32))
-    with open(cfg.models_dir / "cut_style.npy", "r+b") as f:
-        f.truncate(4096)
+    good = _real_style()
+    for name in ("nan_style", "cut_style", "huge_style"):
+        np.save(cfg.models_dir / f"{name}.npy", good)
     caplog.set_level(logging.INFO)
     with ServerThread(cfg) as server, Client(server.url) as c:
         voices = [v["id"] for v in c.recv().voices]
-        for i, voice in enumerate(v for v in voices if v.endswith(("nan_style", "cut_style"))):
+        np.save(cfg.models_dir / "nan_style.npy", np.full((510, 1, 256), np.nan, np.float32))
+        np.save(cfg.models_dir / "huge_style.npy", np.full((510, 1, 256), 3e38, np.float32))
+        with open(cfg.models_dir / "cut_style.npy", "r+b") as f:
+            f.truncate(4096)
+        for i, voice in enumerate(v for v in voices if v.endswith("_style")):
             c.send(type="speak", id=f"v{i}", text="Hello.", voice=voice)
             msgs = c.utterance(f"v{i}")
             assert [m.code for m in msgs if isinstance(m, protocol.Error)] == ["engine_unavailable"], voice
-        assert i == 1
+        assert i == 2
         # The inference process dies (the OOM killer, a crash in a native library) between
         # requests: the next one starts a new process and is served, or gets engine_unavailable.
         # (Mid-job the host raises EngineError, the branch the style files above go through.)
@@ -131,4 +135,66 @@ def test_engine_failures_are_engine_unavailable_without_a_traceback(tmp_path, ca
         # The next request starts a new inference process.
         c.send(type="speak", id="after", text="Still here.", voice="kokoro/jf_alpha")
         assert c.utterance("after", timeout=120)[-1].reason == "done"
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+
+
+def _real_style():  # type: ignore[no-untyped-def]
+    import numpy as np
+
+    from rtts.engines.kokoro import KokoroPack
+
+    return np.load(KokoroPack.find().voices)["jf_alpha"]
+
+
+def test_hostile_voice_files_in_the_models_dir_are_skipped_and_good_voices_served(
+    tmp_path, caplog: pytest.LogCaptureFixture
+):
+    """Issue 20, bugs 9, 10, 18, 19 through a real server: a FIFO and a link to /dev/zero
+    hung start-up; a tarball repeating a voice's member with 32 MiB of zeros was read whole
+    per request; NaN, 3e38 and path-like voice names were offered. Now each is skipped
+    with a warning, asking for it is `unknown_voice`, the good voice beside them speaks,
+    and a SIGHUP rescan with a new FIFO returns at once."""
+    import io
+    import logging
+    import os
+    import tarfile
+
+    import numpy as np
+
+    cfg = make_config(tmp_path)
+    models = cfg.models_dir
+    good = _real_style()
+    np.save(models / "af_good.npy", good)
+    os.mkfifo(models / "fifo.bin")
+    (models / "zero.npz").symlink_to("/dev/zero")
+    np.save(models / "af_nan.npy", np.full((510, 1, 256), np.nan, np.float32))
+    np.save(models / "af_huge.npy", np.full((510, 1, 256), 3e38, np.float32))
+    np.savez(models / "weird.npz", **{"../../x/af_weird": good})
+    raw = good.astype("<f4").tobytes()
+    with tarfile.open(models / "kokoro-js-evil.tgz", "w:gz") as tar:
+        for size in (len(raw), 32 << 20):
+            info = tarfile.TarInfo("package/voices/af_dup.bin")
+            info.size = size
+            tar.addfile(info, io.BytesIO(raw.ljust(size, b"\0")))
+    caplog.set_level(logging.INFO)
+    started = time.monotonic()
+    with ServerThread(cfg) as server, Client(server.url) as c:
+        assert time.monotonic() - started < 30
+        voices = {v["id"] for v in c.recv().voices}
+        assert "kokoro/af_good" in voices
+        for name in ("af_nan", "af_huge", "../../x/af_weird", "af_dup", "fifo", "zero"):
+            assert f"kokoro/{name}" not in voices
+            c.send(type="speak", id=name, text="Hello.", voice=f"kokoro/{name}")
+            error = c.until(protocol.Error, timeout=10)[-1]
+            assert (error.code, error.id) == ("unknown_voice", name)
+        c.send(type="speak", id="good", text="Hello there.", voice="kokoro/af_good")
+        msgs = c.utterance("good", timeout=120)
+        assert msgs[-1].reason == "done" and msgs[-1].stats["audio_ms"] > 300
+        os.mkfifo(models / "later.npy")
+        began = time.monotonic()
+        added, removed = server.call(server.service.rescan())
+        assert time.monotonic() - began < 5 and added == removed == []
+    warned = " ".join(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+    for name in ("fifo.bin", "zero.npz", "af_nan.npy", "af_huge.npy", "weird.npz", "kokoro-js-evil.tgz", "later.npy"):
+        assert name in warned, name
     assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"

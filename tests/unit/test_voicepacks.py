@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 import tarfile
 from pathlib import Path
 
@@ -16,6 +17,14 @@ import pytest
 
 from rtts import voicepacks
 from rtts.voices import VoiceRegistry
+
+
+def builtin_styles() -> set[str]:
+    from rtts.engines.kokoro import KokoroPack
+
+    shipped = voicepacks.builtin_pack()
+    assert shipped is not None
+    return set(voicepacks.scan(shipped)) | set(voicepacks.scan(KokoroPack.find().voices))
 
 
 def style(seed: int) -> np.ndarray:
@@ -163,3 +172,306 @@ def test_voices_import_copies_voice_files_and_refuses_others(
     assert "1 voices (ef_one)" in out and "notes.bin" in err
     assert main(["voices", "--models-dir", str(models)]) == 0
     assert "kokoro/ef_one" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------ hostile voice files (issue 20)
+
+
+class Zeros(io.RawIOBase):
+    """A stream of ``size`` zero bytes, made as read (no 32 MiB buffer in the test)."""
+
+    def __init__(self, size: int) -> None:
+        self.left = size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:  # type: ignore[no-untyped-def]
+        n = min(len(b), self.left)
+        b[:n] = bytes(n)
+        self.left -= n
+        return n
+
+
+def peak_bytes(fn) -> int:  # type: ignore[no-untyped-def]
+    """The most Python memory ``fn()`` held at once (numpy's buffers included)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        try:
+            fn()
+        except ValueError:
+            pass
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_tarball_naming_a_voice_twice_is_refused_and_a_voice_read_is_bounded(tmp_path: Path) -> None:
+    """Bug 9: a second member of a valid voice's name, holding 1.5 GiB of zeros, was what
+    extractfile(name) read, whole, before any size check, on every request."""
+    path = tmp_path / "kokoro-js-evil.tgz"
+    member = "package/voices/af_dup.bin"
+    with tarfile.open(path, "w:gz") as tar:
+        data = style(20).astype("<f4").tobytes()
+        info = tarfile.TarInfo(member)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+        info = tarfile.TarInfo(member)
+        info.size = 32 << 20  # enough to show; the attack's 1.5 GiB costs seconds to make
+        tar.addfile(info, Zeros(info.size))
+    assert path.stat().st_size < 1 << 20
+    with pytest.raises(ValueError, match="af_dup.bin is in it twice"):
+        voicepacks.scan(path)
+    # Read anyway (the file swapped after discovery): one voice's bytes, not the copy's.
+    assert peak_bytes(lambda: voicepacks.load(voicepacks.StyleSource(path, member))) < 4 << 20
+
+
+def gzip_of(*parts: bytes | int) -> bytes:
+    """A gzip stream of ``parts``, an int standing for that many zero bytes: made as
+    concatenated gzip members of 1 MiB of zeros each (1 KB), so 1 GiB costs nothing."""
+    import gzip
+
+    mib = gzip.compress(bytes(1 << 20))
+    out = []
+    for part in parts:
+        if isinstance(part, int):
+            out.append(mib * (part >> 20) + gzip.compress(bytes(part & ((1 << 20) - 1))))
+        else:
+            out.append(gzip.compress(part))
+    return b"".join(out)
+
+
+def test_a_tarball_header_claiming_a_huge_size_is_not_read(tmp_path: Path) -> None:
+    """A pax header is read whole by tarfile, whatever size it claims (1.5 GiB here, of
+    which 64 MiB are there); and a voice past MAX_UNPACKED bytes is not unpacked to."""
+    header = tarfile.TarInfo("././@PaxHeader")
+    header.type = tarfile.XHDTYPE
+    header.size = 3 << 29
+    path = tmp_path / "pax.tgz"
+    path.write_bytes(gzip_of(header.tobuf(format=tarfile.USTAR_FORMAT), 64 << 20))
+    assert path.stat().st_size < 1 << 20
+    assert peak_bytes(lambda: voicepacks.scan(path)) < 4 << 20
+    with pytest.raises(ValueError, match="claims 1610612736 bytes"):
+        voicepacks.scan(path)
+    big = tarfile.TarInfo("package/model.onnx")
+    big.size = voicepacks.MAX_UNPACKED
+    late = tarfile.TarInfo("package/voices/af_late.bin")
+    late.size = voicepacks.RAW_BYTES
+    path = tmp_path / "big.tgz"
+    path.write_bytes(
+        gzip_of(
+            big.tobuf(format=tarfile.USTAR_FORMAT),
+            big.size,
+            late.tobuf(format=tarfile.USTAR_FORMAT) + style(22).astype("<f4").tobytes() + bytes(1024),
+        )
+    )
+    with pytest.raises(ValueError, match="unpacks to more than"):
+        voicepacks.scan(path)
+
+
+def test_non_regular_tar_members_are_not_voices(tmp_path: Path) -> None:
+    path = tmp_path / "links.tgz"
+    with tarfile.open(path, "w:gz") as tar:
+        data = style(23).astype("<f4").tobytes()
+        info = tarfile.TarInfo("package/voices/af_real.bin")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+        for kind, name in ((tarfile.SYMTYPE, "af_sym"), (tarfile.LNKTYPE, "af_hard")):
+            link = tarfile.TarInfo(f"package/voices/{name}.bin")
+            link.type, link.linkname = kind, "package/voices/af_real.bin"
+            tar.addfile(link)
+    assert list(voicepacks.scan(path, read=True)) == ["af_real"]
+
+
+def test_styles_outside_the_range_of_real_ones_are_refused() -> None:
+    """Bug 19's edge: a style of 3e38 (finite) made the model's audio NaN, and trim_silence
+    raised IndexError. The bound is learned from the styles rtts ships and installs."""
+    from rtts.engines.kokoro import KokoroPack
+
+    widest = 0.0
+    for pack in (voicepacks.builtin_pack(), KokoroPack.find().voices):
+        assert pack is not None
+        for name, source in voicepacks.scan(pack).items():
+            widest = max(widest, float(np.abs(voicepacks.load(source)).max()))
+    assert 2.5 < widest < voicepacks.MAX_ABS / 3  # a generous margin over every real style
+    voicepacks.check_style(style(24) / 4 * voicepacks.MAX_ABS / 4, "af_ok")
+    for bad, why in ((3e38, "up to 3e\\+38"), (np.inf, "infinite"), (np.nan, "NaN")):
+        s = style(25)
+        s[7, 9] = bad
+        with pytest.raises(ValueError, match=why):
+            voicepacks.check_style(s, "af_bad")
+    with pytest.raises(ValueError, match="infinite"):  # beyond float32: inf once converted
+        voicepacks.check_style(np.full((510, 256), 1e300), "af_wide")
+
+
+@pytest.mark.parametrize(
+    "name", ["../../x/af_weird name", "af_weird name", "a/b", "", ".hidden", "x" * 65, "af\nheart", "ü_voice"]
+)
+def test_voice_names_are_one_safe_segment(name: str) -> None:
+    with pytest.raises(ValueError, match="cannot name a voice"):
+        voicepacks.check_name(name)
+
+
+def test_voice_names_kokoro_and_users_give_are_taken() -> None:
+    for name in ("af_heart", "zf_xiaoxiao", "my_voice", "flat", "Blend-2", "x" * 64):
+        assert voicepacks.check_name(name) == name
+
+
+def hostile_files(root: Path) -> dict[str, str]:
+    """Files that once passed for voices, by name, with what they are refused for."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "lexicon.txt").write_bytes(b"Nguyen = Win\n".ljust(voicepacks.RAW_BYTES, b" "))
+    nan = style(26)
+    nan[0, 0] = np.nan
+    kokoro_js_bin(root / "af_nan.bin", nan)
+    np.save(root / "af_huge.npy", np.full((510, 1, 256), 3e38, np.float32))
+    np.savez(root / "weird.npz", **{"../../x/af_weird name": style(27)})
+    kokoro_js_bin(root / "af_weird name.bin", style(28))
+    return {
+        "lexicon.txt": "not a Kokoro voice file name",
+        "af_nan.bin": "NaN",
+        "af_huge.npy": "up to 3e\\+38",
+        "weird.npz": "cannot name a voice",
+        "af_weird name.bin": "cannot name a voice",
+    }
+
+
+def test_voices_import_refuses_what_is_not_a_good_voice_and_keeps_what_is_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bug 10: a padded text file named lexicon.txt replaced the lexicon; NaN styles and the
+    name ``../../x/af_weird name`` were taken."""
+    from rtts.__main__ import main
+
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "lexicon.txt").write_text("Xiaomi = /ʃaʊmi/\n")
+    bad = hostile_files(tmp_path / "in")
+    for name, why in bad.items():
+        assert main(["voices", "import", str(tmp_path / "in" / name), "--force", "--models-dir", str(models)]) == 1
+        err = capsys.readouterr().err
+        assert re.search(why, err), (name, err)
+    assert sorted(p.name for p in models.iterdir()) == ["lexicon.txt"]  # no staging left either
+    assert (models / "lexicon.txt").read_text() == "Xiaomi = /ʃaʊmi/\n"
+
+
+def test_voices_import_replaces_a_file_only_with_force_and_never_writes_through_a_link(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rtts.__main__ import main
+
+    models = tmp_path / "models"
+    first, second = style(29), style(30)
+    kokoro_js_bin(tmp_path / "af_mine.bin", first)
+    assert main(["voices", "import", str(tmp_path / "af_mine.bin"), "--models-dir", str(models)]) == 0
+    kokoro_js_bin(tmp_path / "af_mine.bin", second)
+    assert main(["voices", "import", str(tmp_path / "af_mine.bin"), "--models-dir", str(models)]) == 1
+    assert "already exists (--force replaces it)" in capsys.readouterr().err
+    assert (models / "af_mine.bin").read_bytes() == first.astype("<f4").tobytes()
+    assert main(["voices", "import", str(tmp_path / "af_mine.bin"), "--force", "--models-dir", str(models)]) == 0
+    assert (models / "af_mine.bin").read_bytes() == second.astype("<f4").tobytes()
+    # A link where the file goes is replaced, not written through.
+    outside = tmp_path / "outside.bin"
+    outside.write_bytes(b"keep")
+    (models / "af_link.bin").symlink_to(outside)
+    kokoro_js_bin(tmp_path / "af_link.bin", first)
+    assert main(["voices", "import", str(tmp_path / "af_link.bin"), "--force", "--models-dir", str(models)]) == 0
+    assert outside.read_bytes() == b"keep" and not (models / "af_link.bin").is_symlink()
+    assert sorted(p.name for p in models.iterdir()) == ["af_link.bin", "af_mine.bin"]
+
+
+def test_discovery_refuses_the_same_files_import_does(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """One validator: what `rtts voices import` refuses is skipped when dropped in."""
+    bad = hostile_files(tmp_path)
+    kokoro_js_bin(tmp_path / "af_good.bin", style(31))
+    with caplog.at_level(logging.WARNING):
+        registry = VoiceRegistry.discover(tmp_path, tmp_path / "cache", threads=1)
+    assert "kokoro/af_good" in registry.voices
+    ours = [v for v in registry.voices if v.startswith("kokoro/") and v.split("/", 1)[1] not in builtin_styles()]
+    assert ours == ["kokoro/af_good"]
+    for name, why in bad.items():
+        if name != "lexicon.txt":  # not a voice file name: no Kokoro scanner looks at it
+            (line,) = [r.getMessage() for r in caplog.records if f"{name}:" in r.getMessage()]
+            assert re.search(why, line), line
+
+
+def test_fifos_and_devices_in_the_models_dir_do_not_hang_discovery(tmp_path: Path) -> None:
+    """Bug 18: a FIFO or a link to /dev/zero hung `rtts voices`, start-up and SIGHUP."""
+    import os
+    import threading
+    import time
+
+    for name in ("fifo.bin", "fifo.npz", "fifo.tgz", "fifo.onnx"):
+        os.mkfifo(tmp_path / name)
+    for name in ("zero.bin", "zero.npz", "zero.tar", "zero.npy", "zero.onnx", "zero.onnx.json"):
+        (tmp_path / name).symlink_to("/dev/zero")
+    (tmp_path / "dangling.bin").symlink_to(tmp_path / "nowhere")
+    kokoro_js_bin(tmp_path / "af_good.bin", style(32))
+    found: list[VoiceRegistry] = []
+    started = time.monotonic()
+    worker = threading.Thread(
+        target=lambda: found.append(VoiceRegistry.discover(tmp_path, tmp_path / "cache", threads=1)), daemon=True
+    )
+    worker.start()
+    worker.join(5)
+    assert found, "discovery hung"
+    assert time.monotonic() - started < 1.0
+    assert "kokoro/af_good" in found[0].voices
+    # Read directly (`rtts voices import`, or a file swapped after discovery): refused at once.
+    for name in ("fifo.bin", "zero.npz"):
+        with pytest.raises(ValueError, match="not a regular file"):
+            voicepacks.scan(tmp_path / name)
+    with pytest.raises(ValueError, match="not a regular file"):
+        voicepacks.load(voicepacks.StyleSource(tmp_path / "fifo.bin"))
+    from rtts.engines.piper import PiperConfig
+
+    for name in ("fifo.onnx", "zero.onnx.json"):  # a Piper config swapped after discovery's is_file()
+        with pytest.raises(ValueError, match="not a regular file"):
+            PiperConfig.from_json(tmp_path / name)
+
+
+def test_a_lexicon_that_is_a_fifo_or_a_device_is_empty_at_once(tmp_path: Path) -> None:
+    """The lexicon is read on the event loop for each new session: same hazard as bug 18."""
+    import os
+
+    from rtts.text.lexicon import Lexicon
+
+    os.mkfifo(tmp_path / "fifo.txt")
+    (tmp_path / "zero.txt").symlink_to("/dev/zero")
+    assert not Lexicon.load(tmp_path / "fifo.txt") and not Lexicon.load(tmp_path / "zero.txt")
+
+
+def test_a_zip_with_a_huge_directory_is_refused_unread(tmp_path: Path) -> None:
+    import zipfile
+
+    path = tmp_path / "many.npz"
+    with zipfile.ZipFile(path, "w") as zf:
+        for i in range(5000):  # 1.25 MB of directory
+            zf.writestr(f"{i:05d}" + "x" * 200, b"")
+    with pytest.raises(ValueError, match="zip directory of"):
+        voicepacks.scan(path)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "why"),
+    [(10, 99, "compression method"), (8, 1, "encrypted"), (6, 99, "zip file version")],
+)
+def test_an_npz_zipfile_cannot_open_is_a_broken_file_not_a_crash(
+    tmp_path: Path, field: int, value: int, why: str
+) -> None:
+    """zipfile raises NotImplementedError or RuntimeError for these: that escaped discovery
+    (found by flipping bytes of good files), so one such file stopped the server starting."""
+    import struct
+
+    path = tmp_path / "odd.npz"
+    np.savez(path, af_one=style(33))
+    data = bytearray(path.read_bytes())
+    at = data.rfind(b"PK\x01\x02")  # the member's central directory entry
+    struct.pack_into("<H", data, at + field, value)
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=why):
+        voicepacks.scan(path, read=True)
+    registry = VoiceRegistry.discover(tmp_path, tmp_path / "cache", threads=1)
+    assert "kokoro/af_one" not in registry.voices
