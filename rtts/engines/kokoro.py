@@ -68,12 +68,14 @@ _NORMALIZE = {"zh": normalize_zh, "ja": normalize_ja}
 _G2P, _WARM = "kokoro.g2p", "kokoro.warm"
 # A Kokoro run yields nothing until it has decoded all of it (~0.25 s of compute per
 # second of speech here), so when the listener holds less than QUICK_START_LEAD_S of
-# audio, a Mandarin or Japanese unit's first run is only its first words, at most this
-# many phoneme symbols (a 16-character Chinese clause is ~3 s of speech): the front
-# ends put a space between words (jieba's; pyopenjtalk's), and the cut is only ever
-# there. English units are short already (first_unit_chars), and a cut inside a
-# Romance phrase was heard as one word (docs/benchmarks.md, issue 21).
-QUICK_START = {"zh": 10, "ja": 12}
+# audio, a Mandarin or Japanese unit's first run is only its first words: (shortest,
+# longest) phoneme symbols, about two to four syllables (a 16-character Chinese clause
+# is ~3 s of speech). The front ends put a space between words (jieba's; pyopenjtalk's)
+# and the cut is only ever there. A first run of one syllable was misheard ("请" alone,
+# "您" as "捏"), hence the shortest. English units are short already
+# (first_unit_chars), and a cut inside a Romance phrase was heard as one word
+# (docs/benchmarks.md, "Mandarin and Japanese (issue 21)").
+QUICK_START = {"zh": (8, 16), "ja": (8, 16)}
 QUICK_START_LEAD_S = 0.5
 QUICK_START_MIN_REST = 4  # symbols: a rest shorter than a syllable or two is not worth its own run
 
@@ -280,7 +282,7 @@ class KokoroEngine:
 
     key = "kokoro"
     sample_rate = SAMPLE_RATE
-    quick_start: Mapping[str, int] = QUICK_START  # by language; {} decodes every unit whole
+    quick_start: Mapping[str, tuple[int, int]] = QUICK_START  # by language; {} decodes every unit whole
 
     def __init__(
         self,
@@ -411,12 +413,12 @@ class KokoroEngine:
         phonemes = self.phonemize(text, voice, lang)
         return self._generate(phonemes, voice.speaker, speed, self._first_symbols(lang, lead_s))
 
-    def _first_symbols(self, lang: str, lead_s: float) -> int | None:
+    def _first_symbols(self, lang: str, lead_s: float) -> tuple[int, int] | None:
         """How long the unit's first run may be when the listener is waiting for it."""
         return self.quick_start.get(lang) if lead_s < QUICK_START_LEAD_S else None
 
     def _generate(
-        self, phonemes: str, style_name: str, speed: float, first: int | None = None
+        self, phonemes: str, style_name: str, speed: float, first: tuple[int, int] | None = None
     ) -> Iterator[np.ndarray]:
         if not phonemes:
             return
@@ -425,7 +427,7 @@ class KokoroEngine:
         vocab = self._get_vocab()
         pieces = split_phonemes(phonemes, MAX_TOKENS)
         if first is not None and pieces:
-            head, rest = first_words(pieces[0], first)
+            head, rest = first_words(pieces[0], first[1], first[0])
             if len(rest) >= QUICK_START_MIN_REST:
                 pieces[:1] = [head, rest]
         for piece in pieces:

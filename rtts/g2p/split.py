@@ -43,17 +43,17 @@ def _cut_position(text: str, limit: int) -> int:
     return fallback or limit
 
 
-def first_words(phonemes: str, limit: int) -> tuple[str, str]:
-    """``phonemes`` as (its first words, the rest), the first at most ``limit`` symbols.
+def first_words(phonemes: str, limit: int, shortest: int = 1) -> tuple[str, str]:
+    """``phonemes`` as (its first words, the rest), the first ``shortest`` to ``limit`` symbols.
 
     Cuts only at a space (between words, never inside one), preferring one after
-    punctuation; (``phonemes``, "") when it is short already or its first word alone
-    is longer than ``limit``.
+    punctuation; (``phonemes``, "") when it is short already, or when no space leaves
+    a first part of that length.
     """
     text = phonemes.strip()
     if len(text) <= limit:
         return text, ""
     cut = _cut_position(text, limit)
-    if cut >= len(text) or text[cut] != " ":  # no space within the limit: a cut would split a word
+    if cut >= len(text) or text[cut] != " " or len(text[:cut].rstrip()) < shortest:
         return text, ""
     return text[:cut].rstrip(), text[cut:].lstrip()

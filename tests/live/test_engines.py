@@ -546,6 +546,6 @@ def test_a_waiting_listener_gets_the_first_words_of_a_cjk_unit_first(kokoro: Kok
     waiting = list(kokoro.synthesize(text, info, lang, 1.0, lead_s=0.0))
     ahead = list(kokoro.synthesize(text, info, lang, 1.0, lead_s=5.0))
     assert len(waiting) == 2 and len(ahead) == 1
-    assert len(waiting[0]) < 0.6 * len(ahead[0])
+    assert len(waiting[0]) < 0.8 * len(ahead[0])
     assert sum(map(len, waiting)) == pytest.approx(len(ahead[0]), rel=0.35)  # the same words, spoken in two runs
     assert all(float(np.sqrt(np.mean(c**2))) > 0.02 for c in waiting)

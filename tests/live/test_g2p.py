@@ -180,6 +180,8 @@ def test_split_prefers_punctuation_then_spaces() -> None:
 
 def test_first_words_cut_only_between_words() -> None:
     assert first_words("kɤ↘wei↘ ly↓kʰɤ↘ ʨʰi↓ŋ ꭧu↘i↘,", 10) == ("kɤ↘wei↘", "ly↓kʰɤ↘ ʨʰi↓ŋ ꭧu↘i↘,")
+    assert first_words("kɤ↘wei↘ ly↓kʰɤ↘ ʨʰi↓ŋ ꭧu↘i↘,", 16, 8) == ("kɤ↘wei↘ ly↓kʰɤ↘", "ʨʰi↓ŋ ꭧu↘i↘,")
+    assert first_words("ʨʰi↓ŋ ʨjɑ→ŋʂou↓ʨi→", 10, 8) == ("ʨʰi↓ŋ ʨjɑ→ŋʂou↓ʨi→", "")  # one syllable is too short
     assert first_words("aa bb, cc dd", 9) == ("aa bb,", "cc dd")
     assert first_words("xwa→ni↗ŋkwa→ŋli↗n.", 10) == ("xwa→ni↗ŋkwa→ŋli↗n.", "")  # one word: never split
     assert first_words(" short ", 10) == ("short", "")
