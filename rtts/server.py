@@ -94,6 +94,17 @@ class RttsServer:
             "rtts_send_buffer_peak_bytes", "the most bytes queued for one client so far",
             registry=service.metrics.registry,
         ).set_function(lambda: max([self.send_peak, *(live.outbox.peak for live in self._live.values())]))
+        waiting = self.waiting
+        prom.Gauge(
+            "rtts_waiting_sockets", "sockets of either port waiting for a (next) request (at most --max-handshakes)",
+            registry=service.metrics.registry,
+        ).set_function(lambda: len(waiting))
+        dropped = prom.Gauge(
+            "rtts_waiting_dropped", "waiting sockets closed so far: late, or evicted to make room for a newcomer",
+            ["why"], registry=service.metrics.registry,
+        )
+        dropped.labels("late").set_function(lambda: waiting.late)
+        dropped.labels("evicted").set_function(lambda: waiting.evicted)
         cfg = self.config
         self.front = HttpFront(
             self._static_file,

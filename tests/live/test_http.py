@@ -245,6 +245,9 @@ def test_heads_whose_body_never_comes_cannot_lock_clients_out(tmp_path):
             answers = sorted(s.recv(200)[:12] for s in heads[8:])
             assert answers == [b"", b"HTTP/1.1 408", b"HTTP/1.1 408", b"HTTP/1.1 408"]
             assert srv.server.front.pending == 0  # type: ignore[union-attr]
+            metrics = fetch(srv.http + "/metrics")[2].decode()
+            assert 'rtts_waiting_dropped{why="evicted"} 9.0' in metrics
+            assert 'rtts_waiting_dropped{why="late"} 3.0' in metrics
         finally:
             for s in heads:
                 s.close()

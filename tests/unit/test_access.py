@@ -86,3 +86,23 @@ def test_host_allow_list_against_dns_rebinding():
     assert host_allowed("evil.example:8765", False, (), own)  # curl, scripts: no rebinding
     assert host_allowed("tts.example.org", True, ("tts.example.org",), own)
     assert host_allowed("anything", True, ("*",), own)
+
+
+async def test_the_waiting_room_is_bounded_oldest_out_and_timed():
+    import asyncio
+
+    room = access.Waiting(2)
+    dropped: list[tuple[str, bool]] = []
+
+    def enter(key: str, timeout: float = 10.0) -> None:
+        room.enter(key, timeout, lambda late: dropped.append((key, late)))
+
+    enter("a"), enter("b"), enter("c")  # a newcomer beyond the limit drops the oldest
+    assert dropped == [("a", False)] and len(room) == 2 and room.evicted == 1
+    room.leave("b")  # served: out of the room, never dropped
+    enter("c", 0.05)  # entering again starts its wait anew (a Wyoming connection between requests)
+    await asyncio.sleep(0.2)
+    assert dropped == [("a", False), ("c", True)] and room.late == 1 and len(room) == 0
+    enter("d"), enter("e")
+    room.drop_all()
+    assert dropped[-2:] == [("d", False), ("e", False)] and len(room) == 0
