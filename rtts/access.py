@@ -13,13 +13,14 @@ The server only ever echoes ``rtts.v1``, never the token.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hmac
 import ipaddress
 import socket
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
 from urllib.parse import urlsplit
 
 SUBPROTOCOL = "rtts.v1"
@@ -61,20 +62,32 @@ def select_subprotocol(offered: Iterable[str]) -> str | None:
 
 
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
+# Sec-Fetch-Site values that mean "a page of another origin made this request".
+_FOREIGN_FETCH = {"cross-site", "same-site"}
 
 
-def origin_allowed(origin: str | None, host: str | None, allowed: tuple[str, ...]) -> bool:
+def origin_allowed(
+    origin: str | None, host: str | None, allowed: tuple[str, ...], fetch_site: str | None = None
+) -> bool:
     """Whether a browser page at ``origin`` may connect.
 
-    No ``Origin`` header means no browser (curl, a script, a kiosk app): allowed, since
-    the Origin check only protects against other web pages; the token is what keeps
-    strangers out. With no allow-list, the page's own origin (the one that served
-    ``/``, whose host is this request's ``Host``) and localhost pages are allowed.
+    No ``Origin`` header means no browser (curl, a script, a kiosk app), with one
+    exception: a browser's no-cors GET (``<audio src=http://box:8765/tts?text=…>`` on any
+    page) carries no ``Origin`` but says ``Sec-Fetch-Site: cross-site`` (or
+    ``same-site``); that page's origin is unknown, so only ``*`` allows it. Other
+    requests without ``Origin`` are allowed, since the Origin check only protects
+    against other web pages; the token is what keeps strangers out.
+
+    With no allow-list, the page's own origin (the one that served ``/``, whose host is
+    this request's ``Host``) is allowed, and a localhost page only when the server was
+    reached by a localhost name too: then the page and rtts are on one machine (a
+    development server beside rtts). A localhost page talking to a box on the LAN is
+    some page on the visitor's own machine, which the box has no reason to trust.
     """
-    if origin is None:
-        return True
     if "*" in allowed:
         return True
+    if origin is None:
+        return fetch_site is None or fetch_site.strip().lower() not in _FOREIGN_FETCH
     if allowed:
         return origin.rstrip("/").lower() in {a.rstrip("/").lower() for a in allowed}
     try:
@@ -86,7 +99,7 @@ def origin_allowed(origin: str | None, host: str | None, allowed: tuple[str, ...
     if parts.scheme not in ("http", "https") or origin_host is None:
         return False
     if origin_host in _LOCAL_HOSTS:
-        return True
+        return host is not None and _host_name(host) in _LOCAL_HOSTS
     return host is not None and netloc == host.lower()
 
 
@@ -189,3 +202,55 @@ class ConnectionCaps:
     @property
     def full(self) -> bool:
         return self.total >= self.total_cap
+
+
+class Waiting:
+    """Sockets that are not being served: waiting for their (next) request, whatever the
+    protocol (an HTTP request not yet whole, a Wyoming connection before or between its
+    requests). Each holds a file descriptor and buffers, and nothing else counts it.
+
+    Each waits at most its own timeout, and at most ``limit`` wait at once: a newcomer
+    beyond that drops the one that has waited longest, so sockets that send nothing, or
+    a head and never its body, can neither exhaust the file descriptors nor lock real
+    clients out (a real client's request comes within moments, before it is the oldest).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._waiting: dict[Hashable, tuple[asyncio.TimerHandle, Callable[[bool], None]]] = {}  # oldest first
+        self.evicted = 0  # dropped to make room for a newcomer
+        self.late = 0  # dropped for not sending their request in time
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    def enter(self, key: Hashable, timeout: float, drop: Callable[[bool], None]) -> None:
+        """``key`` waits from now; ``drop(late)`` is called once if it still waits after
+        ``timeout`` seconds (``late`` True) or when a newcomer needs its place (False)."""
+        self.leave(key)
+        timer = asyncio.get_running_loop().call_later(timeout, self._expire, key)
+        self._waiting[key] = (timer, drop)
+        while len(self._waiting) > self.limit:
+            self.evicted += 1
+            self._drop(next(iter(self._waiting)), late=False)
+
+    def leave(self, key: Hashable) -> None:
+        """``key`` is served now, or gone."""
+        entry = self._waiting.pop(key, None)
+        if entry is not None:
+            entry[0].cancel()
+
+    def drop_all(self) -> None:
+        """Shutdown: drop every waiting socket."""
+        for key in list(self._waiting):
+            self._drop(key, late=False)
+
+    def _expire(self, key: Hashable) -> None:
+        self.late += 1
+        self._drop(key, late=True)
+
+    def _drop(self, key: Hashable, *, late: bool) -> None:
+        entry = self._waiting.pop(key, None)
+        if entry is not None:
+            entry[0].cancel()
+            entry[1](late)

@@ -15,7 +15,6 @@ and two headers and sends back the status and JSON it gets.
 from __future__ import annotations
 
 import asyncio
-import json
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
@@ -53,11 +52,9 @@ async def announce(
     if len(body) > service.config.max_message_bytes:
         return _error(ErrorCode.BAD_MESSAGE, f"body is larger than {service.config.max_message_bytes} bytes")
     try:
-        request = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return _error(ErrorCode.BAD_MESSAGE, "the body must be a JSON object")
-    if not isinstance(request, dict):
-        return _error(ErrorCode.BAD_MESSAGE, "the body must be a JSON object")
+        request = protocol.decode_json(body, max_bytes=service.config.max_message_bytes)
+    except protocol.ProtocolError as exc:
+        return _error(ErrorCode.BAD_MESSAGE, f"the body must be a JSON object: {exc.message}")
     for name in ("channel", "text"):
         if request.get(name) is None:
             return _error(ErrorCode.MISSING_FIELD, f"give {name!r}")

@@ -92,6 +92,9 @@ class Config:
     first_unit_chars: tuple[tuple[str, int], ...] = ()
     # Wyoming (Home Assistant) on its own TCP port; None: off, 0: a free port (tests).
     wyoming_port: int | None = None
+    # A Wyoming connection between requests waits (in the handshake gate, see
+    # access.Waiting) at most this long; its first event must come within handshake_timeout.
+    wyoming_idle_timeout: float = 60.0
     zeroconf: bool = False  # announce the Wyoming server by mDNS
     # OpenAI voice names (alloy, nova...) → voice ids, over rtts/openai_voices.json's table.
     openai_voices: tuple[tuple[str, str], ...] = ()
@@ -126,6 +129,8 @@ class Config:
             problems.append("frame-ms must be within 10..200")
         if self.wyoming_port is not None and not 0 <= self.wyoming_port < 65536:
             problems.append(f"wyoming-port {self.wyoming_port} is not a TCP port")
+        if self.wyoming_idle_timeout <= 0:
+            problems.append("wyoming-idle-timeout must be positive")
         if self.zeroconf and self.wyoming_port is None:
             problems.append("zeroconf announces the Wyoming server: give --wyoming-port too")
         if self.admission not in ("queue", "refuse", "close"):
@@ -238,7 +243,7 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     ),
     "allow_origin": (_words, "browser origins allowed to connect, comma-separated, or * (default: own and localhost)"),
     "allow_host": (_words, "host names browsers may reach this server by, besides its addresses, localhost and "
-                   "its own name, comma-separated, or * (against DNS rebinding; only without a token)"),
+                   "its own name, comma-separated, or * (against DNS rebinding)"),
     "max_connections": (int, "WebSocket connections in total; more get HTTP 503"),
     "max_connections_per_ip": (int, "WebSocket connections per client address; more get HTTP 429"),
     "trusted_proxies": (_words, "proxy addresses whose X-Forwarded-For is believed, comma-separated"),
@@ -253,6 +258,7 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "admission_max_wait": (float, "seconds of expected wait above which a new utterance counts as late"),
     "phrase_cache_mb": (float, "memory for replaying repeated short texts (0: off)"),
     "wyoming_port": (int, "also serve Wyoming (Home Assistant) on this TCP port, e.g. 10200"),
+    "wyoming_idle_timeout": (float, "seconds a Wyoming connection may wait between requests before it is closed"),
     "zeroconf": (_yes, "announce the Wyoming server by mDNS (_wyoming._tcp) for Home Assistant's discovery"),
     "openai_voices": (parse_openai_voices, "OpenAI voice names for /v1/audio/speech, e.g. alloy=piper/en_US-joe-medium"),
 }

@@ -134,11 +134,9 @@ def parse_speech(body: bytes, table: Mapping[str, str]) -> SpeechRequest:
         return ApiError(HTTPStatus.BAD_REQUEST, message, code, param)
 
     try:
-        obj = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise bad("the body must be a JSON object", None, "bad_frame") from None
-    if not isinstance(obj, dict):
-        raise bad("the body must be a JSON object", None, "bad_frame")
+        obj = protocol.decode_json(body, max_bytes=len(body))  # the front already bounded the size
+    except protocol.ProtocolError as exc:
+        raise bad(f"the body must be a JSON object: {exc.message}", None, exc.code.value) from None
 
     def field(name: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
         value = obj.get(name, default)

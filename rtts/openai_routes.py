@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from . import audio, openai_api, protocol
 from .openai_api import ApiError, SpeechBody
-from .plain_http import HttpFront, HttpRequest, HttpResponse, json_response
+from .plain_http import HttpFront, HttpRequest, HttpResponse, is_json, json_response
 from .speech_stream import SpeechStream
 
 if TYPE_CHECKING:
@@ -67,6 +67,10 @@ class OpenAIRoutes:
             message = refusal.body.decode().strip() if isinstance(refusal.body, bytes) else "refused"
             err = ApiError(HTTPStatus(refusal.status), message, _GATE_CODES.get(refusal.status, "refused"))
             return _error(err, [(k, v) for k, v in refusal.headers if k in ("Retry-After", "WWW-Authenticate")])
+        if not is_json(request.header("Content-Type")):
+            # json.loads would take text/plain, form data and UTF-16 alike; the API is JSON.
+            raise ApiError(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "the body must be JSON: send Content-Type: "
+                           "application/json", "unsupported_media_type")
         speech = openai_api.parse_speech(request.body, self.table())
         body = SpeechBody(speech)
         caps = self.server.caps

@@ -15,6 +15,8 @@ not affected: each connection has its own outbox and sender task.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 from collections import deque
 from collections.abc import Callable
 from typing import Protocol
@@ -99,3 +101,14 @@ class Outbox:
         finally:
             self.done = True
             self._room.set()  # wake a reader waiting for room: there will be none
+
+
+def cap_kernel_send_buffer(transport: asyncio.BaseTransport, size: int) -> None:
+    """Cap the kernel's send buffer of a client's socket too, whatever its protocol: on
+    its own Linux grows it to megabytes for a client that does not read (~4 MB, 80 s of
+    audio), which would hide a stall from the outbox and hold that memory."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)

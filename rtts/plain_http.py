@@ -8,11 +8,13 @@ websockets, and everything else is answered here, with a body read within limits
 HEAD and OPTIONS as HTTP says, 405 for other methods, and a response body that may be
 streamed (chunked) for as long as the client keeps reading.
 
-The same gate bounds connections that have not sent a whole request (they hold a
-socket and a file descriptor and nothing else counts them): each gets
-``head_timeout`` seconds, and at most ``max_pending`` wait at once; a newcomer beyond
-that closes the one that has waited longest, so idle sockets cannot lock real
-clients out.
+The same gate bounds connections that have not sent a whole request, head *and*
+body (they hold a socket and a file descriptor and nothing else counts them): each
+gets ``head_timeout`` seconds from its arrival, and they wait in an
+``access.Waiting`` of ``max_pending`` places (shared with the Wyoming port's sockets
+that wait for a request); a newcomer beyond that closes the one that has waited
+longest, so idle sockets, or heads whose body never comes, cannot lock real clients
+out. Every socket's kernel send buffer is capped (``send_buffer``), like the outbox.
 
 A route is ``front.route(path, handler, methods)``; the handler takes an
 ``HttpRequest`` and returns an ``HttpResponse`` whose body is bytes or an async
@@ -33,6 +35,9 @@ from urllib.parse import parse_qs
 
 import h11
 from websockets.asyncio.server import ServerConnection
+
+from .access import Waiting
+from .outbox import cap_kernel_send_buffer
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +87,19 @@ def text(status: HTTPStatus, message: str, headers: list[tuple[str, str]] | None
     return HttpResponse(status.value, [("Content-Type", "text/plain; charset=utf-8"), *(headers or [])], body)
 
 
+def is_json(content_type: str | None) -> bool:
+    """Whether a request's ``Content-Type`` says JSON in UTF-8: ``application/json``, with
+    no parameter or ``charset=utf-8`` (JSON is UTF-8; another charset would be guessed)."""
+    kind, _, params = (content_type or "").partition(";")
+    if kind.strip().lower() != "application/json":
+        return False
+    for param in filter(None, (p.strip() for p in params.split(";"))):
+        name, _, value = param.partition("=")
+        if name.strip().lower() != "charset" or value.strip().strip('"').lower() not in ("utf-8", "utf8"):
+            return False
+    return True
+
+
 def json_response(status: HTTPStatus, obj: Any) -> HttpResponse:
     body = json.dumps(obj, ensure_ascii=False).encode() + b"\n"
     return HttpResponse(status.value, [("Content-Type", "application/json")], body)
@@ -105,9 +123,14 @@ class HttpFront:
         head_timeout: float,
         max_pending: int,
         send_stall: float,
+        send_buffer: int | None = None,
+        waiting: Waiting | None = None,
         guard: Callable[[HttpRequest], HttpResponse | None] = lambda request: None,
     ) -> None:
-        """``guard``: a refusal for any request before its route sees it, or None."""
+        """``guard``: a refusal for any request before its route sees it, or None.
+        ``send_buffer``: each socket's kernel send buffer in bytes (None: the kernel's).
+        ``waiting``: where sockets without a whole request wait (one of ``max_pending``
+        places by default; the server shares its own with the Wyoming port)."""
         self._routes: dict[str, _Route] = {}
         self._guard = guard
         self._fallback = _Route(fallback, ("GET",))
@@ -115,10 +138,9 @@ class HttpFront:
         self.head_timeout = head_timeout
         self.max_pending = max_pending
         self.send_stall = send_stall
-        self._pending: dict[_GateConnection, asyncio.TimerHandle] = {}  # oldest first
+        self.send_buffer = send_buffer
+        self.waiting = waiting if waiting is not None else Waiting(max_pending)
         self._serving: set[asyncio.Task[None]] = set()
-        self.evicted = 0  # waiting connections closed to make room for a newcomer
-        self.late = 0  # connections closed for not sending a whole request in time
 
     def route(self, path: str, handler: Handler, methods: tuple[str, ...] = ("GET",)) -> None:
         """Serve ``path`` with ``handler`` for ``methods``; GET brings HEAD, OPTIONS is always answered."""
@@ -130,7 +152,8 @@ class HttpFront:
 
     @property
     def pending(self) -> int:
-        return len(self._pending)
+        """Sockets waiting for a whole request (the Wyoming port's too, when shared)."""
+        return len(self.waiting)
 
     @property
     def serving(self) -> int:
@@ -138,35 +161,12 @@ class HttpFront:
 
     async def close(self) -> None:
         """Shutdown: drop connections still sending their request, and end every response."""
-        for conn in list(self._pending):
-            conn.transport.abort()
+        self.waiting.drop_all()
         tasks = list(self._serving)
         for task in tasks:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-
-    # ------------------------------------------------------------ connections' lifecycle
-
-    def _arrived(self, conn: _GateConnection) -> None:
-        loop = asyncio.get_running_loop()
-        self._pending[conn] = loop.call_later(self.head_timeout, self._too_late, conn)
-        while len(self._pending) > self.max_pending:
-            oldest = next(iter(self._pending))
-            self._settled(oldest)
-            self.evicted += 1
-            oldest.transport.abort()
-
-    def _too_late(self, conn: _GateConnection) -> None:
-        if conn in self._pending:
-            self._settled(conn)
-            self.late += 1
-            conn.transport.abort()
-
-    def _settled(self, conn: _GateConnection) -> None:
-        timer = self._pending.pop(conn, None)
-        if timer is not None:
-            timer.cancel()
 
     # ------------------------------------------------------------ answering
 
@@ -195,15 +195,24 @@ class _GateConnection(ServerConnection):
         self._raw = bytearray()  # what came before the head was whole, for websockets
         self._head: h11.Request | None = None
         self._body = bytearray()
-        self._body_done = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
-        self.front._arrived(self)
+        if self.front.send_buffer is not None:
+            cap_kernel_send_buffer(transport, self.front.send_buffer)
+        # Waiting until its request is whole: the head, and the body the head announces.
+        self.front.waiting.enter(self, self.front.head_timeout, self._dropped)
+
+    def _dropped(self, late: bool) -> None:
+        """Out of the waiting room: the request was not whole in time, or a newcomer needed the place."""
+        if late and self._head is not None and self._http is not None:
+            self._refuse(HTTPStatus.REQUEST_TIMEOUT.value, "request_timeout: the body did not arrive")
+        else:
+            self.transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.front._settled(self)
+        self.front.waiting.leave(self)
         if self._task is not None:
             self._task.cancel()
         super().connection_lost(exc)
@@ -230,26 +239,27 @@ class _GateConnection(ServerConnection):
                 return
             if isinstance(event, h11.Request):
                 self._head = event
-                self.front._settled(self)
                 declared = [v for k, v in event.headers if k == b"content-length"]
                 if declared and int(declared[0]) > self.front.max_body:  # h11 checked it is a number
                     self._refuse(HTTPStatus.REQUEST_ENTITY_TOO_LARGE.value,
                                  f"the request body is over {self.front.max_body} bytes")
                     return
                 if _is_upgrade(event):
+                    self.front.waiting.leave(self)  # websockets answers it at once (server._admit)
                     raw, self._raw, self._http = bytes(self._raw), bytearray(), None
                     super().data_received(raw)  # websockets takes it from the request line on
                     return
                 self._raw = bytearray()
-                self._task = asyncio.get_running_loop().create_task(self._serve(event))
-                self.front._serving.add(self._task)
-                self._task.add_done_callback(self.front._serving.discard)
             elif isinstance(event, h11.Data):
                 self._body += event.data
                 if len(self._body) > self.front.max_body:
                     raise BadRequest(f"the request body is over {self.front.max_body} bytes")
-            elif isinstance(event, h11.EndOfMessage):
-                self._body_done.set()
+            elif isinstance(event, h11.EndOfMessage) and self._head is not None:
+                # The whole request is here: served from now on, for as long as it takes.
+                self.front.waiting.leave(self)
+                self._task = asyncio.get_running_loop().create_task(self._serve(self._head))
+                self.front._serving.add(self._task)
+                self._task.add_done_callback(self.front._serving.discard)
 
     def _refuse(self, status: int, message: str) -> None:
         """Answer a request that could not be read, if HTTP still allows an answer, and close."""
@@ -270,13 +280,9 @@ class _GateConnection(ServerConnection):
         response: HttpResponse | None = None
         try:
             try:
-                async with asyncio.timeout(self.front.head_timeout):
-                    await self._body_done.wait()
                 response = await self.front.respond(_request(head, bytes(self._body), self._peer()))
             except BadRequest as exc:
                 response = text(HTTPStatus.BAD_REQUEST, f"bad_request: {exc}\n")
-            except TimeoutError:
-                response = text(HTTPStatus.REQUEST_TIMEOUT, "request_timeout: the body did not arrive\n")
             except Exception:
                 log.exception("HTTP %s %.200s failed", head.method.decode(), head.target.decode("latin-1"))
                 response = text(HTTPStatus.INTERNAL_SERVER_ERROR, "internal: see the server log\n")

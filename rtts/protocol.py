@@ -12,6 +12,7 @@ anything that would break an existing client needs a new ``v``.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -82,6 +83,9 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 # shared/research/reliability.md §2 on preallocation bombs).
 _MAX_ARRAY_LEN = 16
 _MAX_MAP_LEN = 32
+# The same for JSON (HTTP bodies, Wyoming events), whose decoder has no such limits: rtts's
+# own JSON nests three deep; what nests deeper than this is refused.
+MAX_JSON_DEPTH = 16
 
 
 # ---------------------------------------------------------------- client → server
@@ -354,6 +358,49 @@ def _unpack(data: bytes, max_bytes: int) -> dict[str, Any]:
     if not isinstance(kind, str):
         raise ProtocolError(ErrorCode.MISSING_FIELD, "message has no string field 'type'")
     return obj
+
+
+def decode_json(data: bytes, *, max_bytes: int = 65536) -> dict[str, Any]:
+    """UTF-8 JSON bytes (an HTTP body, a Wyoming header) → one JSON object, or ``ProtocolError``
+    (``bad_frame``): the one JSON parser at every edge where a client sends JSON.
+
+    Stricter than ``json.loads`` in what a hostile client could use: only UTF-8 (it
+    would guess UTF-16 or -32 from the first bytes), no ``NaN``/``Infinity`` (not JSON;
+    they would reach the session as numbers that compare false with everything), and
+    at most ``MAX_JSON_DEPTH`` levels: CPython's decoder recurses once a level, so
+    20,000 levels raise ``RecursionError``, which no caller expects.
+    """
+    if len(data) > max_bytes:
+        raise ProtocolError(ErrorCode.BAD_FRAME, f"the JSON is larger than {max_bytes} bytes")
+    try:
+        obj = json.loads(data.decode("utf-8"), parse_constant=_not_json)
+    except (UnicodeDecodeError, ValueError):
+        raise ProtocolError(ErrorCode.BAD_FRAME, "not JSON in UTF-8") from None
+    except RecursionError:
+        raise ProtocolError(ErrorCode.BAD_FRAME, f"the JSON nests deeper than {MAX_JSON_DEPTH} levels") from None
+    if not isinstance(obj, dict):
+        raise ProtocolError(ErrorCode.BAD_FRAME, "the JSON must be an object")
+    if _too_deep(obj, MAX_JSON_DEPTH):
+        raise ProtocolError(ErrorCode.BAD_FRAME, f"the JSON nests deeper than {MAX_JSON_DEPTH} levels")
+    return obj
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _too_deep(obj: Any, limit: int) -> bool:
+    """Whether arrays and objects nest more than ``limit`` levels (iteratively: no recursion)."""
+    stack = [(obj, 1)]
+    while stack:
+        value, depth = stack.pop()
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _type_ok(value: Any, types: tuple[type, ...]) -> bool:

@@ -6,9 +6,10 @@ runner is a ``Connection`` (the one driver every client kind uses) that hands th
 session protocol messages made in this process (no encoding), and sends what the
 client should get through an ``Outbox`` to a sink (so a client that does not read gets
 backpressure, then is dropped after ``send_stall``). The adapter supplies ``encode``,
-which turns session messages into its own wire bytes (a Wyoming ``audio-chunk``). It
-counts as a client for the idle unload while it is open. (One text spoken for one HTTP
-response is ``speech_stream.SpeechStream``.)
+which turns session messages into its own wire bytes (a Wyoming ``audio-chunk``). The
+adapter counts its activity for the idle unload (``service.acquire``/``release``) while
+it has a request to serve: an open, idle connection is no activity. (One text spoken for
+one HTTP response is ``speech_stream.SpeechStream``.)
 
 Requests go in as protocol messages (``Hello``, ``Speak``, ``Append``, ``Flush``) and
 each utterance's ``End`` comes back as a future; an ``error`` about it raises
@@ -48,7 +49,6 @@ class SessionRunner(Connection):
     # ------------------------------------------------------------ lifetime
 
     async def __aenter__(self) -> SessionRunner:
-        self.service.acquire()
         self._sender = asyncio.create_task(self._send(), name=f"send-{self.name}-{self.id}")
         self.open()
         return self
@@ -70,7 +70,6 @@ class SessionRunner(Connection):
             sender.cancel()
             with contextlib.suppress(asyncio.CancelledError, ConnectionError):
                 await sender
-        self.service.release()
 
     async def _send(self) -> None:
         try:

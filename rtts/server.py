@@ -78,18 +78,33 @@ class RttsServer:
         self._admitted: dict[ServerConnection, tuple[str, bool]] = {}  # → (client address, token given)
         self._live: dict[ServerConnection, Connection] = {}
         self._stop_grace = asyncio.Event()
+        # Every socket not being served, on either port, waits in one room: the limit is
+        # the server's, not each protocol's.
+        self.waiting = access.Waiting(self.config.max_handshakes)
         self.wyoming: WyomingServer | None = None
         if self.config.wyoming_port is not None:
             from .wyoming_server import WyomingServer  # only when asked for
 
             self.wyoming = WyomingServer(
-                service, self.caps, self.config.host, self.config.wyoming_port, zeroconf=self.config.zeroconf
+                service, self.caps, self.waiting, self.config.host, self.config.wyoming_port,
+                zeroconf=self.config.zeroconf,
             )
         self.send_peak = 0  # the most bytes any connection's outbox has held
         prom.Gauge(
             "rtts_send_buffer_peak_bytes", "the most bytes queued for one client so far",
             registry=service.metrics.registry,
         ).set_function(lambda: max([self.send_peak, *(live.outbox.peak for live in self._live.values())]))
+        waiting = self.waiting
+        prom.Gauge(
+            "rtts_waiting_sockets", "sockets of either port waiting for a (next) request (at most --max-handshakes)",
+            registry=service.metrics.registry,
+        ).set_function(lambda: len(waiting))
+        dropped = prom.Gauge(
+            "rtts_waiting_dropped", "waiting sockets closed so far: late, or evicted to make room for a newcomer",
+            ["why"], registry=service.metrics.registry,
+        )
+        dropped.labels("late").set_function(lambda: waiting.late)
+        dropped.labels("evicted").set_function(lambda: waiting.evicted)
         cfg = self.config
         self.front = HttpFront(
             self._static_file,
@@ -97,15 +112,19 @@ class RttsServer:
             head_timeout=cfg.handshake_timeout,
             max_pending=cfg.max_handshakes,
             send_stall=cfg.send_stall,
+            send_buffer=cfg.send_buffer,  # every socket, WebSocket or HTTP, from its arrival
+            waiting=self.waiting,
             guard=self._host_guard,
         )
         self._own_hosts = access.own_host_names()
-        # Hosts of --allow-origin are names the operator gave; "*" origins or a token make
-        # rebinding pointless, so the Host check is off then.
+        # Hosts of --allow-origin are names the operator gave; "*" origins make rebinding
+        # pointless, so the Host check is off then. A token does not: /metrics, /voices,
+        # /readyz and /v1/models answer without one (probes and scrapers carry none), and
+        # a rebinding page would read them as its own origin.
         self._allowed_hosts = cfg.allow_host + tuple(
             h for h in (urlsplit(o).hostname for o in cfg.allow_origin if o != "*") if h
         )
-        self._check_host = cfg.token is None and "*" not in cfg.allow_origin
+        self._check_host = "*" not in cfg.allow_origin
         self.front.route("/healthz", self._healthz)
         self.front.route("/readyz", self._readyz)
         self.front.route("/voices", self._voices)
@@ -241,7 +260,8 @@ class RttsServer:
         if not self._host_ok(headers.get("Host"), headers.get("Origin") is not None or "Sec-Fetch-Site" in headers):
             self.service.metrics.refused.labels("403").inc()
             return _text(HTTPStatus.FORBIDDEN, _MISDIRECTED)
-        if not access.origin_allowed(headers.get("Origin"), headers.get("Host"), cfg.allow_origin):
+        if not access.origin_allowed(headers.get("Origin"), headers.get("Host"), cfg.allow_origin,
+                                     headers.get("Sec-Fetch-Site")):
             self.service.metrics.refused.labels("403").inc()
             log.info("refused a WebSocket from origin %.100s (403)", headers.get("Origin"))
             return _text(HTTPStatus.FORBIDDEN, "forbidden: this origin may not connect (see --allow-origin)\n")
@@ -274,7 +294,6 @@ class RttsServer:
             self._admitted.pop(connection, None)
 
         task.add_done_callback(give_back)
-        _limit_kernel_buffer(connection, cfg.send_buffer)
         return None
 
     async def _static_file(self, request: HttpRequest) -> HttpResponse:
@@ -346,7 +365,8 @@ class RttsServer:
             metrics.refused.labels("503").inc()
             return text(HTTPStatus.SERVICE_UNAVAILABLE, "draining: this server is shutting down\n",
                         [("Retry-After", "1")]), ""
-        if not access.origin_allowed(request.header("Origin"), request.header("Host"), cfg.allow_origin):
+        if not access.origin_allowed(request.header("Origin"), request.header("Host"), cfg.allow_origin,
+                                     request.header("Sec-Fetch-Site")):
             metrics.refused.labels("403").inc()
             return text(HTTPStatus.FORBIDDEN, "forbidden: this origin may not use this server\n"), ""
         if cfg.token is not None:
@@ -412,7 +432,8 @@ class RttsServer:
         if self.draining:
             return text(HTTPStatus.SERVICE_UNAVAILABLE, "draining: this server is shutting down\n",
                         [("Retry-After", "1")])
-        if not access.origin_allowed(request.header("Origin"), request.header("Host"), self.config.allow_origin):
+        if not access.origin_allowed(request.header("Origin"), request.header("Host"), self.config.allow_origin,
+                                     request.header("Sec-Fetch-Site")):
             return text(HTTPStatus.FORBIDDEN, "forbidden: this origin may not use this server\n")
         token = request.header("X-Rtts-Token") or request.arg("token")
         status, body = await announce_http.announce(self.service, request.body, request.header("Authorization"), token)
@@ -500,13 +521,3 @@ def _reset(ws: ServerConnection) -> None:
         with contextlib.suppress(OSError, AttributeError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     ws.transport.abort()
-
-
-def _limit_kernel_buffer(connection: ServerConnection, size: int) -> None:
-    """Cap the kernel's send buffer too: on its own Linux grows it to megabytes for a
-    client that does not read, which would hide a stall and hold that memory."""
-    sock = connection.transport.get_extra_info("socket")
-    if sock is None:
-        return
-    with contextlib.suppress(OSError, AttributeError):
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)

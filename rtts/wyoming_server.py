@@ -15,6 +15,16 @@ the same inference thread, scheduling, limits and idle unload as a WebSocket cli
   sends inside a stream, for servers without streaming, is ignored.
 - Bad requests get an ``error`` event with rtts's stable code and the connection stays.
 
+Sockets are counted like the WebSocket port's. One that is not being served (before its
+first event, and between requests) waits in the server's ``access.Waiting`` with the
+HTTP sockets that have not sent a whole request: its first event must come within
+``--handshake-timeout``, the next within ``--wyoming-idle-timeout``, and a newcomer
+beyond ``--max-handshakes`` closes the one waiting longest. A request being served
+(``synthesize``, or ``synthesize-start`` to ``synthesize-stop``) holds a connection slot
+(``--max-connections``, per address too) and counts as activity for the idle unload;
+an idle connection holds neither, so Wyoming sockets, which carry no token, cannot
+lock authorized clients out or keep the models loaded.
+
 Audio is 16-bit mono at the server's ``--sample-rate`` (24 kHz by default), 100 ms a chunk.
 """
 
@@ -24,7 +34,6 @@ import asyncio
 import contextlib
 import io
 import itertools
-import json
 import logging
 import socket
 
@@ -35,7 +44,8 @@ from wyoming.info import Attribution, Describe, Info, TtsProgram, TtsVoice
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped, SynthesizeVoice
 
 from . import __version__, protocol
-from .access import ConnectionCaps
+from .access import ConnectionCaps, Waiting
+from .outbox import cap_kernel_send_buffer
 from .runner import SessionRunner
 from .service import Service
 
@@ -68,8 +78,8 @@ async def read_event(reader: asyncio.StreamReader, max_bytes: int) -> Event | No
         raise ValueError("the connection ended inside an event") from None
     except asyncio.LimitOverrunError:
         raise ValueError("an event header is too long") from None
-    header = json.loads(line)
-    if not isinstance(header, dict) or not isinstance(header.get("type"), str):
+    header = _json(line, max_bytes)
+    if not isinstance(header.get("type"), str):
         raise ValueError("an event header must be a JSON object with a string 'type'")
     data = header.get("data") or {}
     if not isinstance(data, dict):
@@ -78,12 +88,17 @@ async def read_event(reader: asyncio.StreamReader, max_bytes: int) -> Event | No
     if not all(isinstance(n, int) and 0 <= n <= max_bytes for n in lengths):
         raise ValueError(f"event data and payload must be 0..{max_bytes} bytes")
     if lengths[0]:
-        more = json.loads(await reader.readexactly(lengths[0]))
-        if not isinstance(more, dict):
-            raise ValueError("event data must be a JSON object")
-        data.update(more)
+        data.update(_json(await reader.readexactly(lengths[0]), max_bytes))
     payload = await reader.readexactly(lengths[1]) if lengths[1] else None
     return Event(type=header["type"], data=data, payload=payload)
+
+
+def _json(data: bytes, max_bytes: int) -> dict[str, object]:
+    """A JSON object of the framing, parsed as every JSON from a client is (nesting bounded)."""
+    try:
+        return protocol.decode_json(data, max_bytes=max_bytes)
+    except protocol.ProtocolError as exc:
+        raise ValueError(exc.message) from None
 
 
 class _Writer:
@@ -103,9 +118,12 @@ class _Writer:
 
 
 class WyomingServer:
-    def __init__(self, service: Service, caps: ConnectionCaps, host: str, port: int, *, zeroconf: bool = False) -> None:
+    def __init__(
+        self, service: Service, caps: ConnectionCaps, waiting: Waiting, host: str, port: int, *, zeroconf: bool = False
+    ) -> None:
         self.service = service
         self.caps = caps
+        self.waiting = waiting
         self.host = host
         self._port = port
         self._zeroconf_wanted = zeroconf
@@ -145,26 +163,31 @@ class WyomingServer:
             await asyncio.wait_for(self._server.wait_closed(), 2)
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        cap_kernel_send_buffer(writer.transport, self.service.config.send_buffer)
         peer = writer.get_extra_info("peername")
         address = str(peer[0]) if isinstance(peer, tuple) else "unix"
-        status = self.caps.refusal(address)
-        if status is not None:
-            self.service.metrics.refused.labels(str(status)).inc()
-            writer.write(event_bytes(Error(text="busy: this server has no room", code="busy").event()))
-            writer.close()
-            return
-        self.caps.take(address)
         task = asyncio.current_task()
         assert task is not None
         self._clients.add(task)
+        client: _Client | None = None
         try:
             async with SessionRunner(self.service, _Writer(writer), self._encoder(), name="wyoming") as runner:
-                await _Client(self.service, runner).run(reader)
+                client = _Client(self.service, runner, self.caps, self.waiting, address)
+                try:
+                    await client.run(reader)
+                finally:
+                    client.idle()
         except asyncio.CancelledError:
-            pass
+            pass  # shutdown, or dropped from the waiting room (late, or evicted by a newcomer)
+        except (ConnectionError, TimeoutError) as exc:
+            # A client resetting its connection, or silent mid-stream: nothing to fix here.
+            log.info("Wyoming client %s gone: %s", address, type(exc).__name__)
+        except Exception:
+            log.exception("Wyoming connection from %s failed", address)
         finally:
             self._clients.discard(task)
-            self.caps.give_back(address)
+            if client is not None:
+                self.waiting.leave(client)
             if not writer.is_closing():
                 writer.close()
 
@@ -188,25 +211,76 @@ class WyomingServer:
 class _Client:
     """One Wyoming connection: events in, session requests out."""
 
-    def __init__(self, service: Service, runner: SessionRunner) -> None:
+    def __init__(
+        self, service: Service, runner: SessionRunner, caps: ConnectionCaps, waiting: Waiting, address: str
+    ) -> None:
         self.service = service
         self.runner = runner
         self.config = service.config
+        self.caps = caps
+        self.waiting = waiting
+        self.address = address
+        self.serving = False  # a request holds a connection slot and counts as activity
         self._ids = itertools.count(1)
         self._stream: _TextStream | None = None
+        self._events = 0
         runner.hello(sample_rate=self.config.sample_rate, format="pcm16", frame_ms=CHUNK_MS)
 
     async def run(self, reader: asyncio.StreamReader) -> None:
         while not self.runner.outbox.closing and not self.runner.outbox.done:
             try:
-                event = await read_event(reader, self.config.max_message_bytes)
+                event = await self._next(reader)
             except (ValueError, UnicodeDecodeError) as exc:
                 self._error("bad_frame", f"not a Wyoming event: {exc}")
                 return  # the framing is lost: nothing after it can be read
             if event is None:
                 return
-            await self._handle(event)
+            self._events += 1
+            try:
+                await self._handle(event)
+            except (AttributeError, KeyError, TypeError, ValueError) as exc:
+                # The wyoming package's from_event trusts the data's shapes (a string voice, a list text).
+                self._error("bad_message", f"a malformed {event.type[:40]} event ({type(exc).__name__})")
             await self.runner.room()  # a client that does not read its audio is not read either
+
+    async def _next(self, reader: asyncio.StreamReader) -> Event | None:
+        """The next event. A connection not being served waits for it in the waiting room,
+        which cancels this task when it is late or evicted; one in a text stream (an LLM
+        writing) gets the idle timeout alone, while it holds its slot."""
+        idle = self.config.wyoming_idle_timeout
+        if self.serving:
+            async with asyncio.timeout(idle):
+                return await read_event(reader, self.config.max_message_bytes)
+        task = asyncio.current_task()
+        assert task is not None
+        timeout = idle if self._events else self.config.handshake_timeout
+        self.waiting.enter(self, timeout, lambda late: task.cancel())
+        try:
+            return await read_event(reader, self.config.max_message_bytes)
+        finally:
+            self.waiting.leave(self)
+
+    def serve(self) -> bool:
+        """Take a connection slot for a request, or answer ``busy`` (the connection stays)."""
+        if self.serving:
+            return True
+        status = self.caps.refusal(self.address)
+        if status is not None:
+            self.service.metrics.refused.labels(str(status)).inc()
+            why = "too many connections from this address" if status == 429 else "this server has no room"
+            self._error("busy", f"busy: {why}; try again")
+            return False
+        self.caps.take(self.address)
+        self.service.acquire()
+        self.serving = True
+        return True
+
+    def idle(self) -> None:
+        """The request is over: its slot and its activity are given back."""
+        if self.serving:
+            self.serving = False
+            self.caps.give_back(self.address)
+            self.service.release()
 
     async def _handle(self, event: Event) -> None:
         if Describe.is_type(event.type):
@@ -214,6 +288,7 @@ class _Client:
         elif SynthesizeStart.is_type(event.type):
             start = SynthesizeStart.from_event(event)
             self._stream = _TextStream(f"w{next(self._ids)}", start.voice)
+            self._stream.failed = not self.serve()
         elif SynthesizeChunk.is_type(event.type):
             if self._stream is None:
                 self._error("bad_message", "synthesize-chunk outside synthesize-start … synthesize-stop")
@@ -223,12 +298,17 @@ class _Client:
                 self._append(self._stream, text)
         elif SynthesizeStop.is_type(event.type):
             stream, self._stream = self._stream, None
-            if stream is not None:
-                await self._finish(stream)
+            try:
+                if stream is not None:
+                    await self._finish(stream)
+            finally:
+                self.idle()
             self.runner.write(event_bytes(SynthesizeStopped().event()))
         elif Synthesize.is_type(event.type):
             if self._stream is not None:
                 return  # the whole text again, for servers that cannot stream: already coming
+            if not self.serve():
+                return
             try:
                 synth = Synthesize.from_event(event)
                 voice, lang = self._voice(synth.voice)
@@ -240,6 +320,8 @@ class _Client:
                 self._error(exc.code.value, exc.message)
             except (KeyError, TypeError, ValueError) as exc:
                 self._error("bad_message", f"synthesize needs a text: {exc}")
+            finally:
+                self.idle()
         else:
             log.debug("ignored a Wyoming %.40s event", event.type)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import io
 import json
+import os
 import socket
 import time
 import urllib.parse
@@ -49,6 +50,32 @@ def raw(srv: ServerThread, data: bytes, timeout: float = 30) -> bytes:
         while chunk := s.recv(65536):
             out += chunk
         return out
+
+
+def server_send_buffer(client: socket.socket, expected: int, timeout: float = 5) -> int | None:
+    """SO_SNDBUF of the server's end of ``client``'s connection, once it is ``expected`` or
+    as it is after ``timeout`` (the server accepts the socket a moment before it sets it
+    up). The server runs in this process (``ServerThread``): its socket is one of this
+    process's file descriptors."""
+    me = client.getsockname()
+    seen = None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for name in os.listdir("/proc/self/fd"):
+            try:
+                sock = socket.socket(fileno=os.dup(int(name)))
+            except OSError:
+                continue  # not a socket, or gone
+            with sock:
+                try:
+                    if sock.type == socket.SOCK_STREAM and sock.getpeername() == me:
+                        seen = sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+                except OSError:
+                    continue
+        if seen == expected:
+            break
+        time.sleep(0.05)
+    return seen
 
 
 def tts(text: str, **args: str) -> str:
@@ -112,7 +139,11 @@ def test_tts_follows_the_origin_rule_and_the_caps(srv: ServerThread):
         assert status == 429 and headers["retry-after"] == "1"
         ready = json.loads(fetch(srv.http + "/readyz")[2])
         assert ready["connections"] == 2
-        conn.close()  # the reader goes away mid-stream: its synthesis is cancelled, its slot freed
+        # The reader goes away mid-stream: its synthesis is cancelled, its slot freed. (The
+        # response holds the socket open too: closing only the connection left a client that
+        # merely stopped reading, which the whole WAV outran in a kernel buffer of megabytes.)
+        r.close()
+        conn.close()
     deadline = time.monotonic() + 10
     while srv.server.caps.total and time.monotonic() < deadline:  # type: ignore[union-attr]
         time.sleep(0.05)
@@ -180,3 +211,117 @@ def test_a_rebinding_name_is_refused_to_browsers(srv: ServerThread):
     # Not a browser (no Origin, no Sec-Fetch-*): nothing to rebind; the page's own address: fine.
     assert request(srv, "GET", "/voices", {"Host": f"evil.example:{port}"})[0] == 200
     assert request(srv, "GET", "/voices", {"Host": f"127.0.0.1:{port}", "Sec-Fetch-Site": "same-origin"})[0] == 200
+
+
+def test_heads_whose_body_never_comes_cannot_lock_clients_out(tmp_path):
+    """Issue 20, bug 4: the gate let a connection go once its head was whole, and the body
+    it announced was then awaited uncounted: ~1,100 such sockets exhausted a 1,024-fd limit.
+    Now a request waits in the gate until its body is whole too, its timeout from arrival."""
+    with ServerThread(make_config(tmp_path, handshake_timeout=5.0, max_handshakes=4)) as srv:
+        port = srv.server.port  # type: ignore[union-attr]
+        head = (b"POST /v1/audio/speech HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 1000\r\n\r\n{")
+        heads = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(12)]
+        try:
+            for s in heads:
+                s.sendall(head)
+                time.sleep(0.01)  # in order: the oldest are the first
+            time.sleep(0.3)
+            assert srv.server.front.pending == 4  # type: ignore[union-attr]
+            # The 8 oldest were closed at once for the newcomers, long before the 5 s timeout.
+            t0 = time.monotonic()
+            for s in heads[:8]:
+                try:
+                    assert s.recv(100) == b""
+                except ConnectionResetError:
+                    pass
+            assert time.monotonic() - t0 < 2.0
+            assert fetch(srv.http + "/healthz")[0] == 200
+            with Client(srv.url) as c:
+                assert isinstance(c.recv(), protocol.Ready)
+            # The /healthz came in as a newcomer to a full room and closed the oldest (then the
+            # WebSocket found a place); the other 3 get 408 when their time is up (the head
+            # came, the body did not).
+            answers = sorted(s.recv(200)[:12] for s in heads[8:])
+            assert answers == [b"", b"HTTP/1.1 408", b"HTTP/1.1 408", b"HTTP/1.1 408"]
+            assert srv.server.front.pending == 0  # type: ignore[union-attr]
+            metrics = fetch(srv.http + "/metrics")[2].decode()
+            assert 'rtts_waiting_dropped{why="evicted"} 9.0' in metrics
+            assert 'rtts_waiting_dropped{why="late"} 3.0' in metrics
+        finally:
+            for s in heads:
+                s.close()
+
+
+def test_http_and_websocket_sockets_get_the_kernel_send_buffer_cap(srv: ServerThread):
+    """Issue 20, bug 14: only upgraded WebSockets had SO_SNDBUF capped; an HTTP response to a
+    client that does not read queued ~4 MB in the kernel before back-pressure started."""
+    expected = 2 * srv.config.send_buffer  # what Linux reports for the size rtts sets
+    with socket.create_connection(("127.0.0.1", srv.server.port), timeout=10) as s:  # type: ignore[union-attr]
+        s.sendall(b"GET /tts?text=Hi HTTP/1.1\r\n")  # an HTTP request, its head not yet whole
+        assert server_send_buffer(s, expected) == expected
+    with Client(srv.url) as c:
+        assert isinstance(c.recv(), protocol.Ready)
+        assert server_send_buffer(c.ws.socket, expected) == expected
+
+
+def test_a_no_cors_request_from_another_site_is_refused(srv: ServerThread):
+    """Issue 20, weakness: <audio src="http://LAN-IP:8765/tts?text=..."> on any page made a
+    tokenless box speak: a no-cors GET has no Origin, only Sec-Fetch-Site: cross-site."""
+    before = srv.service.worker.jobs_done
+    for site in ("cross-site", "same-site"):
+        assert request(srv, "GET", tts("Hi.", voice=PIPER), {"Sec-Fetch-Site": site})[0] == 403
+    assert srv.service.worker.jobs_done == before
+    assert request(srv, "HEAD", tts("Hi."), {"Sec-Fetch-Site": "none"})[0] == 200  # the address bar
+    assert request(srv, "HEAD", tts("Hi."), {"Sec-Fetch-Site": "same-origin"})[0] == 200  # rtts's own page
+    # A page on another machine's localhost is no page of this box's (only same-machine ones are).
+    port = srv.server.port  # type: ignore[union-attr]
+    lan = {"Host": f"192.0.2.10:{port}", "Origin": "http://localhost:3000"}
+    assert request(srv, "HEAD", tts("Hi."), lan)[0] == 403
+    assert request(srv, "HEAD", tts("Hi."), {"Origin": "http://localhost:3000"})[0] == 200  # Host 127.0.0.1
+
+
+def test_the_host_check_holds_with_a_token(tmp_path):
+    """Issue 20, weakness: with --token the Host check was off, and /metrics, /voices, /readyz
+    and /v1/models answer without a token, so a page on a rebinding domain could read them."""
+    with ServerThread(make_config(tmp_path, token=TOKEN)) as s:
+        port = s.server.port  # type: ignore[union-attr]
+        evil = {"Host": f"evil.example:{port}", "Sec-Fetch-Site": "same-origin"}
+        for path in ("/metrics", "/voices", "/readyz", "/v1/models", "/healthz"):
+            assert request(s, "GET", path, evil)[0] == 403, path
+            assert request(s, "GET", path, {"Host": f"evil.example:{port}"})[0] == 200, path  # scrapers, probes
+            assert request(s, "GET", path, {"Sec-Fetch-Site": "same-origin"})[0] == 200, path
+
+
+def test_speech_needs_json_and_nesting_is_bounded(srv: ServerThread):
+    """Issue 20: the speech route took text/plain and UTF-16 bodies as JSON (weakness), and
+    20,000 levels of nesting gave 500 with a RecursionError traceback (bug 11)."""
+    body = json.dumps({"input": "Hi.", "voice": PIPER, "response_format": "wav"})
+
+    def speech(data: bytes, content_type: str | None) -> tuple[int, dict]:
+        headers = {"Content-Type": content_type} if content_type else {}
+        status, _, answer = post(srv, "/v1/audio/speech", data, headers)
+        return status, json.loads(answer)["error"] if status != 200 else {}
+
+    for kind in ("text/plain", "application/x-www-form-urlencoded", "application/json; charset=utf-16", None):
+        status, error = speech(body.encode(), kind)
+        assert (status, error.get("code")) == (415, "unsupported_media_type"), kind
+    status, error = speech(body.encode("utf-16"), "application/json")
+    assert (status, error["code"]) == (400, "bad_frame")
+    nested = b'{"input": "Hi.", "voice": "alloy", "x": ' + b"[" * 20000 + b"]" * 20000 + b"}"
+    status, error = speech(nested, "application/json")
+    assert (status, error["code"]) == (400, "bad_frame") and "deeper than" in error["message"]
+    assert speech(body.encode(), "Application/JSON; charset=UTF-8")[0] == 200
+    status, _, answer = post(srv, "/v1/announce", b'{"channel": "lobby", "text": ' + b"[" * 20000 + b"]" * 20000 + b"}",
+                             {"Content-Type": "application/json"})
+    assert status == 400 and json.loads(answer)["error"] == "bad_message"
+
+
+def post(srv: ServerThread, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", srv.server.port, timeout=120)  # type: ignore[union-attr]
+    try:
+        conn.request("POST", path, body, headers)
+        r = conn.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    finally:
+        conn.close()

@@ -60,6 +60,12 @@ def test_a_full_request_parses() -> None:
     [
         (b"not json", None, "bad_frame"),
         (b"[1, 2]", None, "bad_frame"),
+        # 20,000 levels: json.loads raised RecursionError, a 500 with a traceback.
+        pytest.param(b'{"input": ' * 20000 + b"1" + b"}" * 20000, None, "bad_frame", id="nested-objects"),
+        pytest.param(b'{"input": "Hi.", "voice": "alloy", "x": ' + b"[" * 20000 + b"]" * 20000 + b"}",
+                     None, "bad_frame", id="nested-arrays"),
+        pytest.param('{"input": "Hi.", "voice": "alloy"}'.encode("utf-16"), None, "bad_frame", id="utf-16"),
+        pytest.param(b'{"input": "Hi.", "voice": "alloy", "speed": NaN}', None, "bad_frame", id="nan"),
         (request(input=...), "input", "missing_field"),
         (request(input="   "), "input", "bad_message"),
         (request(input=5), "input", "bad_message"),
