@@ -69,7 +69,7 @@ def snakes_as_ops(model: onnx.ModelProto) -> int:
             continue
         if sorted(add.input) != sorted([x, weigh.output[0]]):
             continue
-        name = add.name + "/Snake"
+        name = (add.name or add.output[0]) + "/Snake"  # names must be unique
         snake = helper.make_node("Snake", [x, alpha, inv], list(add.output), name=name, domain=DOMAIN)
         replace[id(add)] = [snake]
         drop |= {id(scale), id(sin), id(square), id(weigh)}
