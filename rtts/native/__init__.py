@@ -65,8 +65,10 @@ def snake_library(cache_dir: Path, env: dict[str, str] | None = None) -> tuple[P
                 capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, env=env,
                 cwd=HERE.parents[1],  # so a checkout's rtts is found too
             )
-            if not meta_path.is_file():
-                return None, f"the build's child failed: {done.stderr.strip()[-300:] or done.returncode}"
+            if not meta_path.is_file():  # it died: the library crashed ONNX Runtime, say
+                error = f"the build's child failed: {done.stderr.strip()[-300:] or done.returncode}"
+                meta_path.write_text(json.dumps({"error": error}))  # not tried again either
+                return None, error
         else:
             with contextlib.suppress(OSError):
                 os.utime(meta_path)  # its mtime says when it was last used (see _prune)

@@ -121,6 +121,7 @@ def test_a_failed_build_is_remembered_not_retried(tmp_path: Path, monkeypatch: p
     assert library is None and "internal error" in why
     [meta] = (tmp_path / "cache" / "native").glob("snake-*.json")
     assert "error" in json.loads(meta.read_text())
+    assert not list((tmp_path / "cache" / "native").glob("*.so")) + list((tmp_path / "cache" / "native").glob(".*"))
 
     def no_child(*args: object, **kw: object) -> None:
         raise AssertionError("built again")
@@ -129,7 +130,14 @@ def test_a_failed_build_is_remembered_not_retried(tmp_path: Path, monkeypatch: p
     assert snake_library(tmp_path / "cache", env=env) == (None, why)
 
 
-@pytest.mark.skipif("x86_64" not in os.uname().machine, reason="fused multiply-adds change x86-64 results only")
+def _has_fma() -> bool:
+    try:
+        return " fma " in Path("/proc/cpuinfo").read_text() and os.uname().machine == "x86_64"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _has_fma(), reason="needs an x86-64 CPU with fused multiply-adds")
 def test_a_library_that_is_not_bit_exact_is_refused(library: Path, tmp_path: Path) -> None:
     # The same source built with fused multiply-adds rounds differently from ORT's Sin: the
     # build's self-test must refuse it, so the audio never changes.
@@ -200,3 +208,28 @@ def test_rewritten_graph_needs_the_library() -> None:
     snakes_as_ops(model)
     with pytest.raises(Exception, match="Snake"):
         _session(model)  # why the cut that has it is another recipe, loaded only with the library
+
+
+def _output_of(body: str) -> str:
+    """A fake compiler's script: find the -o path of its arguments, then ``body``."""
+    return 'while [ $# -gt 0 ]; do [ "$1" = -o ] && out="$2"; shift; done\n' + body
+
+
+def test_a_library_that_does_not_load_is_refused_and_remembered(tmp_path: Path) -> None:
+    cc = _fake_cc(tmp_path, _output_of('printf "not an ELF file" > "$out"'))
+    env = {"CC": str(cc), "PATH": os.environ["PATH"]}
+    library, why = snake_library(tmp_path / "cache", env=env)
+    assert library is None and "Failed to load library" in why, why
+    assert snake_library(tmp_path / "cache", env=env) == (None, why)
+
+
+def test_a_library_that_crashes_the_check_never_reaches_the_server(tmp_path: Path) -> None:
+    # Its registration aborts the process: only the build's child dies, and the failure is
+    # kept like a failed build.
+    crash = tmp_path / "crash.c"
+    crash.write_text("#include <stdlib.h>\nvoid *RegisterCustomOps(void *o, void *a) { abort(); }\n")
+    cc = _fake_cc(tmp_path, _output_of(f'exec cc -shared -fPIC -o "$out" {crash}'))
+    env = {"CC": str(cc), "PATH": os.environ["PATH"]}
+    library, why = snake_library(tmp_path / "cache", env=env)
+    assert library is None and "the build's child failed" in why, why
+    assert snake_library(tmp_path / "cache", env=env) == (None, why)
