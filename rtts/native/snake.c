@@ -23,9 +23,10 @@
  * the library only if they agree exactly, so a runtime whose Sin is another one gets
  * the graph form back, never other audio.
  *
- * |alpha * x| at or beyond HUGE (never in Kokoro: its largest is ~60), infinities and
- * NaNs take sinf in a second pass over the row, run only when the first saw one; there,
- * Eigen's own reduction for huge arguments may differ from sinf in the last bit.
+ * |alpha * x| at or beyond HUGE (never in Kokoro: its largest is 128 on the 29 public
+ * sentences in five languages), infinities and NaNs take sinf in a second pass over
+ * the row, run only when the first saw one; there, Eigen's own reduction for huge
+ * arguments may differ from sinf in the last bit.
  *
  * Since only s * s is used, the sign of the sine is not computed.
  *
