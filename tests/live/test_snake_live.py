@@ -108,3 +108,24 @@ def test_without_a_compiler_kokoro_speaks_in_the_graph_form(
         assert np.array_equal(_speak(bare, lang, voice, text), _speak(forms["native"], lang, voice, text))
     finally:
         bare.engines["kokoro"].unload()
+
+
+def test_a_library_the_inference_process_cannot_load_falls_back_to_the_graph_form(
+    forms: dict[str, VoiceRegistry], cache_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Past its build's check, a library could still fail in the inference process (the
+    # file replaced, another ORT there): the decoder is then opened in the graph form.
+    broken = tmp_path / "snake-broken.so"
+    broken.write_bytes(b"not a shared object")
+    monkeypatch.setattr("rtts.engines.kokoro.snake_library", lambda cache: (broken, "built"))
+    registry = VoiceRegistry.discover(None, cache_dir, threads=2)
+    with caplog.at_level(logging.WARNING, logger="rtts.engines.kokoro"):
+        registry.engines["kokoro"].load()
+    try:
+        assert _library(registry) is None
+        assert "native Snake op did not load" in caplog.text
+        lang, voice, text = SENTENCES[3]
+        assert np.array_equal(_speak(registry, lang, voice, text), _speak(forms["native"], lang, voice, text))
+    finally:
+        registry.engines["kokoro"].unload()
