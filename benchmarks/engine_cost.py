@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where the engines' time goes, and what they do about it (docs/benchmarks.md, issue 4).
 
-    python3 benchmarks/engine_cost.py [load] [silence] [cut] [float-convs] [spinning] [piper] [static-convs] [graph] [profile] [rewrites]
+    python3 benchmarks/engine_cost.py [load] [silence] [cut] [float-convs] [spinning] [piper] [static-convs] [graph] [profile] [rewrites] [snake]
 
 With no argument, every experiment runs (a few minutes on 2 cores). Each prints a
 table; times are the best of ``--runs`` runs, so a busy machine inflates them less.
@@ -23,6 +23,10 @@ table; times are the best of ``--runs`` runs, so a busy machine inflates them le
 * ``profile``: where the engine's Kokoro decoder spends its time, by operator.
 * ``rewrites``: the decoder as exported, then with each rewrite of the cut added in turn
   (conv_gemm, instance_norm, cheaper_forms): time, and how far each step moved the audio.
+* ``snake``: the engine's decoder with its 48 Snake activations as graph nodes against the
+  same decoder with each as one native op (rtts/native, ``engines/snake``), as ``graph``
+  compares (time per half and sentence, alternating; largest sample difference: 0).
+  ``profile --native-snake`` profiles the decoder with the native op.
 * ``static-convs``: the engine's decoder against one whose convolutions ``kokoro_quant``
   quantized statically (off in the engine), the same way.
 * ``piper``: the Piper engine as it runs (encoder cut before its flow, windows sized
@@ -35,6 +39,7 @@ table; times are the best of ``--runs`` runs, so a busy machine inflates them le
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -183,6 +188,26 @@ def static_convs(k: Kokoro, runs: int, wav_dir: Path | None = None, own: bool = 
     _compare(k, runs, wav_dir, graphs, own)
 
 
+def snake(k: Kokoro, runs: int, wav_dir: Path | None = None, own: bool = False) -> None:
+    """The engine's decoder, its Snakes as graph nodes, against the same with each Snake one
+    native op (``rtts.native``, built here first if need be), on the same predictor."""
+    from rtts.engines.kokoro_cut import cached_kokoro_cut
+    from rtts.native import snake_library
+
+    library, why = snake_library(k.cache_dir, env={**os.environ, "RTTS_NATIVE_SNAKE": "1"})
+    if library is None:
+        raise SystemExit(f"no native Snake op here: {why}")
+    predictor_path, graph_decoder, _ = cached_kokoro_cut(k.model, k.cache_dir)
+    _, native_decoder, meta = cached_kokoro_cut(k.model, k.cache_dir, native_snake=True)
+    print(f"\n{meta['snakes']} Snakes as native ops ({why})")
+    predictor = rort.open_session(predictor_path, 2)
+    graphs = {
+        "graph Snakes": (predictor, rort.open_session(graph_decoder, 2)),
+        "native Snakes": (predictor, rort.open_session(native_decoder, 2, custom_ops=library)),
+    }
+    _compare(k, runs, wav_dir, graphs, own)
+
+
 def _compare(k: Kokoro, runs: int, wav_dir: Path | None, graphs: dict, own: bool) -> None:
     """Time two (predictor, decoder) pairs on the same sentences, alternating so that a
     drifting host slows both alike; print how far the audio moved (largest sample
@@ -232,7 +257,8 @@ def _compare(k: Kokoro, runs: int, wav_dir: Path | None, graphs: dict, own: bool
                 seconds += trim_silence(np.clip(a, -1, 1), RATE).size / RATE  # what a listener gets
                 if a.size == b.size:  # a predictor that moved a duration changes the length
                     worst = max(worst, float(np.abs(a - b).max()))
-                    snrs.append(10 * np.log10(np.sum(a.astype(np.float64) ** 2) / np.sum((a - b).astype(np.float64) ** 2)))
+                    noise = np.sum((a - b).astype(np.float64) ** 2)  # 0 when the audio is the same
+                    snrs.append(10 * np.log10(np.sum(a.astype(np.float64) ** 2) / noise) if noise else np.inf)
                 if wav_dir is not None:
                     wav_dir.mkdir(parents=True, exist_ok=True)
                     for name, audio in out.items():
@@ -326,9 +352,10 @@ def piper(k: Kokoro, runs: int) -> None:
         print(f"| {text!r} | {len(ids)} | {z_p.shape[-1]} | {took_prior * 1000:.0f} ms | {took_flow * 1000:.0f} ms |")
 
 
-def profile(k: Kokoro, runs: int) -> None:
+def profile(k: Kokoro, runs: int, native_snake: bool = False) -> None:
     """Where the engine's Kokoro decoder spends its time, by operator (onnxruntime's
-    profiler, 2 threads, the mean of ``runs`` runs on one sentence)."""
+    profiler, 2 threads, the mean of ``runs`` runs on one sentence); with ``native_snake``,
+    the decoder whose Snakes are the native op."""
     import collections
     import json
 
@@ -336,12 +363,18 @@ def profile(k: Kokoro, runs: int) -> None:
 
     from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, cached_kokoro_cut, drop_pad_frames
 
-    predictor_path, decoder_path, _ = cached_kokoro_cut(k.model, k.cache_dir)
+    from rtts.native import snake_library
+
+    library = snake_library(k.cache_dir, env={**os.environ, "RTTS_NATIVE_SNAKE": "1"})[0] if native_snake else None
+    if native_snake and library is None:
+        raise SystemExit("no native Snake op here")
+    predictor_path, _, _ = cached_kokoro_cut(k.model, k.cache_dir)
+    _, decoder_path, _ = cached_kokoro_cut(k.model, k.cache_dir, native_snake=native_snake)
     text = SENTENCE + " And then it runs away into the forest."
     feeds = k.feeds(text)
     halves = rort.open_session(predictor_path, 2).run(None, feeds)
     inputs = dict(zip([FEATURES, F0, ENERGY], drop_pad_frames(*halves)), style=feeds["style"])
-    options = rort.session_options(2)
+    options = rort.session_options(2, library)
     options.enable_profiling = True
     with tempfile.TemporaryDirectory() as tmp:
         options.profile_file_prefix = str(Path(tmp) / "decoder")
@@ -418,7 +451,7 @@ def rewrites(k: Kokoro, runs: int) -> None:
 EXPERIMENTS = {
     "load": load, "silence": silence, "cut": cut, "float-convs": float_convs, "spinning": spinning, "piper": piper,
     "static-convs": static_convs, "graph": graph, "profile": profile,
-    "rewrites": rewrites,
+    "rewrites": rewrites, "snake": snake,
 }
 
 
@@ -427,7 +460,8 @@ def main() -> int:
     parser.add_argument("experiments", nargs="*", metavar="EXPERIMENT", help=", ".join(EXPERIMENTS))
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--wav-dir", type=Path, help="graph, static-convs: keep both graphs' audio here for the scorers")
-    parser.add_argument("--own", action="store_true", help="graph, static-convs: benchmarks/sentences too")
+    parser.add_argument("--own", action="store_true", help="graph, static-convs, snake: benchmarks/sentences too")
+    parser.add_argument("--native-snake", action="store_true", help="profile: the decoder with the native Snake op")
     args = parser.parse_args()
     unknown = set(args.experiments) - set(EXPERIMENTS)
     if unknown:
@@ -437,7 +471,9 @@ def main() -> int:
     k = Kokoro(cache_dir)
     print(f"units: {UNITS}")
     for name in args.experiments or EXPERIMENTS:
-        extra = {"wav_dir": args.wav_dir, "own": args.own} if name in ("static-convs", "graph") else {}
+        extra = {"wav_dir": args.wav_dir, "own": args.own} if name in ("static-convs", "graph", "snake") else {}
+        if name == "profile":
+            extra = {"native_snake": args.native_snake}
         EXPERIMENTS[name](k, args.runs, **extra)
     return 0
 

@@ -33,6 +33,7 @@ from rtts.engines.trim import trim_silence
 from rtts.g2p import espeak, kokoro_langs
 from rtts.g2p.split import first_words, split_phonemes
 from rtts.host.client import Host, RemoteSession
+from rtts.native import snake_library
 from rtts.text.normalize_en import normalize_en
 from rtts.text.normalize_ja import normalize_ja
 from rtts.text.normalize_romance import normalize_romance
@@ -349,12 +350,18 @@ class KokoroEngine:
         self._styles.update(builtin)
         self._session, self._decoder = session, decoder
 
-    def _load_cut(self, model: Path) -> tuple[RemoteSession, RemoteSession] | None:
+    def _load_cut(self, model: Path, native_snake: bool = True) -> tuple[RemoteSession, RemoteSession] | None:
         """Predictor and decoder sessions (see ``kokoro_cut``), or None to run the model whole."""
         if self._cache_dir is None:
             return None
+        # The Snakes in one native pass each where the library builds here (rtts/native),
+        # else as the graph's nodes: the same audio to ~1e-6, the native form faster.
+        library, why = snake_library(self._cache_dir) if native_snake else (None, "")
+        if library is None and why:
+            logger.info("Kokoro's Snake activations run as graph nodes: %s", why)
         try:
-            predictor_path, decoder_path, _ = cached_kokoro_cut(model, self._cache_dir)
+            native = library is not None
+            predictor_path, decoder_path, _ = cached_kokoro_cut(model, self._cache_dir, native_snake=native)
         except CutError as exc:
             logger.info("Kokoro runs whole: %s", exc)
             return None
@@ -362,7 +369,13 @@ class KokoroEngine:
             logger.warning("Kokoro runs whole: cannot keep its cut in %s (%s)", self._cache_dir, exc)
             return None
         predictor = self._host.open(predictor_path, self._threads, "Kokoro predictor", self._cache_dir)
-        decoder = self._host.open(decoder_path, self._threads, "Kokoro decoder", self._cache_dir)
+        try:
+            decoder = self._host.open(decoder_path, self._threads, "Kokoro decoder", self._cache_dir, library)
+        except EngineError as exc:
+            if library is None:
+                raise
+            logger.warning("Kokoro's native Snake op did not load (%s); its Snakes run as graph nodes", exc)
+            return self._load_cut(model, native_snake=False)
         return predictor, decoder
 
     def unload(self) -> None:

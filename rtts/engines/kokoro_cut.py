@@ -32,7 +32,7 @@ from rtts.engines.graph_cut import Cut, write_cut
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["CUT", "CutError", "KEEP_PAD_FRAMES", "cached_kokoro_cut", "cut_kokoro", "drop_pad_frames"]
+__all__ = ["CUT", "SNAKE_CUT", "CutError", "KEEP_PAD_FRAMES", "cached_kokoro_cut", "cut_kokoro", "drop_pad_frames"]
 
 DURATIONS = "/encoder/Clip_output_0"  # frames per input token, pads included
 FEATURES = "/encoder/MatMul_1_output_0"  # 1 x channels x frames
@@ -49,6 +49,15 @@ CUT = Cut(
     uses=("rtts.engines.conv_gemm", "rtts.engines.instance_norm", "rtts.engines.cheaper_forms", "rtts.engines.graph_edit"),
     packages=("onnx",),
 )
+# The same cut with each Snake as one native op (``snake``), for an inference process that
+# has the library (rtts/native): another recipe, so the two forms are kept apart.
+SNAKE_CUT = Cut(
+    "rtts.engines.snake",
+    "kokoro-cut",
+    ("predictor", "decoder"),
+    uses=("rtts.engines.kokoro_cut", *CUT.uses),
+    packages=("onnx",),
+)
 
 
 class CutError(ValueError):
@@ -56,14 +65,16 @@ class CutError(ValueError):
 
 
 def cut_kokoro(
-    model: onnx.ModelProto, static: bool = False, as_exported: bool = False
+    model: onnx.ModelProto, static: bool = False, as_exported: bool = False, native_snake: bool = False
 ) -> tuple[onnx.ModelProto, onnx.ModelProto, dict]:
     """Predictor and decoder of ``model``; with ``static``, the decoder's convolutions
     statically quantized where ``kokoro_quant`` says so. Unless ``as_exported``, the
     (other) quantized convolutions of both run as integer matrix products (``conv_gemm``:
     the same integers, about twice as fast) and their spelled-out instance
     normalizations as one kernel each (``instance_norm``); in the decoder, the Snakes'
-    squares as products (``cheaper_forms``).
+    squares as products (``cheaper_forms``). With ``native_snake`` (and not
+    ``as_exported``), the decoder's Snakes as one ``ai.rtts::Snake`` node each (``snake``),
+    which only a session with rtts/native's library can run.
 
     ``static`` is off in the engine: it saved ~20 % of the decoder's time but failed the
     quality guard of issue 14 (English public sentences WER 0.037 -> 0.137, Mandarin P.808
@@ -102,12 +113,17 @@ def cut_kokoro(
         meta["gemm_convs"] = len(gemm_convs(predictor)) + len(gemm_convs(decoder))
         meta["instance_norms"] = fuse_instance_norms(predictor) + fuse_instance_norms(decoder)
         meta["squares"] = squares_as_products(decoder)
+        if native_snake:
+            from rtts.engines.snake import snakes_as_ops
+
+            meta["snakes"] = snakes_as_ops(decoder)
     return predictor, decoder, meta
 
 
-def cached_kokoro_cut(model: Path, cache_dir: Path) -> tuple[Path, Path, dict]:
-    """The kept predictor and decoder of ``model``, cut in a child process first if needed."""
-    return CUT.cached(model, cache_dir, CutError)
+def cached_kokoro_cut(model: Path, cache_dir: Path, native_snake: bool = False) -> tuple[Path, Path, dict]:
+    """The kept predictor and decoder of ``model``, cut in a child process first if needed;
+    with ``native_snake``, the decoder's Snakes as native ops (``SNAKE_CUT``)."""
+    return (SNAKE_CUT if native_snake else CUT).cached(model, cache_dir, CutError)
 
 
 def drop_pad_frames(

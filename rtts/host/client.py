@@ -117,11 +117,15 @@ class Host:
         except (OSError, ValueError, IndexError):
             return 0
 
-    def open(self, model: Path | bytes, threads: int, name: str = "", cache_dir: Path | None = None) -> RemoteSession:
+    def open(
+        self, model: Path | bytes, threads: int, name: str = "", cache_dir: Path | None = None,
+        custom_ops: Path | None = None,
+    ) -> RemoteSession:
         """Load a model file (or serialized bytes) in the child, starting it if needed;
         EngineError when it cannot. With ``cache_dir`` the optimized graph is kept
-        there (``sessions.open_session``)."""
-        spec = (model, threads, name, cache_dir)
+        there (``sessions.open_session``); ``custom_ops`` is a library of operators the
+        model uses (rtts/native)."""
+        spec = (model, threads, name, cache_dir, custom_ops)
         with self.lock:
             sid, generation = self.reload(spec)
             inputs = self._call("inputs", sid)
@@ -154,13 +158,14 @@ class Host:
             return value
 
     def reload(self, spec: tuple) -> tuple[int, int]:
-        model, threads, name, cache_dir = spec
+        model, threads, name, cache_dir, custom_ops = spec
         with self.lock:
             self._ensure_child()
             self._next_sid += 1
             sid = self._next_sid
             self._call("load", sid, model if isinstance(model, bytes) else str(model), threads, name,
-                      None if cache_dir is None else str(cache_dir))
+                      None if cache_dir is None else str(cache_dir),
+                      None if custom_ops is None else str(custom_ops))
             self._live.add(sid)
             return sid, self.generation
 

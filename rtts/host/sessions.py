@@ -30,8 +30,9 @@ UNUSED_S = 30 * 24 * 3600.0
 logger = logging.getLogger(__name__)
 
 
-def session_options(threads: int) -> ort.SessionOptions:
-    """Options for one model on a box with few cores and one inference thread."""
+def session_options(threads: int, custom_ops: Path | None = None) -> ort.SessionOptions:
+    """Options for one model on a box with few cores and one inference thread; with
+    ``custom_ops``, that library's operators too (rtts/native)."""
     # Imported here so that listing voices does not pay for loading onnxruntime.
     import onnxruntime as ort
 
@@ -59,11 +60,17 @@ def session_options(threads: int) -> ort.SessionOptions:
     opts.enable_mem_pattern = False
     opts.enable_cpu_mem_arena = True
     opts.log_severity_level = 3  # ORT's warnings about unused initializers are noise for users
+    if custom_ops is not None:
+        opts.register_custom_ops_library(str(custom_ops))
     return opts
 
 
 def open_session(
-    model: Path | bytes, threads: int, name: str = "", cache_dir: Path | None = None
+    model: Path | bytes,
+    threads: int,
+    name: str = "",
+    cache_dir: Path | None = None,
+    custom_ops: Path | None = None,
 ) -> ort.InferenceSession:
     """Open a model file (or serialized bytes) on the CPU provider, in this process;
     EngineError when unusable.
@@ -79,12 +86,12 @@ def open_session(
     name = name or (model.name if isinstance(model, Path) else "model")
     session = None
     if cache_dir is not None and isinstance(model, Path):
-        session = _load_optimized(model, threads, cache_dir)
+        session = _load_optimized(model, threads, cache_dir, custom_ops)
     try:
         if session is None:
             session = ort.InferenceSession(
                 model if isinstance(model, bytes) else str(model),
-                sess_options=session_options(threads),
+                sess_options=session_options(threads, custom_ops),
                 providers=["CPUExecutionProvider"],
             )
     except Exception as exc:  # ORT raises its own Fail/InvalidProtobuf/NoSuchFile types
@@ -113,7 +120,9 @@ def _cpu_flags() -> str:
         return platform.machine() + platform.processor()
 
 
-def _load_optimized(model: Path, threads: int, cache_dir: Path) -> ort.InferenceSession | None:
+def _load_optimized(
+    model: Path, threads: int, cache_dir: Path, custom_ops: Path | None = None
+) -> ort.InferenceSession | None:
     """The session from the kept optimized graph, making that graph on the first load;
     None when neither works (the caller then loads ``model`` plainly)."""
     import onnxruntime as ort
@@ -123,7 +132,7 @@ def _load_optimized(model: Path, threads: int, cache_dir: Path) -> ort.Inference
     except OSError:
         return None
     if target.is_file():
-        opts = session_options(threads)
+        opts = session_options(threads, custom_ops)
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         try:
             session = ort.InferenceSession(str(target), sess_options=opts, providers=["CPUExecutionProvider"])
@@ -137,7 +146,7 @@ def _load_optimized(model: Path, threads: int, cache_dir: Path) -> ort.Inference
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        opts = session_options(threads)
+        opts = session_options(threads, custom_ops)
         opts.optimized_model_filepath = str(tmp)
         session = ort.InferenceSession(str(model), sess_options=opts, providers=["CPUExecutionProvider"])
         os.replace(tmp, target)
@@ -185,9 +194,14 @@ class Sessions:
             self._run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
         return self._run_options
 
-    def load(self, sid: int, model: str | bytes, threads: int, name: str, cache_dir: str | None) -> None:
+    def load(
+        self, sid: int, model: str | bytes, threads: int, name: str, cache_dir: str | None,
+        custom_ops: str | None = None,
+    ) -> None:
         source = model if isinstance(model, bytes) else Path(model)
-        self._by_id[sid] = open_session(source, threads, name, None if cache_dir is None else Path(cache_dir))
+        cache = None if cache_dir is None else Path(cache_dir)
+        library = None if custom_ops is None else Path(custom_ops)
+        self._by_id[sid] = open_session(source, threads, name, cache, library)
 
     def inputs(self, sid: int) -> list[str]:
         return [i.name for i in self._by_id[sid].get_inputs()]
