@@ -543,3 +543,32 @@ def test_an_empty_token_is_refused_however_it_is_given(tmp_path, how):
     env = {"RTTS_TOKEN": ""} if how == "env" else {}
     with pytest.raises(ValueError, match="empty"):
         config.from_args(parser.parse_args(args), env)
+
+
+def test_frames_over_the_message_rate_are_dropped_unread_then_the_connection_closes():
+    """Issue 20, bug 5: a flood of small messages is bounded per connection (limits.message_rate)."""
+    session, clock = make(message_rate=100, message_burst=8)
+    assert session.open()
+    assert sent(session.open(), protocol.Ready)[0].limits["message_rate"] == 100
+    pongs = [sent(send(session, type="ping", t=i), protocol.Pong) for i in range(8)]
+    assert all(pongs)
+    # The ninth is refused, and the next are dropped without being decoded (garbage too).
+    assert errors(send(session, type="ping", t=9)) == ["rate_limited"]
+    for _ in range(6):
+        assert session.receive(b"\xc1garbage") == []
+    clock.t += 0.105  # 10.5 tokens: the debt (-7) is paid and 3 more may pass
+    assert [len(sent(send(session, type="ping", t=i), protocol.Pong)) for i in range(4)] == [1, 1, 1, 0]
+    # A client that keeps on once told is closed with 1008 when it owes a whole burst.
+    effects = []
+    for _ in range(8):
+        effects = send(session, type="ping", t=0)
+    assert errors(effects) == ["rate_limited"]
+    assert [e.code for e in effects if isinstance(e, Close)] == [protocol.CloseCode.POLICY]
+
+
+def test_messages_made_in_this_process_are_not_rate_limited():
+    """``handle`` (rtts say, /tts, the OpenAI route) is not a client's frame: its caller bounds it."""
+    session, _ = make(message_rate=1, message_burst=1)
+    session.open()
+    for i in range(20):
+        assert sent(session.handle(protocol.Ping(float(i))), protocol.Pong)
