@@ -124,7 +124,7 @@ class Config:
             problems.append(f"format must be one of {protocol.FORMATS}")
         elif self.format == "opus":
             try:
-                codecs.check_opus(self.sample_rate, self.frame_ms)
+                codecs.check_opus(self.sample_rate, self.frame_ms, protocol.SAMPLE_RATES)
             except ValueError as exc:
                 problems.append(f"format opus: {exc}")
         if not protocol.FRAME_MS_RANGE[0] <= self.frame_ms <= protocol.FRAME_MS_RANGE[1]:

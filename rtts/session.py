@@ -412,7 +412,7 @@ class Session:
         self._frame_samples(rate, frame_ms)
         if fmt == "opus":
             try:
-                codecs.check_opus(rate, frame_ms)
+                codecs.check_opus(rate, frame_ms, protocol.SAMPLE_RATES)
             except ValueError as exc:
                 raise ProtocolError(ErrorCode.BAD_MESSAGE, str(exc)) from None
         self.out = Output(rate, fmt, frame_ms)

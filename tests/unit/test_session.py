@@ -572,3 +572,16 @@ def test_messages_made_in_this_process_are_not_rate_limited():
     session.open()
     for i in range(20):
         assert sent(session.handle(protocol.Ping(float(i))), protocol.Pong)
+
+
+def test_every_rate_the_opus_refusal_lists_is_accepted():
+    """Issue 20: hello with opus at 22,050 Hz was told 12,000 Hz would do, and 12,000 is refused."""
+    import re
+
+    session, _ = make()
+    (err,) = sent(send(session, type="hello", v=1, sample_rate=22050, format="opus"), protocol.Error)
+    listed = [int(r) for r in re.search(r"sample_rate ([\d, ]+), not", err.message).group(1).split(", ")]
+    assert listed and 12000 not in listed
+    for rate in listed:
+        (ready,) = sent(send(session, type="hello", v=1, sample_rate=rate, format="opus"), protocol.Ready)
+        assert ready.sample_rate == rate and ready.format == "opus"
