@@ -22,6 +22,7 @@ raises ``Unavailable``.
 
 from __future__ import annotations
 
+import importlib.util
 import struct
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
@@ -81,14 +82,18 @@ def _av() -> Any:
 
 
 def available(fmt: str) -> bool:
-    """Whether ``fmt`` (a stream format, or ``"opus"`` for packets) can be encoded here."""
+    """Whether ``fmt`` (a stream format, or ``"opus"`` for packets) can be encoded here.
+
+    Asked of every WebSocket's ``ready``: it looks for PyAV without importing it, which
+    would take tens of milliseconds of the event loop and ~20 MB on the first ``ready``
+    of a server that may never encode anything.
+    """
     if fmt in ALWAYS:
         return True
     try:
-        _av()
-    except Unavailable:
+        return importlib.util.find_spec("av") is not None
+    except (ImportError, ValueError):  # a broken or half-removed install
         return False
-    return True
 
 
 def content_type(fmt: str, rate: int) -> str:
@@ -113,6 +118,10 @@ class StreamEncoder(Protocol):
         """The end of the stream: what the encoder still held, and any trailer."""
         ...
 
+    def close(self) -> None:
+        """Give the encoder back, finished or not (a refused or abandoned stream); again: nothing."""
+        ...
+
 
 class _Pcm:
     def push(self, samples: audio.Samples) -> bytes:
@@ -120,6 +129,9 @@ class _Pcm:
 
     def finish(self) -> bytes:
         return b""
+
+    def close(self) -> None:
+        pass
 
 
 class _Wav(_Pcm):
@@ -177,7 +189,14 @@ class _Collect:
 
 class _Muxed:
     """An FFmpeg encoder and muxer writing into memory, flushed after every packet so
-    that each push returns the bytes it made (a streamed body starts with the first)."""
+    that each push returns the bytes it made (a streamed body starts with the first).
+
+    It must be closed (``finish`` or ``close``): an output container that is only
+    dropped keeps FFmpeg's buffers, 20-60 KB a stream, for good (the garbage collector
+    frees the Python object, not them). ``unclosed`` counts those not closed yet.
+    """
+
+    unclosed = 0  # in this process: what a leak test, or a metric, reads
 
     def __init__(self, fmt: str, rate: int) -> None:
         av = _av()
@@ -189,10 +208,16 @@ class _Muxed:
         # STREAMINFO totals) leave it as it was written, which decoders accept.
         self._out = av.open(self._sink, mode="w", format=spec.muxer,
                             options={"flush_packets": "1", **dict(spec.options)})
-        self._stream = self._out.add_stream(spec.codec, rate=rate, layout="mono")
-        if spec.bit_rate:
-            self._stream.codec_context.bit_rate = spec.bit_rate
-        self._out.start_encoding()  # the header now, so even an empty stream is a valid file
+        self._closed = False
+        _Muxed.unclosed += 1
+        try:
+            self._stream = self._out.add_stream(spec.codec, rate=rate, layout="mono")
+            if spec.bit_rate:
+                self._stream.codec_context.bit_rate = spec.bit_rate
+            self._out.start_encoding()  # the header now, so even an empty stream is a valid file
+        except BaseException:
+            self.close()
+            raise
         self._pts = 0
 
     def push(self, samples: audio.Samples) -> bytes:
@@ -208,10 +233,24 @@ class _Muxed:
         return self._sink.take()
 
     def finish(self) -> bytes:
-        for packet in self._stream.encode(None):
-            self._out.mux(packet)
-        self._out.close()
+        try:
+            for packet in self._stream.encode(None):
+                self._out.mux(packet)
+        finally:
+            self.close()
         return self._sink.take()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        _Muxed.unclosed -= 1
+        self._out.close()  # writes the trailer into the sink, which nobody reads then
+
+
+def open_encoders() -> int:
+    """Compressed stream encoders made and not yet closed, in this process."""
+    return _Muxed.unclosed
 
 
 def stream_encoder(fmt: str, rate: int) -> StreamEncoder:
@@ -234,10 +273,15 @@ def stream_encoder(fmt: str, rate: int) -> StreamEncoder:
 # ---------------------------------------------------------------- Opus packets
 
 
-def check_opus(rate: int, frame_ms: int) -> None:
-    """ValueError unless libopus can make frames of ``frame_ms`` at ``rate``, and PyAV is here."""
-    if rate not in OPUS_RATES:
-        raise ValueError(f"opus takes sample_rate {', '.join(map(str, OPUS_RATES))}, not {rate}")
+def check_opus(rate: int, frame_ms: int, offered: tuple[int, ...] = OPUS_RATES) -> None:
+    """ValueError unless libopus can make frames of ``frame_ms`` at ``rate``, and PyAV is here.
+
+    ``offered``: the rates the caller takes at all (``protocol.SAMPLE_RATES``); the
+    message names only those libopus takes too, so every rate it lists is accepted.
+    """
+    if rate not in OPUS_RATES or rate not in offered:
+        rates = [r for r in OPUS_RATES if r in offered]
+        raise ValueError(f"opus takes sample_rate {', '.join(map(str, rates))}, not {rate}")
     if frame_ms not in OPUS_FRAME_MS:
         raise ValueError(f"opus takes frame_ms {', '.join(map(str, OPUS_FRAME_MS))}, not {frame_ms}")
     if not available("opus"):

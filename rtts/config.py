@@ -52,6 +52,11 @@ class Config:
     max_text_chars: int = 5000
     max_message_bytes: int = 65536
     max_utterances: int = 32  # live utterances per connection
+    # Messages one connection may send (rtts/ratelimit.py): message_burst at once, then
+    # message_rate a second. More are dropped (error rate_limited), and a client that
+    # keeps on is closed (1008): one client's flood costs that client only.
+    message_rate: float = 200.0
+    message_burst: int = 64
     # What one utterance may produce, whatever its text: audio in total (speech and
     # pauses), and <break> pauses in total (each break is also at most 10 s). Seconds.
     max_audio: float = 600.0
@@ -122,7 +127,7 @@ class Config:
             problems.append(f"format must be one of {protocol.FORMATS}")
         elif self.format == "opus":
             try:
-                codecs.check_opus(self.sample_rate, self.frame_ms)
+                codecs.check_opus(self.sample_rate, self.frame_ms, protocol.SAMPLE_RATES)
             except ValueError as exc:
                 problems.append(f"format opus: {exc}")
         if not protocol.FRAME_MS_RANGE[0] <= self.frame_ms <= protocol.FRAME_MS_RANGE[1]:
@@ -143,6 +148,8 @@ class Config:
             problems.append("max-pause must be positive and at most max-audio")
         if self.max_text_chars < 1 or self.max_message_bytes < 256 or self.max_utterances < 1:
             problems.append("limits must be positive (max-message-bytes at least 256)")
+        if self.message_rate <= 0 or self.message_burst < 1:
+            problems.append("message-rate must be positive and message-burst at least 1")
         if self.token is not None and not self.token.strip():
             problems.append("the token is empty: give a token, or none to run without one")
         if self.handshake_timeout <= 0 or self.max_handshakes < 1:
@@ -165,11 +172,13 @@ class Config:
         return dict(self.first_unit_chars).get(engine, default)
 
     @property
-    def limits(self) -> dict[str, int]:
+    def limits(self) -> dict[str, int | float]:
         return {
             "max_text_chars": self.max_text_chars,
             "max_message_bytes": self.max_message_bytes,
             "max_utterances": self.max_utterances,
+            "message_rate": self.message_rate,
+            "message_burst": self.message_burst,
             "max_audio_ms": round(self.max_audio * 1000),
             "max_pause_ms": round(self.max_pause * 1000),
             "max_connections": self.max_connections,
@@ -232,6 +241,9 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "max_text_chars": (int, "longest text one utterance may hold"),
     "max_message_bytes": (int, "largest message accepted; larger closes with 1009"),
     "max_utterances": (int, "live utterances per connection"),
+    "message_rate": (float, "messages a second one connection may send after a burst; more get rate_limited"),
+    "message_burst": (int, "messages one connection may send at once; a client that keeps on over the rate is "
+                      "closed (1008) once it owes this many"),
     "max_audio": (float, "seconds of audio one utterance may produce; more ends it with audio_too_long"),
     "max_pause": (float, "seconds of <break> pauses one utterance may hold; longer pauses are cut short"),
     "sample_rate": (int, "default output sample rate"),

@@ -17,7 +17,9 @@ from collections.abc import AsyncIterator, Callable
 from http import HTTPStatus
 from typing import TYPE_CHECKING
 
-from . import audio, openai_api, protocol
+import prometheus_client as prom
+
+from . import audio, codecs, openai_api, protocol
 from .openai_api import ApiError, SpeechBody
 from .plain_http import HttpFront, HttpRequest, HttpResponse, is_json, json_response
 from .speech_stream import SpeechStream
@@ -36,6 +38,10 @@ class OpenAIRoutes:
         self.server = server
         self.service = server.service
         self.config = server.config
+        prom.Gauge(
+            "rtts_encoders_open", "compressed-audio encoders open in this process (one per mp3/opus/aac/flac body)",
+            registry=self.service.metrics.registry,
+        ).set_function(codecs.open_encoders)
 
     def register(self, front: HttpFront) -> None:
         front.route("/v1/audio/speech", self._speech, methods=("POST",))
@@ -72,7 +78,6 @@ class OpenAIRoutes:
             raise ApiError(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "the body must be JSON: send Content-Type: "
                            "application/json", "unsupported_media_type")
         speech = openai_api.parse_speech(request.body, self.table())
-        body = SpeechBody(speech)
         caps = self.server.caps
         caps.take(address)
         try:
@@ -80,13 +85,20 @@ class OpenAIRoutes:
         except BaseException:
             caps.give_back(address)
             raise
+        body: SpeechBody | None = None
 
         def done() -> None:
+            # Whichever way the request ends (refused, failed, finished, or the client
+            # gone mid-body), its encoder is closed: one only dropped keeps FFmpeg's
+            # buffers for good (codecs._Muxed).
+            if body is not None:
+                body.encoder.close()
             stream.close()
             caps.give_back(address)
 
         try:
             await stream.start(speech.text, speech.voice, None, speech.speed)
+            body = SpeechBody(speech)  # admitted: only now is an encoder made
         except protocol.ProtocolError as exc:
             done()
             raise openai_api.from_protocol(exc) from None

@@ -9,7 +9,8 @@ within ``limit`` plus the audio of the one unit that was already being synthesiz
 
 A client that accepts no data for ``stall_s`` seconds while something waits for it is
 stalled: ``run`` raises ``Stalled`` and the connection is dropped. Other clients are
-not affected: each connection has its own outbox and sender task.
+not affected: each connection has its own outbox and sender task, which yields to the
+loop between messages.
 """
 
 from __future__ import annotations
@@ -98,6 +99,10 @@ class Outbox:
                 if not self._room.is_set() and self.bytes <= self.limit // 2:
                     self._room.set()
                     self._on_room()
+                # A send that fits the socket's buffers returns without suspending: yield
+                # between messages, so that thousands of small ones queued for one client
+                # (pongs for a ping flood) are not all sent in one turn of the loop.
+                await asyncio.sleep(0)
         finally:
             self.done = True
             self._room.set()  # wake a reader waiting for room: there will be none

@@ -42,6 +42,7 @@ class ErrorCode(StrEnum):
     FORBIDDEN = "forbidden"  # publishing without the publish token
     QUEUE_FULL = "queue_full"  # the channel's queue holds limits.channel_queue announcements
     BUS_UNAVAILABLE = "bus_unavailable"  # the message bus between instances is down
+    RATE_LIMITED = "rate_limited"  # over limits.message_rate: messages are dropped until the client slows down
 
 
 class CloseCode:
@@ -189,7 +190,7 @@ class Ready:
     voices: list[dict[str, Any]]
     default_voice: str
     loaded: list[str]
-    limits: dict[str, int]
+    limits: dict[str, int | float]
     v: int = VERSION
     # The formats this server can send (an extension of v1: "opus" only where PyAV is installed).
     formats: list[str] | None = None

@@ -14,6 +14,7 @@ import logging
 import mimetypes
 import socket
 import struct
+import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 from http import HTTPStatus
@@ -25,7 +26,9 @@ import prometheus_client as prom
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers, MultipleValuesError
 from websockets.exceptions import ConnectionClosed
+from websockets.frames import Frame, Opcode
 from websockets.http11 import Request, Response
+from websockets.protocol import Event
 
 from . import access, announce_http, audio, protocol
 from .access import ConnectionCaps
@@ -34,6 +37,7 @@ from .connection import Connection
 from .outbox import Stalled
 from .openai_routes import OpenAIRoutes
 from .plain_http import HttpFront, HttpRequest, HttpResponse, json_response, text
+from .ratelimit import MessageRate, Verdict
 from .service import Service
 from .speech_stream import SpeechStream
 
@@ -145,7 +149,8 @@ class RttsServer:
         self._server = await serve(
             self._handle,
             process_request=self._process_request,
-            create_connection=self.front.connection_class(),
+            create_connection=type("RttsConnection", (_AnsweredConnection, self.front.connection_class()),
+                                   {"config": self.config}),
             # plain_http's gate bounds the wait for a request head; past it, an upgrade is
             # answered at once and an HTTP response may stream for as long as it takes.
             open_timeout=None,
@@ -158,6 +163,8 @@ class RttsServer:
             close_timeout=min(5.0, self.config.shutdown_timeout / 2),
             **where,
         )
+        for listening in self._server.sockets:
+            _limit_receive_buffer(listening)
         log.info("listening on %s", ", ".join(self.urls))
         if self.wyoming is not None:
             await self.wyoming.start()
@@ -453,25 +460,37 @@ class RttsServer:
         log.debug("%s connected from %s", conn.id, address)
         sending = asyncio.create_task(self._send(conn, ws, address), name=f"send-{conn.id}")
         hello_due = asyncio.get_running_loop().call_later(self.config.handshake_timeout, _no_hello, conn)
+        ours = False  # the server closes: its close frame goes out after what is queued
         try:
             conn.open()
             async for frame in ws:
-                if outbox.closing or outbox.done:
-                    continue  # closing: nothing more is taken from this client
                 conn.receive(frame)
+                if outbox.closing or outbox.done:
+                    # Nothing more is taken from this client: stop reading, so that one
+                    # closed for flooding is held back by TCP instead of parsed for nothing.
+                    ours = outbox.closing
+                    break
                 if outbox.full:
                     # Stop reading (TCP backpressure) until the client has caught up.
                     await outbox.room()
+                else:
+                    # One message per turn of the loop: websockets hands over what it has
+                    # buffered without suspending, so a client that sends faster than it
+                    # is served would otherwise keep every other client waiting.
+                    await asyncio.sleep(0)
         except ConnectionClosed:
             pass
         finally:
             del self._live[ws]
             self.send_peak = max(self.send_peak, outbox.peak)
+            ours = ours or outbox.closing
             conn.close()
             if not outbox.done:
                 outbox.close(protocol.CloseCode.GOING_AWAY, "")
+            # A close of the server's own waits for the sender, whose send stall and
+            # websockets' close timeout bound it; a client that left needs a moment at most.
             with contextlib.suppress(asyncio.TimeoutError, ConnectionClosed, Stalled):
-                await asyncio.wait_for(asyncio.shield(sending), 1.0)
+                await asyncio.wait_for(asyncio.shield(sending), None if ours else 1.0)
             if not sending.done():
                 sending.cancel()
                 with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
@@ -490,6 +509,32 @@ class RttsServer:
             _reset(ws)
         except ConnectionClosed:
             pass
+
+
+class _AnsweredConnection(ServerConnection):
+    """A WebSocket whose control frames count against the message rate as well.
+
+    websockets answers a client's pings (the WebSocket's own, not rtts' ``ping``) itself,
+    as it parses them, before any message reaches the session: without a count here a
+    client could have thousands of pongs a second made for it, and queued without
+    bound if it never reads them. One that sends pings and pongs faster than
+    ``limits.message_rate`` until it owes a burst is dropped (TCP reset).
+    """
+
+    config: Config
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self._control = MessageRate(self.config.message_rate, self.config.message_burst, time.monotonic)
+
+    def process_event(self, event: Event) -> None:
+        if isinstance(event, Frame) and event.opcode in (Opcode.PING, Opcode.PONG):
+            if self._control.take() is Verdict.CLOSE and not self.transport.is_closing():
+                log.warning("a WebSocket from %s dropped: over %g pings a second",
+                            self.remote_address[0] if self.remote_address else "?", self.config.message_rate)
+                _reset(self)
+                return
+        super().process_event(event)
 
 
 _MISDIRECTED = "forbidden: a browser reached this server by a name it does not serve (see --allow-host)\n"
@@ -521,3 +566,18 @@ def _reset(ws: ServerConnection) -> None:
         with contextlib.suppress(OSError, AttributeError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     ws.transport.abort()
+
+
+# What the kernel holds from one client before it is read. websockets parses all that one
+# read brings in one go, without yielding: 256 KiB of tiny frames is ~9,000 messages and
+# ~40 ms of the loop's time, many times that on a loaded box. Clients send small messages
+# (text, at most limits.max_message_bytes), so a smaller window costs them nothing that
+# matters and keeps each read a few milliseconds' work.
+RECEIVE_BUFFER = 16384
+
+
+def _limit_receive_buffer(sock: socket.socket) -> None:
+    """Set on a listening socket: every connection accepted from it inherits it (Linux),
+    before its first byte, so data sent ahead of the upgrade is bounded as well."""
+    with contextlib.suppress(OSError, AttributeError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)

@@ -26,6 +26,7 @@ from .config import Config
 from .engines.base import VoiceInfo
 from .jobs import Job, JobAudio, JobDone, JobEvent, JobFailed
 from .protocol import ErrorCode, ProtocolError
+from .ratelimit import MessageRate, Verdict
 from .text import markup
 from .text.lexicon import Lexicon
 from .text.segment import LATIN, segment
@@ -223,6 +224,7 @@ class Session:
         # When the client will have played everything sent so far (monotonic seconds).
         self._play_until = 0.0
         self.closed = False
+        self._rate = MessageRate(config.message_rate, config.message_burst, clock)
 
     # ------------------------------------------------------------ inputs
 
@@ -232,6 +234,9 @@ class Session:
 
     def receive(self, data: bytes | str) -> list[Effect]:
         """A frame from the client."""
+        verdict = self._rate.take()  # before decoding: a refused frame costs next to nothing
+        if verdict is not Verdict.TAKE:
+            return self._over_rate(verdict)
         if isinstance(data, str):
             return self._refused(
                 ProtocolError(ErrorCode.BAD_FRAME, "text frames are not accepted; send msgpack in a binary frame")
@@ -266,6 +271,19 @@ class Session:
             # second try at holding a slot.
             effects.append(Close(protocol.CloseCode.POLICY, "unauthorized"))
         return effects
+
+    def _over_rate(self, verdict: Verdict) -> list[Effect]:
+        """A frame over limits.message_rate: dropped unread; the client hears of it once, and
+        is closed (1008) if it owes a whole burst, having gone on sending regardless."""
+        if verdict is Verdict.DROP:
+            return []
+        rate, burst = self._config.message_rate, self._config.message_burst
+        if verdict is Verdict.REFUSE:
+            message = (f"over {rate:g} messages a second (after a burst of {burst}): this message and the "
+                       "next are dropped until the rate falls; keep on and the connection is closed")
+            return [self._error(ErrorCode.RATE_LIMITED, message)]
+        message = f"still over {rate:g} messages a second: closing"
+        return [self._error(ErrorCode.RATE_LIMITED, message), Close(protocol.CloseCode.POLICY, "rate limited")]
 
     def job_event(self, job: Job, event: JobEvent) -> list[Effect]:
         utt = self.utterances.get(job.utterance)
@@ -397,7 +415,7 @@ class Session:
         self._frame_samples(rate, frame_ms)
         if fmt == "opus":
             try:
-                codecs.check_opus(rate, frame_ms)
+                codecs.check_opus(rate, frame_ms, protocol.SAMPLE_RATES)
             except ValueError as exc:
                 raise ProtocolError(ErrorCode.BAD_MESSAGE, str(exc)) from None
         self.out = Output(rate, fmt, frame_ms)

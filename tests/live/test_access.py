@@ -57,6 +57,8 @@ def test_token_in_subprotocol_skips_hello(guarded: ServerThread):
             "max_text_chars": 900,
             "max_message_bytes": 65536,
             "max_utterances": 5,
+            "message_rate": 200.0,
+            "message_burst": 64,
             "max_audio_ms": 600000,
             "max_pause_ms": 60000,
             "max_connections": 4,

@@ -48,7 +48,10 @@ def live(tmp_path_factory: pytest.TempPathFactory):
     problems = Problems()
     for name in ("rtts", "websockets", "asyncio"):
         logging.getLogger(name).addHandler(problems)
-    cfg = make_config(tmp_path_factory.mktemp("fuzz"), max_text_chars=200, max_utterances=4)
+    # The fuzzer sends as fast as the server answers (thousands of messages a second):
+    # what it tests is each message's answer, not the rate limit (test_floods.py does).
+    cfg = make_config(tmp_path_factory.mktemp("fuzz"), max_text_chars=200, max_utterances=4,
+                      message_rate=1e6, message_burst=100_000)
     try:
         with ServerThread(cfg) as srv:
             srv.problems = problems  # type: ignore[attr-defined]

@@ -174,3 +174,44 @@ def test_opus_frames_must_be_whole() -> None:
 def test_check_opus_refuses_what_libopus_cannot_frame(rate: int, frame_ms: int) -> None:
     with pytest.raises(ValueError, match="opus takes"):
         codecs.check_opus(rate, frame_ms)
+
+
+@pytest.mark.parametrize("fmt", codecs.COMPRESSED)
+def test_every_stream_encoder_is_counted_until_closed(fmt: str) -> None:
+    """Issue 20, bug 8: a muxer only dropped keeps FFmpeg's buffers; each is counted
+    from when it is made until ``finish`` or ``close``, which may come in any order."""
+    before = codecs.open_encoders()
+    finished, abandoned, empty = (codecs.stream_encoder(fmt, RATE) for _ in range(3))
+    assert codecs.open_encoders() == before + 3
+    finished.push(speechlike(0.2))
+    assert finished.finish()
+    finished.close()
+    abandoned.push(speechlike(0.2))
+    abandoned.close()  # a client gone mid-body
+    abandoned.close()
+    empty.close()  # a refused request
+    assert codecs.open_encoders() == before
+    for plain in ("wav", "pcm"):
+        codecs.stream_encoder(plain, RATE).close()
+
+
+def test_available_does_not_import_pyav() -> None:
+    """Asked by every WebSocket's ready: importing PyAV there stalled the loop and cost
+    ~20 MB on a server that may never encode."""
+    import subprocess
+    import sys
+
+    code = "import sys; from rtts import codecs; assert codecs.available('opus'); assert 'av' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_the_opus_rates_a_refusal_names_are_the_ones_offered() -> None:
+    """Issue 20: the error for 22,050 Hz listed 12,000 Hz, which hello refuses."""
+    from rtts import protocol
+
+    with pytest.raises(ValueError) as info:
+        codecs.check_opus(22050, 20, protocol.SAMPLE_RATES)
+    listed = [int(r) for r in str(info.value).split("sample_rate ")[1].split(", not")[0].split(", ")]
+    assert listed == [r for r in codecs.OPUS_RATES if r in protocol.SAMPLE_RATES] == [8000, 16000, 24000, 48000]
+    with pytest.raises(ValueError, match="not 12000"):
+        codecs.check_opus(12000, 20, protocol.SAMPLE_RATES)

@@ -582,3 +582,45 @@ def test_romance_languages_start_with_a_whole_short_sentence():
     assert first_job(text, lang="fr").text == "Mesdames et messieurs,"
     # English keeps Kokoro's two-word first unit.
     assert first_job("Please stand clear of the closing doors.", voice="kokoro/z", lang="en").text == "Please stand"
+
+
+def test_frames_over_the_message_rate_are_dropped_unread_then_the_connection_closes():
+    """Issue 20, bug 5: a flood of small messages is bounded per connection (limits.message_rate)."""
+    session, clock = make(message_rate=100, message_burst=8)
+    assert session.open()
+    assert sent(session.open(), protocol.Ready)[0].limits["message_rate"] == 100
+    pongs = [sent(send(session, type="ping", t=i), protocol.Pong) for i in range(8)]
+    assert all(pongs)
+    # The ninth is refused, and the next are dropped without being decoded (garbage too).
+    assert errors(send(session, type="ping", t=9)) == ["rate_limited"]
+    for _ in range(6):
+        assert session.receive(b"\xc1garbage") == []
+    clock.t += 0.105  # 10.5 tokens: the debt (-7) is paid and 3 more may pass
+    assert [len(sent(send(session, type="ping", t=i), protocol.Pong)) for i in range(4)] == [1, 1, 1, 0]
+    # A client that keeps on once told is closed with 1008 when it owes a whole burst.
+    effects = []
+    for _ in range(8):
+        effects = send(session, type="ping", t=0)
+    assert errors(effects) == ["rate_limited"]
+    assert [e.code for e in effects if isinstance(e, Close)] == [protocol.CloseCode.POLICY]
+
+
+def test_messages_made_in_this_process_are_not_rate_limited():
+    """``handle`` (rtts say, /tts, the OpenAI route) is not a client's frame: its caller bounds it."""
+    session, _ = make(message_rate=1, message_burst=1)
+    session.open()
+    for i in range(20):
+        assert sent(session.handle(protocol.Ping(float(i))), protocol.Pong)
+
+
+def test_every_rate_the_opus_refusal_lists_is_accepted():
+    """Issue 20: hello with opus at 22,050 Hz was told 12,000 Hz would do, and 12,000 is refused."""
+    import re
+
+    session, _ = make()
+    (err,) = sent(send(session, type="hello", v=1, sample_rate=22050, format="opus"), protocol.Error)
+    listed = [int(r) for r in re.search(r"sample_rate ([\d, ]+), not", err.message).group(1).split(", ")]
+    assert listed and 12000 not in listed
+    for rate in listed:
+        (ready,) = sent(send(session, type="hello", v=1, sample_rate=rate, format="opus"), protocol.Ready)
+        assert ready.sample_rate == rate and ready.format == "opus"
