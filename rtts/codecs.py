@@ -156,6 +156,10 @@ class _Mp3:
     look-ahead (~1,700 samples), so the first bytes come after ~70 ms of audio."""
 
     def __init__(self, rate: int) -> None:
+        # Counted with the muxers (``open_encoders``): LAME's buffers are freed with the
+        # object, but a stream that is never closed is a leak in the caller all the same.
+        self._closed = False
+        _Muxed.unclosed += 1
         enc = lameenc.Encoder()
         enc.set_channels(1)
         enc.set_in_sample_rate(rate)
@@ -169,7 +173,15 @@ class _Mp3:
         return bytes(self._enc.encode(audio.encode(samples, "pcm16"))) if len(samples) else b""
 
     def finish(self) -> bytes:
-        return bytes(self._enc.flush())
+        try:
+            return bytes(self._enc.flush())
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            _Muxed.unclosed -= 1
 
 
 class _Collect:

@@ -69,14 +69,15 @@ _NORMALIZE = {"zh": normalize_zh, "ja": normalize_ja}
 _G2P, _WARM = "kokoro.g2p", "kokoro.warm"
 # A Kokoro run yields nothing until it has decoded all of it (~0.25 s of compute per
 # second of speech here), so when the listener holds less than QUICK_START_LEAD_S of
-# audio, a Mandarin or Japanese unit's first run is only its first words: (shortest,
-# longest) phoneme symbols, about two to four syllables (a 16-character Chinese clause
-# is ~3 s of speech). The front ends put a space between words (jieba's; pyopenjtalk's)
-# and the cut is only ever there. A first run of one syllable was misheard ("请" alone,
-# "您" as "捏"), hence the shortest. English units are short already
-# (first_unit_chars), and a cut inside a Romance phrase was heard as one word
-# (docs/benchmarks.md, "Mandarin and Japanese (issue 21)").
-QUICK_START = {"zh": (8, 16), "ja": (8, 16)}
+# audio, a Mandarin unit's first run is only its first words: (shortest, longest)
+# phoneme symbols, about two to four syllables (a 16-character Chinese clause is ~3 s
+# of speech). The front end puts a space between jieba's words and the cut is only
+# ever there. A first run of one syllable was misheard ("请" alone, "您" as "捏"), hence
+# the shortest. Not Japanese: pyopenjtalk's words are morphemes, not accent phrases,
+# and a cut after "お会計" or "新宿" was misheard (CER 0.095 -> 0.130 on 16 sentences);
+# English units are short already (first_unit_chars), and a cut inside a Romance
+# phrase was heard as one word (docs/benchmarks.md, "Mandarin and Japanese (issue 21)").
+QUICK_START = {"zh": (8, 16)}
 QUICK_START_LEAD_S = 0.5
 QUICK_START_MIN_REST = 4  # symbols: a rest shorter than a syllable or two is not worth its own run
 
