@@ -96,6 +96,19 @@ def available(fmt: str) -> bool:
         return False
 
 
+def usable(fmt: str) -> bool:
+    """Whether ``fmt`` can be encoded here, PyAV imported to be sure (once; the import is
+    kept): for a request that is about to use it, where ``available``'s look could be
+    fooled by a package that is there but does not import (a half-removed or broken one)."""
+    if fmt in ALWAYS:
+        return True
+    try:
+        _av()
+    except Unavailable:
+        return False
+    return True
+
+
 def content_type(fmt: str, rate: int) -> str:
     if fmt == "wav":
         return "audio/wav"

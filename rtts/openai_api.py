@@ -162,7 +162,7 @@ def parse_speech(body: bytes, table: Mapping[str, str]) -> SpeechRequest:
     fmt = field("response_format", str, "mp3")
     if fmt not in codecs.STREAM_FORMATS:
         raise bad(f"response_format must be one of {', '.join(codecs.STREAM_FORMATS)}", "response_format")
-    if not codecs.available(fmt):
+    if not codecs.usable(fmt):
         raise ApiError(HTTPStatus.BAD_REQUEST, f"{fmt} is not available on this server: pip install 'rtts[codecs]' "
                        f"({', '.join(codecs.ALWAYS)} always are)", "unsupported_format", "response_format")
     stream_format = field("stream_format", str, "audio")
