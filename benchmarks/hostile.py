@@ -76,6 +76,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import latency  # noqa: E402
 from latency import ServerProcess, probe_ms  # noqa: E402
+from prober import connect_from, read_head  # noqa: E402
 
 SENTENCES = {lang: json.loads((ROOT / "benchmarks" / "sentences" / f"{lang}.json").read_text())[lang]
              for lang in ("en", "zh", "ja")}
@@ -282,29 +283,7 @@ class Refused(ConnectionError):
 
 
 def tcp(port: int, source: str = ATTACKER, timeout: float = 5.0, rcvbuf: int = 0) -> socket.socket:
-    """A TCP connection to 127.0.0.1:``port`` from ``source``; ``rcvbuf`` (set before the
-    connection, so the window stays small) keeps what piles up in this end's kernel small."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        if rcvbuf:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-        s.settimeout(timeout)
-        s.bind((source, 0))
-        s.connect(("127.0.0.1", port))
-    except BaseException:
-        s.close()
-        raise
-    return s
-
-
-def read_head(s: socket.socket) -> bytes:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = s.recv(4096)
-        if not chunk:
-            raise ConnectionResetError("closed before the response head")
-        data += chunk
-    return data
+    return connect_from(port, source, timeout, rcvbuf)
 
 
 def status_of(head: bytes) -> str:

@@ -26,10 +26,14 @@ import threading
 import time
 
 
-def _connect(port: int, source: str, timeout: float) -> socket.socket:
+def connect_from(port: int, source: str, timeout: float, rcvbuf: int = 0) -> socket.socket:
+    """A TCP connection to 127.0.0.1:``port`` from ``source``; ``rcvbuf`` (set before the
+    connection, so the window stays small) keeps what piles up in this end's kernel small."""
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.settimeout(timeout)
     try:
+        if rcvbuf:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        s.settimeout(timeout)
         s.bind((source, 0))
         s.connect(("127.0.0.1", port))
     except BaseException:
@@ -38,21 +42,21 @@ def _connect(port: int, source: str, timeout: float) -> socket.socket:
     return s
 
 
-def _read_head(s: socket.socket) -> bytes:
+def read_head(s: socket.socket) -> bytes:
     data = b""
     while b"\r\n\r\n" not in data:
         chunk = s.recv(4096)
         if not chunk:
-            raise ConnectionError(f"closed after {len(data)} bytes")
+            raise ConnectionResetError(f"closed after {len(data)} bytes of the response head")
         data += chunk
     return data
 
 
 def healthz(port: int, source: str, timeout: float) -> None:
     """One ``GET /healthz``; raises unless it is answered ``200 ok``."""
-    with _connect(port, source, timeout) as s:
+    with connect_from(port, source, timeout) as s:
         s.sendall(f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n".encode())
-        data = _read_head(s)
+        data = read_head(s)
         status = data.split(b" ", 2)[1] if data.startswith(b"HTTP/1.1 ") else b"?"
         if status != b"200":
             raise ConnectionError(f"HTTP {status.decode(errors='replace')}")
@@ -60,11 +64,11 @@ def healthz(port: int, source: str, timeout: float) -> None:
 
 def websocket(port: int, source: str, timeout: float) -> None:
     """A WebSocket opened up to its first frame (``ready``); raises for a refusal (429, 503)."""
-    with _connect(port, source, timeout) as s:
+    with connect_from(port, source, timeout) as s:
         key = base64.b64encode(os.urandom(16)).decode()
         s.sendall(f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                   f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode())
-        data = _read_head(s)
+        data = read_head(s)
         status = data.split(b" ", 2)[1] if data.startswith(b"HTTP/1.1 ") else b"?"
         if status != b"101":
             raise ConnectionError(f"HTTP {status.decode(errors='replace')}")
