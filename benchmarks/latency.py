@@ -34,6 +34,11 @@ piper-tts==1.8.0 kokoro-onnx==0.6.1``): piper-tts ``PiperVoice.synthesize`` (tim
 its first chunk) and kokoro-onnx ``create_stream``. The results are printed with the
 ratios and the issue's targets, and written into docs/benchmarks.md, section "Latency
 and throughput (issue 4)" (``--no-write`` leaves the file alone).
+
+Mandarin and Japanese come last, from benchmarks/languages.py (``--no-languages`` skips
+them): first audio with no voice named and named, RTF, concurrent Mandarin streams and
+mixed sentences, with kokoro-onnx on the same texts, in their own section of
+docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -568,6 +573,8 @@ def main() -> int:
     parser.add_argument("--english-voices", dest="models_dir", type=Path, metavar="DIR", nargs="?",
                         const=Path(), help="then compare the English voices (benchmarks/english_voices.py), "
                                            "optionally serving from the models directory DIR")
+    parser.add_argument("--no-languages", dest="languages", action="store_false",
+                        help="skip the Mandarin and Japanese rows (benchmarks/languages.py, run after the above)")
     args = parser.parse_args()
     if args.quick:
         args.repeats, args.levels, args.peer_repeats = 3, [1, 2, 4], 1
@@ -587,6 +594,10 @@ def main() -> int:
 
         models_dir = args.models_dir if args.models_dir != Path() else None
         english_voices.run(models_dir, args.server_arg, args.write, command, args.repeats)
+    if args.languages:  # Mandarin and Japanese beside English, with no voice named and named
+        extra = ([] if args.peers else ["--no-peers"]) + ([] if args.write else ["--no-write"])
+        subprocess.run([sys.executable, str(ROOT / "benchmarks" / "languages.py"), *extra,
+                        "--peers-python", args.peers_python], check=True)
     return 0
 
 

@@ -204,6 +204,13 @@ class ConnectionCaps:
         return self.total >= self.total_cap
 
 
+# Connections the kernel queues before they are accepted. asyncio's 100 overflowed when
+# 1,100 sockets arrived in 5 s (issue 20, bug 4's attack): a client whose SYN is dropped
+# then waits for TCP's one-second retry, which a prober saw as a 1 s stall although the
+# loop was free. The waiting room (Waiting) bounds what is accepted.
+LISTEN_BACKLOG = 1024
+
+
 class Waiting:
     """Sockets that are not being served: waiting for their (next) request, whatever the
     protocol (an HTTP request not yet whole, a Wyoming connection before or between its

@@ -145,6 +145,7 @@ class RttsServer:
         where: dict[str, Any] = {"sock": sock} if sock is not None else {
             "host": self.config.host,
             "port": self.config.port,
+            "backlog": access.LISTEN_BACKLOG,
         }
         self._server = await serve(
             self._handle,

@@ -44,7 +44,7 @@ from wyoming.info import Attribution, Describe, Info, TtsProgram, TtsVoice
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped, SynthesizeVoice
 
 from . import __version__, protocol
-from .access import ConnectionCaps, Waiting
+from .access import LISTEN_BACKLOG, ConnectionCaps, Waiting
 from .outbox import cap_kernel_send_buffer
 from .runner import SessionRunner
 from .service import Service
@@ -133,7 +133,8 @@ class WyomingServer:
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(
-            self._connection, self.host, self._port, limit=self.service.config.max_message_bytes
+            self._connection, self.host, self._port, limit=self.service.config.max_message_bytes,
+            backlog=LISTEN_BACKLOG,
         )
         log.info("Wyoming on tcp://%s:%d", self.host, self.port)
         if self.service.config.token is not None:
