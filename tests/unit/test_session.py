@@ -567,7 +567,7 @@ def test_chinese_with_no_voice_named_gets_the_mandarin_voices_short_first_unit(h
 
 def test_romance_languages_start_with_a_whole_short_sentence():
     # A cut inside a French phrase was misheard ("train | pour Lyon"): Kokoro's French first
-    # unit is the whole sentence when it is short, and a clause when it is not.
+    # unit is the whole sentence up to 80 characters, and a clause when it is longer.
     voices = MIXED_VOICES | {"kokoro/f": VoiceInfo("kokoro/f", "F", ("fr", "en"), "kokoro", 24000, "kokoro", "f")}
 
     def first_job(text: str, **fields: str):  # type: ignore[no-untyped-def]
