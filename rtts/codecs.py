@@ -163,16 +163,35 @@ class _Wav(_Pcm):
         return head
 
 
-class _Mp3:
+class _Counted:
+    """A compressed stream encoder, counted from when it is made until it is closed
+    (``open_encoders``): one that is never closed is a leak, in FFmpeg's buffers (a muxer
+    only dropped keeps them for good) or in the caller's bookkeeping."""
+
+    unclosed = 0  # in this process: what a leak test, or a metric, reads
+
+    def __init__(self) -> None:
+        self._closed = False
+        _Counted.unclosed += 1
+
+    def close(self) -> None:
+        """Give the encoder back; again: nothing."""
+        if not self._closed:
+            self._closed = True
+            _Counted.unclosed -= 1
+            self._release()
+
+    def _release(self) -> None:
+        pass
+
+
+class _Mp3(_Counted):
     """Bare MPEG audio frames from LAME, at the input's own rate (LAME would otherwise pick
     a lower one for 48 kbit/s at 44.1 or 48 kHz). LAME holds about a frame and its
     look-ahead (~1,700 samples), so the first bytes come after ~70 ms of audio."""
 
     def __init__(self, rate: int) -> None:
-        # Counted with the muxers (``open_encoders``): LAME's buffers are freed with the
-        # object, but a stream that is never closed is a leak in the caller all the same.
-        self._closed = False
-        _Muxed.unclosed += 1
+        super().__init__()
         enc = lameenc.Encoder()
         enc.set_channels(1)
         enc.set_in_sample_rate(rate)
@@ -191,11 +210,6 @@ class _Mp3:
         finally:
             self.close()
 
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            _Muxed.unclosed -= 1
-
 
 class _Collect:
     """The file PyAV's muxer writes into: it keeps what was written until taken."""
@@ -212,16 +226,14 @@ class _Collect:
         return out
 
 
-class _Muxed:
+class _Muxed(_Counted):
     """An FFmpeg encoder and muxer writing into memory, flushed after every packet so
     that each push returns the bytes it made (a streamed body starts with the first).
 
     It must be closed (``finish`` or ``close``): an output container that is only
     dropped keeps FFmpeg's buffers, 20-60 KB a stream, for good (the garbage collector
-    frees the Python object, not them). ``unclosed`` counts those not closed yet.
+    frees the Python object, not them).
     """
-
-    unclosed = 0  # in this process: what a leak test, or a metric, reads
 
     def __init__(self, fmt: str, rate: int) -> None:
         av = _av()
@@ -233,8 +245,7 @@ class _Muxed:
         # STREAMINFO totals) leave it as it was written, which decoders accept.
         self._out = av.open(self._sink, mode="w", format=spec.muxer,
                             options={"flush_packets": "1", **dict(spec.options)})
-        self._closed = False
-        _Muxed.unclosed += 1
+        super().__init__()
         try:
             self._stream = self._out.add_stream(spec.codec, rate=rate, layout="mono")
             if spec.bit_rate:
@@ -265,17 +276,13 @@ class _Muxed:
             self.close()
         return self._sink.take()
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        _Muxed.unclosed -= 1
+    def _release(self) -> None:
         self._out.close()  # writes the trailer into the sink, which nobody reads then
 
 
 def open_encoders() -> int:
     """Compressed stream encoders made and not yet closed, in this process."""
-    return _Muxed.unclosed
+    return _Counted.unclosed
 
 
 def stream_encoder(fmt: str, rate: int) -> StreamEncoder:
