@@ -40,7 +40,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import latency  # noqa: E402  (ServerProcess, Stream, connect, speak, pct, probe_ms, write_doc)
+import latency  # noqa: E402  (ServerProcess, Stream, connect, pct, probe_ms, write_doc)
+import msgpack  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN, END = "<!-- languages:begin -->", "<!-- languages:end -->"
@@ -96,8 +97,6 @@ async def runs(url: str, text: str, voice: str | None, repeats: int) -> list[tup
 
 
 async def speak(ws, utt_id: str, text: str, voice: str | None) -> tuple[latency.Stream, str]:  # type: ignore[no-untyped-def]
-    import msgpack
-
     stream, first_mark = latency.Stream(), ""
     request = {"type": "speak", "id": utt_id, "text": text} | ({"voice": voice} if voice else {})
     await ws.send(msgpack.packb(request))
