@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from . import codecs, protocol
+from . import codecs, memory, protocol
 
 
 def _default_cache_dir() -> Path:
@@ -103,6 +103,10 @@ class Config:
     zeroconf: bool = False  # announce the Wyoming server by mDNS
     # OpenAI voice names (alloy, nova...) → voice ids, over rtts/openai_voices.json's table.
     openai_voices: tuple[tuple[str, str], ...] = ()
+    # MB the server and its inference process together may hold (rtts/memory.py). None:
+    # the cap of the cgroup the service runs in, less headroom (memory.budget_for), or
+    # no budget outside one; 0: no budget.
+    memory_budget: float | None = None
 
     def __post_init__(self) -> None:
         # Fill derived defaults here so every way of building a Config agrees.
@@ -112,6 +116,9 @@ class Config:
             object.__setattr__(self, "cache_dir", _default_cache_dir())
         if self.threads <= 0:
             object.__setattr__(self, "threads", len(os.sched_getaffinity(0)) or 1)
+        if self.memory_budget is None:
+            budget = memory.budget_for(memory.cgroup_limit())
+            object.__setattr__(self, "memory_budget", 0.0 if budget is None else budget / memory.MB)
         problems = []
         if not 0 < self.port < 65536 and self.port != 0:
             problems.append(f"port {self.port} is not a TCP port")
@@ -158,6 +165,8 @@ class Config:
             problems.append("max-connections and max-connections-per-ip must be at least 1")
         if self.send_buffer < 4096 or self.send_stall <= 0:
             problems.append("send-buffer must be at least 4096 bytes and send-stall positive")
+        if self.memory_budget is not None and not (self.memory_budget == 0 or 64 <= self.memory_budget < 1 << 30):
+            problems.append("memory-budget must be at least 64 MB (or 0: none)")
         if self.channel_queue < 1:
             problems.append("channel-queue must be at least 1")
         if self.bus is not None and not self.bus.startswith(("redis://", "rediss://", "unix://")):
@@ -186,7 +195,13 @@ class Config:
             "send_buffer_bytes": self.send_buffer,
             "send_stall_ms": round(self.send_stall * 1000),
             "channel_queue": self.channel_queue,
+            "memory_budget_mb": round(self.memory_budget or 0),
         }
+
+    @property
+    def memory_budget_bytes(self) -> int | None:
+        """The budget in bytes; None when there is none."""
+        return int(self.memory_budget * memory.MB) if self.memory_budget else None
 
 
 def parse_pairs(raw: str, left: str = "lang") -> tuple[tuple[str, str], ...]:
@@ -273,6 +288,9 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "wyoming_idle_timeout": (float, "seconds a Wyoming connection may wait between requests before it is closed"),
     "zeroconf": (_yes, "announce the Wyoming server by mDNS (_wyoming._tcp) for Home Assistant's discovery"),
     "openai_voices": (parse_openai_voices, "OpenAI voice names for /v1/audio/speech, e.g. alloy=piper/en_US-joe-medium"),
+    "memory_budget": (float, "MB the server and its inference process may hold together: models and front ends "
+                      "are let go of, and runs shortened, to stay under it (0: none; default: the cgroup's cap "
+                      "less a tenth)"),
 }
 # One flag per registered engine (--first-unit-chars-NAME, RTTS_FIRST_UNIT_CHARS_NAME).
 _FIRST_UNIT = "first_unit_chars_"

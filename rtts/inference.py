@@ -23,6 +23,11 @@ worker also keeps a running estimate of each model's cost, from which
 ``estimate`` tells a new utterance how long it would wait and whether the thread
 has room for one more real-time stream (admission control, in ``session.py``).
 
+Under a memory budget (``memory.py``) the thread checks, before each job's first
+chunk and each load, what the service holds against the budget: it bounds the job's
+runs, ends the inference process to start again with only the job's parts, or refuses
+the job (``memory_budget``).
+
 Events go back to the event loop with ``loop.call_soon_threadsafe``; nothing here
 touches asyncio otherwise, and nothing on the event loop runs a model.
 """
@@ -34,13 +39,14 @@ import heapq
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import audio
-from .engines.base import EngineError, EngineKind, VoiceInfo
+from . import audio, memory
+from .engines.base import EngineError, EngineKind, Memory, VoiceInfo
 from .estimates import fold
 from .host.client import Host
 from .jobs import Job, JobAudio, JobDone, JobEvent, JobFailed
@@ -66,6 +72,12 @@ _SPEECH_S_PER_CHAR = 0.065
 # 4 streams, 0.15 s at 6, 0.3 s none at 6 (8 exceed the thread: RTF ~0.13 each). A
 # larger guard delays the first audio of a stream that arrives while others play.
 YIELD_GUARD_S = 0.3
+# A bare inference process (Python, numpy, the pipes), MB: what a restart starts from
+# (benchmarks/memory_parts.py: 33 MB).
+CHILD_BASE_MB = 35.0
+# A job that needs the inference process restarted waits this long (s) behind jobs
+# suspended between their chunks, whose state lives in that process.
+MEMORY_WAIT_S = 0.05
 
 
 def can_yield(slack_s: float, ahead_s: list[float], own_next_s: float, guard_s: float = YIELD_GUARD_S) -> bool:
@@ -96,9 +108,12 @@ class InferenceWorker:
         post: Post,
         cache: PhraseCache | None = None,
         host: Host | None = None,
+        budget_bytes: int | None = None,
+        server_rss: Callable[[], int] = memory.own_rss,
     ):
         """``host``: the inference process the engines use, ended when the last model is
-        unloaded (``Host.release``)."""
+        unloaded (``Host.release``). ``budget_bytes``: what the server (``server_rss``)
+        and the inference process together may hold; None: no budget."""
         self._registry = registry
         self._post = post
         self._host = host
@@ -110,6 +125,22 @@ class InferenceWorker:
         self.rtf = {k.name: k.costs.rtf for k in kinds}
         self.load_s = {k.name: k.costs.load_s for k in kinds}
         self.first_s_per_char = {k.name: k.costs.first_s_per_char for k in kinds}
+        # The memory budget: each kind's priors, each part's measured size (MB, by part:
+        # a model key, or "model:lang" for a language's front end), the front ends loaded
+        # in the current inference process, most recently used last.
+        self.budget_bytes = budget_bytes
+        self._server_rss = server_rss
+        self._memory = {k.name: k.costs.memory for k in kinds}
+        self.part_mb: dict[str, float] = {}
+        self._front_ends: OrderedDict[str, float] = OrderedDict()
+        self._front_ends_of = 0  # the host generation they were loaded in
+        self.recent: OrderedDict[tuple[str, str], None] = OrderedDict()  # (model, lang) by last use
+        self.memory_restarts = 0
+        self.memory_refusals = 0
+        self.bounded_runs = 0
+        # The resident parts (MB) as of the thread's last step: replaced, never changed in
+        # place, for /readyz and /metrics on the event loop.
+        self.parts: dict[str, float] = {}
         self._current_entry: _Entry | None = None
         self._current_since = 0.0
         self._heap: list[_Entry] = []
@@ -235,8 +266,10 @@ class InferenceWorker:
         """Cancel a job; if queued it is skipped, if running it stops at the next chunk."""
         job.cancelled = True
 
-    def preload(self, model: str, on_done: Callable[[bool], None] | None = None) -> None:
-        """Load a model ahead of need (a client connected), before any queued job.
+    def preload(self, model: str, on_done: Callable[[bool], None] | None = None, *, urgent: bool = True) -> None:
+        """Load a model ahead of need, before any queued job; or, not ``urgent`` (a
+        client connected and may ask for another voice), only once no job is queued, so
+        a first request for another model does not wait for this one's load.
 
         ``on_done(loaded)`` is then posted to the event loop.
         """
@@ -246,7 +279,11 @@ class InferenceWorker:
             if on_done is not None:
                 self._post(lambda: on_done(ok))
 
-        self._control(action)
+        self._control(action, float("-inf") if urgent else float("inf"))
+
+    def last_used(self, default: str) -> str:
+        """The model of the most recent job (what the next client probably wants), else ``default``."""
+        return next(reversed(self.recent))[0] if self.recent else default
 
     def progress_age(self, now: float | None = None) -> float:
         """Seconds since the thread last showed it is alive: 0 while it waits for work; a
@@ -261,12 +298,41 @@ class InferenceWorker:
         self._control(self._unload_all)
 
     def warm_up(self, kinds: list[EngineKind]) -> None:
-        """Let engine kinds prepare ahead of their first request (``EngineKind.warm_up``)."""
+        """Let engine kinds prepare ahead of their first request (``EngineKind.warm_up``):
+        every front end without a budget; under one, those that fit, the most recently
+        used first."""
         host = self._host
         if host is None:
             return
+        # A warmed front end is not counted as resident until a job has used it: until
+        # then a plan counts it as still to load (it may be loading), which errs on the
+        # safe side.
         for kind in kinds:
-            self._control(lambda kind=kind: kind.warm_up(host))  # type: ignore[misc]
+            self._control(lambda kind=kind: kind.warm_up(host, self._warm_langs(kind)))  # type: ignore[misc]
+
+    def _model_of(self, kind: EngineKind) -> str:
+        """The model of ``kind`` used last (or its first): where its front ends are counted."""
+        models = {v.model for v in self._registry.voices.values() if v.engine == kind.name}
+        return next((m for (m, _) in reversed(self.recent) if m in models), min(models, default=""))
+
+    def _warm_langs(self, kind: EngineKind) -> tuple[str, ...]:
+        langs = [lang for lang, _ in kind.costs.memory.front_ends_mb]
+        recent = [lang for (_, lang) in reversed(self.recent) if lang in langs]
+        langs = list(dict.fromkeys(recent + langs))
+        if self.budget_bytes is None or self._host is None:
+            return tuple(langs)
+        model = self._model_of(kind)
+        mem = kind.costs.memory
+        used = self._used_mb() + (0 if self._resident_mb().get(model) else self.part_mb.get(model, mem.model_mb))
+        room = self.budget_bytes / memory.MB - used - (mem.min_run_mb or mem.run_mb)
+        chosen = []
+        for lang in langs:
+            name = f"{model}:{lang}"
+            mb = 0.0 if name in self._resident_mb() else self._front_end_mb(kind.costs.memory, model, lang)
+            if mb <= room:
+                room -= mb
+                chosen.append(lang)
+        return tuple(chosen)
 
     def call(self, action: Callable[[], None], on_done: Callable[[BaseException | None], None]) -> None:
         """Run ``action`` on the inference thread before any queued job; ``on_done(error)``
@@ -289,11 +355,12 @@ class InferenceWorker:
 
     # ------------------------------------------------------------ thread side
 
-    def _control(self, action: Callable[[], None]) -> None:
+    def _control(self, action: Callable[[], None], deadline: float = float("-inf")) -> None:
         with self._cond:
-            # Control work sorts before every job (deadline -inf) in arrival order.
+            # Control work sorts before every job (deadline -inf) in arrival order; work
+            # that may wait (+inf) after every job.
             self._control_seq += 1
-            heapq.heappush(self._heap, _Entry(float("-inf"), self._control_seq, control=action))
+            heapq.heappush(self._heap, _Entry(deadline, self._control_seq, control=action))
             self._cond.notify()
 
     def _next(self) -> _Entry | None:
@@ -317,6 +384,7 @@ class InferenceWorker:
                     self._run_job(entry)
             except Exception:  # the thread must survive anything a model does
                 log.exception("inference thread: unexpected failure")
+            self.parts = self._resident_mb()
             self.last_progress = time.monotonic()
 
     def _load(self, model: str) -> None:
@@ -326,9 +394,16 @@ class InferenceWorker:
         self.last_progress = time.monotonic()
         self.loading = self.loading | {model}
         t0 = time.perf_counter()
+        host = self._host
+        before = host.resident_bytes() if host is not None else 0
         try:
             engine.load()
             self.loads += 1
+            if host is not None:
+                # What the load added; a first load also started the inference process.
+                added = (host.resident_bytes() - before) / memory.MB - (0 if before else CHILD_BASE_MB)
+                if added > 0:
+                    self.part_mb[model] = added
             took = time.perf_counter() - t0
             kind = next((v.engine for v in self._registry.voices.values() if v.model == model), "")
             if kind:
@@ -341,22 +416,136 @@ class InferenceWorker:
             self.loading = self.loading - {model}
 
     def _preload(self, model: str) -> bool:
+        voice = next((v for v in self._registry.voices.values() if v.model == model), None)
+        if voice is None:
+            return False
+        fit = self._plan(voice, "", preload=True)
+        if fit is not None and (not fit.fits or fit.restart):
+            return False  # a preload never makes room: what is loaded serves someone
         try:
             self._load(model)
         except EngineError:
             return False  # already logged; the job that needs it will report engine_unavailable
         return True
 
-    def _unload_all(self) -> None:
+    def _unload_all(self, why: str = "idle") -> None:
         dropped = [key for key, engine in self._registry.engines.items() if engine.loaded]
         for key in dropped:
             self._registry.engines[key].unload()
         gc.collect()  # the sessions' finalizers tell the host which ones are gone
         if self._host is not None:
             self._host.release()
+        self._front_ends.clear()
         if dropped:
             self.unloads += 1
-            log.info("idle: unloaded %s", ", ".join(dropped))
+            log.info("%s: unloaded %s", why, ", ".join(dropped))
+
+    # ------------------------------------------------------------ the memory budget
+
+    def resident_parts(self) -> dict[str, float]:
+        """The parts in the inference process (MB), as of the thread's last step (any thread)."""
+        return self.parts
+
+    def _used_mb(self) -> float:
+        """What the service holds now: the server and the inference process (RSS)."""
+        child = self._host.resident_bytes() if self._host is not None else 0
+        return (self._server_rss() + child) / memory.MB
+
+    def _front_end_mb(self, mem: Memory, model: str, lang: str) -> float:
+        return self.part_mb.get(f"{model}:{lang}", dict(mem.front_ends_mb).get(lang, 0.0))
+
+    def _note_front_end(self, name: str, mb: float) -> None:
+        host = self._host
+        generation = host.generation if host is not None else 0
+        if generation != self._front_ends_of:
+            self._front_ends.clear()
+            self._front_ends_of = generation
+        self._front_ends[name] = mb
+        self._front_ends.move_to_end(name)
+
+    def _resident_mb(self) -> dict[str, float]:
+        """The parts loaded in the inference process now, with their sizes (MB)."""
+        host = self._host
+        if host is None or not host.running:
+            return {}
+        out = {}
+        for key, engine in self._registry.engines.items():
+            if engine.loaded:
+                kind = next((v.engine for v in self._registry.voices.values() if v.model == key), "")
+                out[key] = self.part_mb.get(key, self._memory.get(kind, Memory()).model_mb)
+        if host.generation == self._front_ends_of:
+            out.update(self._front_ends)
+        return out
+
+    def _needed_mb(self, voice: VoiceInfo, lang: str) -> dict[str, float]:
+        mem = self._memory.get(voice.engine, Memory())
+        needed = {voice.model: self.part_mb.get(voice.model, mem.model_mb)}
+        if lang in dict(mem.front_ends_mb):
+            needed[f"{voice.model}:{lang}"] = self._front_end_mb(mem, voice.model, lang)
+        return needed
+
+    def _plan(self, voice: VoiceInfo, lang: str, preload: bool = False) -> memory.Plan | None:
+        """How the job (or, ``preload``, the model alone with one short run) fits the
+        budget; None without one."""
+        if self.budget_bytes is None or self._host is None:
+            return None
+        mem = self._memory.get(voice.engine, Memory())
+        least = mem.run_mb if mem.min_run_mb is None else mem.min_run_mb
+        server = self._server_rss() / memory.MB
+        return memory.plan(
+            self.budget_bytes / memory.MB, self._used_mb(), self._resident_mb(),
+            self._needed_mb(voice, lang), least if preload else mem.run_mb, least, server + CHILD_BASE_MB,
+        )
+
+    def _make_room(self, entry: _Entry) -> bool:
+        """Before a job's first chunk: fit it in the budget. False when it must wait
+        (requeued) or was refused (failed); True to run it."""
+        job = entry.job
+        assert job is not None
+        fit = self._plan(job.voice, job.lang)
+        engine = self._registry.engines[job.voice.model]
+        if fit is None:
+            return True
+        log.debug("memory: %s %s: %s (holding %.0f MB: %s)", job.voice.id, job.lang, fit, self._used_mb(),
+                  self._resident_mb())
+        if not fit.fits:
+            self.memory_refusals += 1
+            budget = self.budget_bytes / memory.MB if self.budget_bytes else 0
+            log.warning("voice %s (%s) does not fit the memory budget of %.0f MB", job.voice.id, job.lang, budget)
+            self._emit(job, JobFailed(
+                ErrorCode.MEMORY_BUDGET.value,
+                f"voice {job.voice.id} does not fit the memory budget ({budget:.0f} MB) even alone",
+            ))
+            return False
+        if fit.restart:
+            with self._cond:
+                suspended = [e for e in self._heap if e.chunks is not None and e.job is not None and not e.job.cancelled]
+                if suspended:
+                    # Their state lives in the inference process: they finish their units first.
+                    entry.deadline = max(e.deadline for e in suspended) + MEMORY_WAIT_S
+                    heapq.heappush(self._heap, entry)
+                    self._cond.notify()
+                    return False
+            self.memory_restarts += 1
+            self._unload_all(f"memory budget ({job.voice.id}, {job.lang})")
+            if self._host is not None:
+                self._host.stop()
+        if fit.run_mb is not None:
+            self.bounded_runs += 1
+        engine.limit_run_memory(fit.run_mb)
+        return True
+
+    def _note_use(self, job: Job) -> None:
+        """The job's parts are in use: remember them (front ends, recency)."""
+        key = (job.voice.model, job.lang)
+        self.recent[key] = None
+        self.recent.move_to_end(key)
+        while len(self.recent) > 8:
+            self.recent.popitem(last=False)
+        mem = self._memory.get(job.voice.engine, Memory())
+        if job.lang in dict(mem.front_ends_mb):
+            name = f"{job.voice.model}:{job.lang}"
+            self._note_front_end(name, self._front_end_mb(mem, job.voice.model, job.lang))
 
     def _run_job(self, entry: _Entry) -> None:
         job = entry.job
@@ -370,6 +559,8 @@ class InferenceWorker:
         t0 = time.perf_counter()
         try:
             if entry.chunks is None:
+                if not self._make_room(entry):
+                    return
                 try:
                     self._load(job.voice.model)
                 except EngineError as exc:
@@ -381,6 +572,7 @@ class InferenceWorker:
                 # Audio the client holds that this job's first chunk may take its time behind.
                 lead_s = 0.0 if job.opens else max(0.0, job.deadline - time.monotonic())
                 entry.chunks = iter(engine.synthesize(job.text, job.voice, job.lang, job.speed, lead_s))
+                self._note_use(job)  # synthesize has phonemized: the job's front end is loaded
                 if self.cache.cacheable(job.text):
                     entry.kept = []
             chunk_t0 = time.perf_counter()

@@ -339,7 +339,8 @@ class RttsServer:
 
     async def _metrics(self, request: HttpRequest) -> HttpResponse:
         content_type = "text/plain; version=0.0.4; charset=utf-8"
-        return HttpResponse(HTTPStatus.OK.value, [("Content-Type", content_type)], self.service.metrics.render())
+        body = self.service.metrics.render(self.service.worker.resident_parts())
+        return HttpResponse(HTTPStatus.OK.value, [("Content-Type", content_type)], body)
 
     async def _upgrade_required(self, request: HttpRequest) -> HttpResponse:
         return text(HTTPStatus.UPGRADE_REQUIRED, f"upgrade_required: {WS_PATH} is a WebSocket\n",
@@ -360,6 +361,9 @@ class RttsServer:
             # Channels' bus: "local", "listening", or "connecting" while Redis is away (not
             # a 503: every instance shares that Redis, and speech works without it).
             "bus": self.service.channels.bus.state,
+            # The memory budget (0: none) and what the server, the inference process and
+            # each part in it hold (rtts/memory.py).
+            "memory": self.service.memory_state(),
         }
         return json_response(HTTPStatus.OK if ready else HTTPStatus.SERVICE_UNAVAILABLE, body)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import prometheus_client as prom
 
-from . import protocol
+from . import memory, protocol
 from .config import Config
 from .bus import make_bus
 from .channels import Channels
@@ -116,6 +116,19 @@ class Metrics:
                    "ONNX Runtime, zh/ja dictionaries); 0 when it is not running", registry=r).set_function(
             service.host.resident_bytes
         )
+        worker = service.worker
+        prom.Gauge("rtts_memory_budget_bytes", "what the server and its inference process may hold together "
+                   "(--memory-budget); 0: no budget", registry=r).set_function(lambda: worker.budget_bytes or 0)
+        prom.Gauge("rtts_server_resident_bytes", "RSS of the server process", registry=r).set_function(memory.own_rss)
+        parts = prom.Gauge("rtts_memory_part_bytes", "what each part loaded in the inference process holds "
+                           "(measured at its load, else the engine's prior)", ["part"], registry=r)
+        self._parts = parts
+        _LiveCounter("rtts_memory_restarts", "inference processes ended to make room under the memory budget",
+                     lambda: worker.memory_restarts, r)
+        _LiveCounter("rtts_memory_refusals", "jobs refused because their voice cannot fit the memory budget",
+                     lambda: worker.memory_refusals, r)
+        _LiveCounter("rtts_memory_bounded_runs", "jobs whose runs were shortened to fit the memory budget",
+                     lambda: worker.bounded_runs, r)
 
     def observe(self, message: protocol.ServerMessage) -> None:
         if isinstance(message, protocol.End):
@@ -126,7 +139,11 @@ class Metrics:
         elif isinstance(message, protocol.Error):
             self.errors.labels(message.code).inc()
 
-    def render(self) -> bytes:
+    def render(self, parts: dict[str, float] | None = None) -> bytes:
+        """The metrics; ``parts``: the resident parts (MB) to show now."""
+        self._parts.clear()
+        for name, mb in (parts or {}).items():
+            self._parts.labels(name).set(mb * memory.MB)
         return prom.generate_latest(self.registry)
 
 
@@ -148,7 +165,9 @@ class Service:
             log.warning("first-unit-chars given for engines that are not registered: %s", ", ".join(unknown))
         self._loop: asyncio.AbstractEventLoop | None = None
         cache = PhraseCache(int(config.phrase_cache_mb * 1024 * 1024))
-        self.worker = InferenceWorker(self.registry, self._post, cache=cache, host=self.host)
+        self.worker = InferenceWorker(
+            self.registry, self._post, cache=cache, host=self.host, budget_bytes=config.memory_budget_bytes
+        )
         self.channels = Channels(make_bus(config.bus, config.max_text_chars), SharedJobs(self.worker), config.channel_queue)
         self.metrics = Metrics(self)
         self.active = 0  # connections and HTTP syntheses in progress
@@ -184,18 +203,23 @@ class Service:
     # ------------------------------------------------------------ activity and idle unload
 
     def acquire(self) -> None:
-        """A client arrived: keep models, and start loading the default voice now."""
+        """A client arrived: keep models, and start loading what it will probably want:
+        the model used last (after an idle unload, clients go on in their language),
+        or the default voice's."""
         self.active += 1
         if self._idle_timer is not None:
             self._idle_timer.cancel()
             self._idle_timer = None
-        default = self.registry.voices[self.registry.default_voice]
-        if not self.registry.engines[default.model].loaded:
+        model = self.worker.last_used(self.registry.voices[self.registry.default_voice].model)
+        engine = self.registry.engines.get(model)
+        if engine is not None and not engine.loaded:
             # Cold (a start or an idle unload): what the engines' first requests would wait
             # for (Kokoro's Mandarin and Japanese front ends take seconds) starts first, and
-            # loads in the inference process beside the model loads, not after them.
+            # loads in the inference process beside the model loads, not after them. The
+            # model loads once no job is queued: a first request for another voice, there
+            # a few milliseconds after the connection, loads its own model first.
             self.worker.warm_up(self.registry.kinds_in_use())
-            self.worker.preload(default.model)
+            self.worker.preload(model, urgent=False)
 
     def release(self) -> None:
         self.active -= 1
@@ -241,6 +265,20 @@ class Service:
             ", ".join(removed) or "none",
         )
         return added, removed
+
+    def memory_state(self) -> dict[str, object]:
+        """The budget and what each part holds (MB), for /readyz and /metrics. Read on the
+        event loop: the worker's dicts are replaced or only grown by its thread, so a copy
+        is at worst one load behind."""
+        worker = self.worker
+        return {
+            "budget_mb": round((worker.budget_bytes or 0) / memory.MB),
+            "server_mb": round(memory.own_rss() / memory.MB, 1),
+            "inference_process_mb": round(self.host.resident_bytes() / memory.MB, 1),
+            "parts_mb": {k: round(v, 1) for k, v in worker.resident_parts().items()},
+            "restarts": worker.memory_restarts,
+            "refusals": worker.memory_refusals,
+        }
 
     def loaded_voices(self) -> list[str]:
         return [v.id for v in self.registry.voices.values() if self.registry.engines[v.model].loaded]
@@ -309,6 +347,20 @@ class _CatalogView:
     def first_unit_chars(self, engine: str, lang: str | None = None) -> int:
         own = self._service.registry.first_unit_chars(engine, lang)
         return self._service.config.first_unit_chars_for(engine, own)
+
+    def memory_state(self) -> dict[str, object]:
+        """The budget and what each part holds (MB), for /readyz and /metrics. Read on the
+        event loop: the worker's dicts are replaced or only grown by its thread, so a copy
+        is at worst one load behind."""
+        worker = self.worker
+        return {
+            "budget_mb": round((worker.budget_bytes or 0) / memory.MB),
+            "server_mb": round(memory.own_rss() / memory.MB, 1),
+            "inference_process_mb": round(self.host.resident_bytes() / memory.MB, 1),
+            "parts_mb": {k: round(v, 1) for k, v in worker.resident_parts().items()},
+            "restarts": worker.memory_restarts,
+            "refusals": worker.memory_refusals,
+        }
 
     def loaded_voices(self) -> list[str]:
         return self._service.loaded_voices()

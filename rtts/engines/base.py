@@ -79,9 +79,27 @@ class Engine(Protocol):
         """
         ...
 
+    def limit_run_memory(self, mb: float | None) -> None:
+        """Keep what one run adds to the inference process's memory under ``mb`` from
+        now on (None: no bound), where the engine can (shorter runs); one that cannot
+        ignores it (its ``Memory.min_run_mb`` is then its ``run_mb``)."""
+
 
 class EngineError(RuntimeError):
     """A model could not be loaded or run."""
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What an engine holds in the inference process, in MB of resident memory, until the
+    inference thread has measured it on this host (``benchmarks/memory_parts.py``)."""
+
+    model_mb: float = 0.0  # its sessions (and whatever loads with them)
+    # A language's own front end, loaded in the inference process by its first unit.
+    front_ends_mb: tuple[tuple[str, float], ...] = ()
+    run_mb: float = 0.0  # most one run adds at its peak (its longest unit)
+    # Least it can hold a run to (``Engine.limit_run_memory``); None: it cannot bound a run.
+    min_run_mb: float | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +109,7 @@ class Costs:
     rtf: float  # compute seconds per second of audio
     load_s: float  # seconds to load the model
     first_s_per_char: float  # compute seconds per character of a unit before its first chunk
+    memory: Memory = Memory()
 
 
 @dataclass(frozen=True)
@@ -143,6 +162,7 @@ class EngineKind(Protocol):
         """A fresh discovery pass."""
         ...
 
-    def warm_up(self, host: Host) -> None:
+    def warm_up(self, host: Host, langs: tuple[str, ...]) -> None:
         """Prepare what the first request would otherwise wait for (called on the inference
-        thread once a server starts preloading); may do nothing."""
+        thread once a server starts preloading): the front ends of ``langs`` (those of
+        ``costs.memory.front_ends_mb`` that fit the memory budget); may do nothing."""

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, VoiceInfo
+from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, Memory, VoiceInfo
 from rtts.engines.trim import trim_silence
 from rtts.g2p.split import split_phonemes
 from rtts.host.client import Host
@@ -282,6 +282,9 @@ class HibariEngine:
         phonemes = " ".join(p.strip() for p in spoken if p.strip())
         return "".join(ch for ch in phonemes if ch in self._vocab)
 
+    def limit_run_memory(self, mb: float | None) -> None:
+        pass  # a unit's spectra are small; its DSP runs in windows
+
     def synthesize(
         self, text: str, voice: VoiceInfo, lang: str, speed: float, lead_s: float = 0.0
     ) -> Iterator[np.ndarray]:
@@ -370,7 +373,9 @@ class HibariKind:
     name = "hibari"
     # From benchmarks/english_voices.py (docs/benchmarks.md): model and DSP together at
     # about 1/40 of real time on this box; a unit's model runs whole before its first window.
-    costs = Costs(rtf=0.025, load_s=1.0, first_s_per_char=0.0005)
+    # Memory from benchmarks/memory_parts.py: the session with the G2P's lexicons and
+    # tagger, and the peak of its longest units.
+    costs = Costs(rtf=0.025, load_s=1.0, first_s_per_char=0.0005, memory=Memory(model_mb=142, run_mb=110))
     streams_in_unit = True  # the DSP runs in windows, and can stop or yield after each
     first_unit_chars = 40
     first_unit_chars_by_lang: tuple[tuple[str, int], ...] = ()
@@ -387,7 +392,7 @@ class HibariKind:
     def scanner(self) -> _Scan:
         return _Scan()
 
-    def warm_up(self, host: Host) -> None:
+    def warm_up(self, host: Host, langs: tuple[str, ...]) -> None:
         pass  # loading the model loads the G2P's lexicons too
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from rtts import voicepacks
-from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, VoiceInfo
+from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, Memory, VoiceInfo
 from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, CutError, cached_kokoro_cut, drop_pad_frames
 from rtts.engines.trim import trim_silence
 from rtts.g2p import espeak, kokoro_langs
@@ -80,6 +80,17 @@ _G2P, _WARM = "kokoro.g2p", "kokoro.warm"
 QUICK_START = {"zh": (8, 16)}
 QUICK_START_LEAD_S = 0.5
 QUICK_START_MIN_REST = 4  # symbols: a rest shorter than a syllable or two is not worth its own run
+# What one run adds to the inference process at its peak grows with the audio it makes
+# (the decoder's activations): measured with runs of 32-508 phonemes in Mandarin,
+# Japanese and English (docs/benchmarks.md, "Memory (issue 22)"), 21-33 MB per second of
+# audio over ~10 MB. Under a memory budget (Engine.limit_run_memory) a unit is cut into
+# runs short enough for the room left, at phoneme boundaries split_phonemes prefers
+# (punctuation, then spaces). Seconds of audio per phoneme are learned per language;
+# the prior is a little above the most measured (Japanese, 0.063).
+RUN_BASE_MB = 10.0
+RUN_MB_PER_AUDIO_S = 30.0
+AUDIO_S_PER_TOKEN = 0.065
+MIN_RUN_TOKENS = 24  # a few words: shorter runs lose their intonation
 
 # espeak phonemes (multi-letter ones joined by the "^" tie) respelled in Kokoro v1.0's
 # alphabet, after misaki's EspeakFallback. Longest first, so "e^ɪ" is taken before "e".
@@ -315,6 +326,8 @@ class KokoroEngine:
         self._dropped: set[str] = set()
         self._session = None  # the whole model, or its predictor when cut (kokoro_cut)
         self._decoder = None  # the decoder when cut
+        self._run_mb: float | None = None  # bound on a run's added memory (limit_run_memory)
+        self._s_per_token: dict[str, float] = {}  # seconds of audio per phoneme, by language
 
     @property
     def loaded(self) -> bool:
@@ -425,21 +438,32 @@ class KokoroEngine:
         # the generator's first step.
         self.load()
         phonemes = self.phonemize(text, voice, lang)
-        return self._generate(phonemes, voice.speaker, speed, self._first_symbols(lang, lead_s))
+        return self._generate(phonemes, voice.speaker, speed, self._first_symbols(lang, lead_s), lang)
+
+    def limit_run_memory(self, mb: float | None) -> None:
+        self._run_mb = mb
+
+    def run_tokens(self, lang: str, speed: float) -> int:
+        """The longest run, in phonemes, that keeps within the bound (MAX_TOKENS without one)."""
+        if self._run_mb is None:
+            return MAX_TOKENS
+        audio_s = (self._run_mb - RUN_BASE_MB) / RUN_MB_PER_AUDIO_S
+        tokens = int(audio_s * speed / self._s_per_token.get(lang, AUDIO_S_PER_TOKEN))
+        return max(MIN_RUN_TOKENS, min(MAX_TOKENS, tokens))
 
     def _first_symbols(self, lang: str, lead_s: float) -> tuple[int, int] | None:
         """How long the unit's first run may be when the listener is waiting for it."""
         return self.quick_start.get(lang) if lead_s < QUICK_START_LEAD_S else None
 
     def _generate(
-        self, phonemes: str, style_name: str, speed: float, first: tuple[int, int] | None = None
+        self, phonemes: str, style_name: str, speed: float, first: tuple[int, int] | None = None, lang: str = "en"
     ) -> Iterator[np.ndarray]:
         if not phonemes:
             return
         self.load()
         style = self._style(style_name)
         vocab = self._get_vocab()
-        pieces = split_phonemes(phonemes, MAX_TOKENS)
+        pieces = split_phonemes(phonemes, self.run_tokens(lang, speed))
         if first is not None and pieces:
             head, rest = first_words(pieces[0], first[1], first[0])
             if len(rest) >= QUICK_START_MIN_REST:
@@ -447,8 +471,16 @@ class KokoroEngine:
         for piece in pieces:
             tokens = [vocab[ch] for ch in piece]
             audio = self._run(tokens, style, speed)
+            self._learn_length(lang, len(tokens), audio.size / SAMPLE_RATE * speed)
             if audio.size:
                 yield audio
+
+    def _learn_length(self, lang: str, tokens: int, audio_s: float) -> None:
+        """Fold a run's audio per phoneme (at speed 1, trimmed) into its language's figure;
+        a short run says little (its pads and trimmed silence weigh more)."""
+        if tokens >= MIN_RUN_TOKENS:
+            old = self._s_per_token.get(lang, AUDIO_S_PER_TOKEN)
+            self._s_per_token[lang] = 0.8 * old + 0.2 * audio_s / tokens
 
     def _run(self, tokens: list[int], style: np.ndarray, speed: float) -> np.ndarray:
         session = self._session
@@ -613,7 +645,13 @@ class KokoroKind:
     name = "kokoro"
     # From docs/benchmarks.md: Kokoro int8 RTF ~0.6 on 2 cores; a unit is decoded whole
     # before its first chunk.
-    costs = Costs(rtf=0.65, load_s=2.0, first_s_per_char=0.05)
+    # Memory from benchmarks/memory_parts.py (docs/benchmarks.md, "Memory (issue 22)"):
+    # the predictor and decoder sessions; the Mandarin and Japanese front ends; a run of
+    # MAX_TOKENS Japanese phonemes adds ~700 MB, one of MIN_RUN_TOKENS ~60.
+    costs = Costs(
+        rtf=0.65, load_s=2.0, first_s_per_char=0.05,
+        memory=Memory(model_mb=142, front_ends_mb=(("zh", 126), ("ja", 82)), run_mb=700, min_run_mb=60),
+    )
     streams_in_unit = False  # a unit is one run
     # Kokoro decodes a whole unit before any audio (~0.6 s per second of speech), so its
     # first unit is about two words. See docs/benchmarks.md.
@@ -633,11 +671,13 @@ class KokoroKind:
     def scanner(self) -> _Scan:
         return _Scan()
 
-    def warm_up(self, host: Host) -> None:
-        """Have the inference process load the zh and ja front ends in the background:
-        they take seconds, and would otherwise delay the first such request."""
+    def warm_up(self, host: Host, langs: tuple[str, ...]) -> None:
+        """Have the inference process load the front ends of ``langs`` (zh, ja) in the
+        background: they take seconds, and would otherwise delay the first such request."""
+        if not langs:
+            return
         try:
-            host.call(_WARM)
+            host.call(_WARM, list(langs))
         except EngineError as exc:
             logger.warning("cannot warm the zh/ja front ends: %s", exc)
 

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, VoiceInfo
+from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, Memory, VoiceInfo
 from rtts.engines.vits_flow import cached_flow_cut
 from rtts.engines.vits_split import SplitError, cached_split, split_vits
 from rtts.estimates import fold
@@ -338,6 +338,9 @@ class PiperEngine:
             p.strip() for p in (piece if ph else g2p(piece) for ph, piece in split_lexicon(text)) if p.strip()
         )
 
+    def limit_run_memory(self, mb: float | None) -> None:
+        pass  # its units decode in windows already; a window's activations are small and fixed
+
     def synthesize(
         self, text: str, voice: VoiceInfo, lang: str, speed: float, lead_s: float = 0.0
     ) -> Iterator[np.ndarray]:
@@ -583,7 +586,9 @@ class PiperKind:
     name = "piper"
     # From docs/benchmarks.md: joe-medium RTF ~0.1 on 2 cores; before its first chunk a
     # unit pays its encoder and the first window only.
-    costs = Costs(rtf=0.12, load_s=1.5, first_s_per_char=0.0025)
+    # Memory from benchmarks/memory_parts.py (docs/benchmarks.md, "Memory (issue 22)"):
+    # joe-medium's sessions, and the peak a 250-character unit adds.
+    costs = Costs(rtf=0.12, load_s=1.5, first_s_per_char=0.0025, memory=Memory(model_mb=105, run_mb=110))
     streams_in_unit = True  # decodes in windows, and can stop or yield after each
     # Piper streams inside a unit and pays only its encoder up front (~30 ms + 0.5 ms a
     # phoneme on 2 cores), so its first unit stays a phrase (and a kiosk caption stays a
@@ -596,7 +601,7 @@ class PiperKind:
     def scanner(self) -> _Scan:
         return _Scan()
 
-    def warm_up(self, host: Host) -> None:
+    def warm_up(self, host: Host, langs: tuple[str, ...]) -> None:
         pass
 
 

@@ -48,9 +48,10 @@ class FrontEnds:
         phonemes = result[0] if isinstance(result, tuple) else result
         return phonemes or ""
 
-    def warm_up(self) -> None:
-        """Load the zh and ja front ends in a daemon thread of this process, so the first
-        request does not wait."""
+    def warm_up(self, langs: list[str] | None = None) -> None:
+        """Load the front ends of ``langs`` (default: zh and ja, in that order) in a daemon
+        thread of this process, so the first request does not wait."""
+        order = [lang for lang in (langs if langs is not None else list(_WARM_UP)) if lang in _WARM_UP]
 
         def run() -> None:
             # At the lowest priority: on a cold connection this runs beside the load of
@@ -58,9 +59,9 @@ class FrontEnds:
             # it should take only the CPU they leave (Linux: a thread's own nice value).
             with contextlib.suppress(AttributeError, OSError):
                 os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-            for lang, word in _WARM_UP.items():
+            for lang in order:
                 try:
-                    self.phonemes(lang, word)
+                    self.phonemes(lang, _WARM_UP[lang])
                 except Exception as exc:  # a broken optional front end must not stop the service
                     log.warning("%s front end unavailable: %s", lang, exc)
 

@@ -33,6 +33,9 @@ class ToyEngine:
     def synthesize(self, text: str, voice: VoiceInfo, lang: str, speed: float, lead_s: float = 0.0) -> Iterator[np.ndarray]:
         yield np.zeros(1600, dtype=np.float32)
 
+    def limit_run_memory(self, mb: float | None) -> None:
+        pass
+
 
 class ToyScan:
     def __init__(self) -> None:
@@ -66,7 +69,7 @@ class ToyKind:
     def scanner(self) -> ToyScan:
         return ToyScan()
 
-    def warm_up(self, host: Host) -> None:
+    def warm_up(self, host: Host, langs: tuple[str, ...]) -> None:
         self.warmed.append(threading.current_thread().name)
 
 

@@ -1,0 +1,139 @@
+"""The memory budget: how much the whole service (server and inference process) may
+hold, and what the inference thread lets go of to stay under it.
+
+A small box runs rtts under a memory cap (a container's ``--memory``, systemd's
+``MemoryMax``); past the cap the kernel kills a process, and the one it picks is the
+inference process, the largest. So the budget defaults to the cap of the cgroup the
+service runs in, less headroom, and before the inference thread loads a part (a model,
+a language's front end) or runs a unit it checks the resident memory it measures,
+plus what it is about to add, against the budget.
+
+What it can do about it, cheapest first:
+
+* bound the run: an engine that can cut a unit into shorter runs (Kokoro: a run's
+  activations grow with its length, ~1 MB per phoneme) is told how much a run may add;
+* end the inference process and start again with only what the job needs: front ends
+  hold their dictionaries in Python objects, which a process does not give back when
+  they are dropped (the zh front end's 126 MB stayed after ``del``), so ending the
+  process is the one way to have that memory back. Parts reload in a fraction of a
+  second (docs/benchmarks.md, "Memory (issue 22)");
+* refuse the job (``memory_budget``) when even alone it does not fit.
+
+This module decides (and reads the cgroup and this process's RSS); ``inference.py``
+measures the inference process and acts.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+MB = 1024 * 1024
+# Beside the processes' own memory, the kernel charges page cache, socket buffers and
+# page tables to the same cgroup; page cache can be reclaimed, the rest cannot. The
+# budget leaves a tenth of the cap, and at least this much, to them.
+MIN_HEADROOM = 32 * MB
+# A cgroup "limit" this large is no limit (v1 reports 2**63 rounded down to a page).
+UNLIMITED = 1 << 60
+# A restart costs the reload of the job's parts; it is worth it only if it gives back
+# more than this (what is resident beyond the job's parts: other parts, or what runs
+# left behind).
+RESTART_GAIN_MB = 16.0
+
+
+def cgroup_limit(proc_cgroup: Path = Path("/proc/self/cgroup"), root: Path = Path("/sys/fs/cgroup")) -> int | None:
+    """The memory limit (bytes) of the cgroup this process runs in, the smallest along
+    its path up to the root, v2 (``memory.max``) or v1 (``memory.limit_in_bytes``);
+    None outside any limit."""
+    try:
+        lines = proc_cgroup.read_text(encoding="ascii").splitlines()
+    except OSError:
+        return None
+    found: list[int] = []
+    for line in lines:
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if controllers == "" and (root / "cgroup.controllers").exists():
+            found += _limits(root, path, "memory.max")
+        elif "memory" in controllers.split(","):
+            found += _limits(root / "memory", path, "memory.limit_in_bytes")
+    limits = [n for n in found if n < UNLIMITED]
+    return min(limits) if limits else None
+
+
+def _limits(mount: Path, path: str, name: str) -> list[int]:
+    """The limits in ``name`` from ``mount/path`` up to ``mount``. Inside a container the
+    cgroup namespace shows the container's own cgroup as ``/`` and its path may not
+    exist under the mount: then the mount's root is the container's cgroup."""
+    out = []
+    here = mount / path.lstrip("/")
+    if not here.is_dir():
+        here = mount
+    while True:
+        try:
+            raw = (here / name).read_text(encoding="ascii").strip()
+            out.append(UNLIMITED if raw == "max" else int(raw))
+        except (OSError, ValueError):
+            pass
+        if here == mount or mount not in here.parents:
+            return out
+        here = here.parent
+
+
+def own_rss() -> int:
+    """This process's resident memory in bytes (Linux; 0 where /proc has no answer)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def budget_for(limit: int | None) -> int | None:
+    """The budget under a cgroup limit: the limit less its headroom."""
+    if limit is None:
+        return None
+    return max(0, limit - max(MIN_HEADROOM, limit // 10))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to do before a job (or a load) runs."""
+
+    fits: bool
+    restart: bool = False  # end the inference process first: only the job's parts load again
+    run_mb: float | None = None  # bound on what one run may add (None: the engine's own longest run fits)
+
+
+def plan(
+    budget_mb: float,
+    used_mb: float,
+    resident: Mapping[str, float],
+    needed: Mapping[str, float],
+    run_mb: float,
+    min_run_mb: float,
+    fresh_mb: float,
+) -> Plan:
+    """Decide how ``needed`` parts (name → MB) and one run of ``run_mb`` (or, bounded, at
+    least ``min_run_mb``) fit in ``budget_mb``.
+
+    ``used_mb`` is what the service holds now (measured), with ``resident`` parts loaded
+    in the inference process; ``fresh_mb`` is what it would hold right after a restart,
+    before any part loads (the server and a bare inference process).
+    """
+    missing = sum(mb for name, mb in needed.items() if name not in resident)
+    room = budget_mb - used_mb - missing
+    if room >= run_mb:
+        return Plan(True)
+    fresh = budget_mb - fresh_mb - sum(needed.values())
+    if fresh < min_run_mb:
+        # Even alone in a new inference process: refused, whatever is loaded now, so an
+        # utterance is refused at its start and not after its first units.
+        return Plan(False)
+    if room >= min_run_mb:
+        return Plan(True, run_mb=room)  # a shorter run is cheaper than a restart
+    if fresh > room + RESTART_GAIN_MB:
+        return Plan(True, restart=True, run_mb=None if fresh >= run_mb else fresh)
+    # What a restart would give back is within the headroom's margin: run as short as it goes.
+    return Plan(True, run_mb=min_run_mb)
