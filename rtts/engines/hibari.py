@@ -205,7 +205,9 @@ class HibariWork:
         returns the unit's frames."""
         self.load(spec)
         feeds = {"ids": np.asarray([ids], np.int64), "speed": np.asarray([speed], np.float32)}
-        outputs = [np.asarray(o[0]) for o in self.session.run(None, feeds)]
+        from rtts.host.sessions import run_options
+
+        outputs = [np.asarray(o[0]) for o in self.session.run(None, feeds, run_options())]
         self.units[unit] = Windows(outputs, rng_noise(self.rng, outputs[0].shape[0]))
         while len(self.units) > _MAX_UNITS:
             self.units.popitem(last=False)
@@ -374,8 +376,9 @@ class HibariKind:
     # From benchmarks/english_voices.py (docs/benchmarks.md): model and DSP together at
     # about 1/40 of real time on this box; a unit's model runs whole before its first window.
     # Memory from benchmarks/memory_parts.py: the session with the G2P's lexicons and
-    # tagger, and the peak of its longest units.
-    costs = Costs(rtf=0.025, load_s=1.0, first_s_per_char=0.0005, memory=Memory(model_mb=142, run_mb=110))
+    # tagger (140 MB at load, 170 once its OOV net and DSP have run), and what its
+    # longest units add at their peak (61 MB measured).
+    costs = Costs(rtf=0.025, load_s=1.0, first_s_per_char=0.0005, memory=Memory(model_mb=170, run_mb=90))
     streams_in_unit = True  # the DSP runs in windows, and can stop or yield after each
     first_unit_chars = 40
     first_unit_chars_by_lang: tuple[tuple[str, int], ...] = ()

@@ -7,6 +7,7 @@ Runs in the child only (``rtts.host.child``); the parent reaches these sessions 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import logging
 import os
@@ -22,7 +23,7 @@ from rtts.engines.base import EngineError
 if TYPE_CHECKING:
     import onnxruntime as ort
 
-__all__ = ["UNUSED_S", "Sessions", "open_session", "optimized_path", "session_options"]
+__all__ = ["UNUSED_S", "Sessions", "open_session", "optimized_path", "run_options", "session_options"]
 
 # An optimized copy not loaded for this long is removed (at the next load of any model).
 UNUSED_S = 30 * 24 * 3600.0
@@ -175,24 +176,27 @@ def _prune_unused(folder: Path, now: float | None = None) -> None:
                 old.unlink()
 
 
+@functools.cache
+def run_options() -> Any:
+    """Run options that give the arena's memory back after every run: a long unit (250
+    Han characters through Kokoro) grows the arena by hundreds of MB, and without
+    shrinkage the process keeps that until the idle unload (Hibari's session kept
+    +100 MB after its longest units). Measured with benchmarks/hostile.py and
+    benchmarks/memory_parts.py (docs/benchmarks.md, "Hostile messages", "Memory")."""
+    if os.environ.get("RTTS_ORT_ARENA_SHRINK", "1") == "0":
+        return None
+    import onnxruntime as ort
+
+    options = ort.RunOptions()
+    options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+    return options
+
+
 class Sessions:
     """The child's sessions, by the id the parent gave each."""
 
     def __init__(self) -> None:
         self._by_id: dict[int, Any] = {}
-        self._run_options: Any = None
-
-    def _options(self) -> Any:
-        """Run options that give the arena's memory back after every run: a long unit
-        (250 Han characters through Kokoro) grows the arena by hundreds of MB, and
-        without shrinkage the process keeps that until the idle unload. Measured with
-        benchmarks/hostile.py (docs/benchmarks.md, "Hostile messages")."""
-        if self._run_options is None and os.environ.get("RTTS_ORT_ARENA_SHRINK", "1") != "0":
-            import onnxruntime as ort
-
-            self._run_options = ort.RunOptions()
-            self._run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
-        return self._run_options
 
     def load(
         self, sid: int, model: str | bytes, threads: int, name: str, cache_dir: str | None,
@@ -207,7 +211,7 @@ class Sessions:
         return [i.name for i in self._by_id[sid].get_inputs()]
 
     def run(self, sid: int, names: list[str] | None, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        return self._by_id[sid].run(names, feeds, self._options())
+        return self._by_id[sid].run(names, feeds, run_options())
 
     def drop(self, sid: int) -> None:
         self._by_id.pop(sid, None)
