@@ -430,8 +430,8 @@ class RttsServer:
             await stream.start(text_arg, voice, request.arg("lang"), speed)
         except protocol.ProtocolError as exc:
             done()
-            busy = exc.code == protocol.ErrorCode.BUSY
-            return text(HTTPStatus.SERVICE_UNAVAILABLE if busy else HTTPStatus.BAD_REQUEST,
+            unavailable = exc.code in _UNAVAILABLE
+            return text(HTTPStatus.SERVICE_UNAVAILABLE if unavailable else HTTPStatus.BAD_REQUEST,
                         f"{exc.code.value}: {exc.message}\n")
         except BaseException:
             done()
@@ -555,6 +555,11 @@ def _no_hello(conn: Connection) -> None:
 
 def _refuse(status: HTTPStatus, message: str) -> Response:
     return _response(status, message.encode() + b"\n", "text/plain; charset=utf-8", {"Retry-After": "1"})
+
+
+# Refusals that are the server's state, not the request's fault: 503.
+_UNAVAILABLE = frozenset({protocol.ErrorCode.BUSY, protocol.ErrorCode.ENGINE_UNAVAILABLE,
+                          protocol.ErrorCode.MEMORY_BUDGET})
 
 
 async def _wav_stream(stream: SpeechStream) -> AsyncIterator[bytes]:

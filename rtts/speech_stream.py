@@ -31,7 +31,9 @@ class SpeechStream(Connection):
 
     def __init__(self, service: Service, *, sample_rate: int | None, format: str) -> None:
         super().__init__(service, authorized=True, encode=_audio_only)
+        # Resolved by the first audio (or the end): until then a failure is still a refusal.
         self._started: asyncio.Future[protocol.Start] = asyncio.get_running_loop().create_future()
+        self._start: protocol.Start | None = None
         self.end: protocol.End | None = None
         self._error: ProtocolError | None = None
         self._closed = False
@@ -49,7 +51,10 @@ class SpeechStream(Connection):
     async def start(
         self, text: str, voice: str | None = None, lang: str | None = None, speed: float | None = None
     ) -> protocol.Start:
-        """Ask for ``text``; returns ``start`` once synthesis begins, or raises what ``error`` says."""
+        """Ask for ``text``; returns ``start`` once the first audio is ready, or raises what
+        ``error`` says. Waiting for the audio, not for ``start`` alone, lets an HTTP route
+        answer a failure of the first unit (``memory_budget``, ``engine_unavailable``)
+        with its status instead of a 200 whose body breaks off."""
         self.handle(protocol.Speak(id="u", text=text, voice=voice, lang=lang, speed=speed))
         return await self._started
 
@@ -79,10 +84,14 @@ class SpeechStream(Connection):
     def deliver(self, message: protocol.ServerMessage) -> None:
         super().deliver(message)
         if isinstance(message, protocol.Start):
-            if not self._started.done():
-                self._started.set_result(message)
+            self._start = message
+        elif isinstance(message, protocol.Audio):
+            if not self._started.done() and self._start is not None:
+                self._started.set_result(self._start)
         elif isinstance(message, protocol.End):
             self.end = message
+            if not self._started.done() and self._start is not None and message.reason != "error":
+                self._started.set_result(self._start)  # nothing to say (only pauses, or empty)
             self.outbox.close(_END, "")
         elif isinstance(message, protocol.Error):
             self._error = ProtocolError(protocol.ErrorCode(message.code), message.message)

@@ -9,8 +9,12 @@ from __future__ import annotations
 import json
 import threading
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
+
+import openai
 
 import psutil
 import pytest
@@ -98,10 +102,18 @@ def test_a_voice_that_cannot_fit_is_refused_and_the_connection_goes_on(tmp_path:
             assert not any(isinstance(m, protocol.Audio) for m in got)
             client.send(type="ping", id="p")
             assert isinstance(client.until(protocol.Pong)[-1], protocol.Pong)
+        # Plain HTTP and the OpenAI route answer the refusal with its status, before any body.
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(server.http + "/tts?text=" + urllib.parse.quote(TEXTS["zh"]), timeout=60)
+        assert refused.value.code == 503 and refused.value.read().startswith(b"memory_budget:")
+        api = openai.OpenAI(base_url=server.http + "/v1", api_key="none", max_retries=0)
+        with pytest.raises(openai.APIStatusError) as failed:
+            api.audio.speech.create(model="tts-1", voice="alloy", input=TEXTS["en"], response_format="wav")
+        assert failed.value.status_code == 503 and failed.value.body["code"] == "memory_budget"  # type: ignore[index]
         state = readyz(server)["memory"]
         with urllib.request.urlopen(server.http + "/metrics", timeout=30) as r:
             metrics = r.read().decode()
-    assert state["refusals"] >= 1
+    assert state["refusals"] >= 3
     values = {s.name: s.value for family in text_string_to_metric_families(metrics) for s in family.samples}
     assert values["rtts_memory_budget_bytes"] == 200 * 1024 * 1024
     assert values["rtts_memory_refusals_total"] == state["refusals"]
