@@ -130,7 +130,8 @@ def _built_here(cache_dir: Path) -> tuple[Path, str] | None:
                 if meta.get("machine") == machine and not meta.get("error") and library.is_file():
                     with contextlib.suppress(OSError):
                         os.utime(meta_path)  # used (see _prune)
-                    return library, f"built with {' '.join(meta.get('flags', []))} before the compiler was removed"
+                    flags = " ".join(meta.get("flags", []))
+                    return library, f"built with {flags} before the compiler was removed"
     except OSError:
         pass
     return None

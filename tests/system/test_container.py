@@ -85,8 +85,8 @@ def _rootfs() -> Path:
     tmp.unlink(missing_ok=True)
     try:
         subprocess.run(
-            [MMDEBSTRAP, "--quiet", "--format=tar", "--variant=minbase", "--include=python3,python3-venv,python3-pip,ca-certificates",
-             SUITE, str(tmp)],
+            [MMDEBSTRAP, "--quiet", "--format=tar", "--variant=minbase",
+             "--include=python3,python3-venv,python3-pip,ca-certificates", SUITE, str(tmp)],
             check=True, capture_output=True, timeout=600,
         )
         os.replace(tmp, ROOTFS)  # whole or not at all, for a run that comes after
@@ -122,7 +122,6 @@ def image(podman: Podman, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     with ThreadPoolExecutor(2) as pool:  # one waits on the network, the other on mmdebstrap
         wheels = pool.submit(_wheelhouse, tmp_path_factory.mktemp("wheels"))
         rootfs = pool.submit(_rootfs)
-        wheels.result(), rootfs.result()
     podman("import", str(rootfs.result()), base, timeout=300)
     try:
         podman(
@@ -154,10 +153,12 @@ class Container:
         """The container cgroup's own account of its memory (peak, OOM kills; v1 or v2),
         for a failure's message: an inference process the cap killed shows here, while
         podman's OOMKilled speaks of PID 1 only."""
-        path = self.podman("inspect", "--format", "{{.State.CgroupPath}}", self.name, check=False).strip("/\n")
+        path = self.podman("inspect", "--format", "{{.State.CgroupPath}}", self.name, check=False)
+        path = path.strip("/\n")
         found = []
-        for folder, names in ((Path("/sys/fs/cgroup/memory", path), ("memory.max_usage_in_bytes", "memory.oom_control")),
-                              (Path("/sys/fs/cgroup", path), ("memory.peak", "memory.events"))):
+        v1 = (Path("/sys/fs/cgroup/memory", path), ("memory.max_usage_in_bytes", "memory.oom_control"))
+        v2 = (Path("/sys/fs/cgroup", path), ("memory.peak", "memory.events"))
+        for folder, names in (v1, v2):
             for name in names:
                 try:
                     found.append(f"{name}: {' '.join((folder / name).read_text().split())}")
@@ -212,7 +213,7 @@ def _made(container: Container) -> set[str]:
 def test_en_zh_ja_through_the_published_port_under_512m(container: Container) -> None:
     container.wait_ready()
     built = _made(container)
-    assert any("/kokoro-cut/" in p for p in built) and any("/ort-optimized/hibari-" in p for p in built), built
+    assert any("/kokoro-cut/" in p for p in built) and any("/ort-optimized/hibari-" in p for p in built)
     try:
         with Client(f"ws://127.0.0.1:{container.port}/ws") as client:
             assert isinstance(client.recv(), protocol.Ready)
@@ -228,7 +229,8 @@ def test_en_zh_ja_through_the_published_port_under_512m(container: Container) ->
                 assert marks and set(marks) == {(voice, lang)}, marks
     except (AssertionError, OSError, TimeoutError) as exc:
         state = container.state()
-        raise AssertionError(f"{exc!r}\nOOMKilled={state.get('OOMKilled')}; {container.memory()}\n{container.logs}") from exc
+        evidence = f"OOMKilled={state.get('OOMKilled')}; {container.memory()}"
+        raise AssertionError(f"{exc!r}\n{evidence}\n{container.logs}") from exc
     # What the first requests would have waited for was made when the image was built:
     # the requests made nothing new (an mtime the image layer did not keep would have).
     assert _made(container) == built, container.logs
