@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["REPLACED_S", "Cut", "write_cut"]
+__all__ = ["REPLACED_S", "Cut", "whole_second", "write_cut"]
 
 # A cut replaced by another of the same model (new code, a changed model file) is
 # removed once unused for this long.
@@ -134,6 +134,17 @@ def _prune(kept: Path, model: Path, now: float | None = None) -> None:
                         old.unlink()
 
 
+def whole_second(path: Path) -> None:
+    """Drop the fraction of a second from ``path``'s mtime. What is made from a model is
+    named (and Kokoro's model stamped) by the model file's size and mtime, and an image
+    layer keeps only whole seconds of an mtime (docker truncates, podman rounds): the model
+    files rtts makes while a container image is built must carry no fraction, or every
+    name would change on the way into the container and the first requests would make
+    everything again (tests/system/test_container.py)."""
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns // 1_000_000_000 * 1_000_000_000))
+
+
 def write_cut(argv: list[str], cut: Cutter, error: type[Exception]) -> None:
     """In the child (``argv``: MODEL FIRST SECOND META): cut the model and write both
     halves, then the description."""
@@ -148,6 +159,7 @@ def write_cut(argv: list[str], cut: Cutter, error: type[Exception]) -> None:
         for path, half in ((first, a), (second, b)):
             tmp = path.with_suffix(f".{os.getpid()}.tmp")  # two servers may cut at once
             tmp.write_bytes(half.SerializeToString())
+            whole_second(tmp)  # a half is cut in turn (Piper's encoder) and optimized by its mtime
             os.replace(tmp, path)
     meta["source"] = str(model_path)  # so that a cut of a model that is gone can be removed
     # The description is written last: its presence means the halves are complete.

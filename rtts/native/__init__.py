@@ -12,8 +12,11 @@ inference process, whose sessions would then fail or crash. It is kept in the ca
 directory under a name made of what it was built from (the source and headers, the
 compiler command and flags, the onnxruntime version and the CPU's flags), and a failed
 build is remembered under that name too, so a box without a working compiler does not try
-again at every load. Where there is none, or ``RTTS_NATIVE_SNAKE=0``, Kokoro runs the
-Snakes as the exported graph's nodes (the same audio to ~1e-6; see README.md here).
+again at every load. With no compiler, a library kept in the cache that was built from
+these sources for this ORT and CPU is still used (a container image builds it, then drops
+the compiler: see docs/deployment.md). Where there is neither, or ``RTTS_NATIVE_SNAKE=0``,
+Kokoro runs the Snakes as the exported graph's nodes (the same audio to ~1e-6; see
+README.md here).
 """
 
 from __future__ import annotations
@@ -55,6 +58,10 @@ def snake_library(cache_dir: Path, env: dict[str, str] | None = None) -> tuple[P
         return None, f"{ENV}=0"
     compiler = shutil.which(env.get("CC") or "cc", path=env.get("PATH"))
     if compiler is None:
+        # A container image builds the library with a compiler and runs without one.
+        kept = _built_here(cache_dir)
+        if kept is not None:
+            return kept
         return None, f"no C compiler ({env.get('CC') or 'cc'} not found)"
     try:
         library, meta_path = _files(cache_dir, compiler)
@@ -98,6 +105,38 @@ def _files(cache_dir: Path, compiler: str) -> tuple[Path, Path]:
     return folder / f"{stem}.so", folder / f"{stem}.json"
 
 
+def _machine() -> str:
+    """What a library must have been built from and for to run here, whatever compiler
+    built it: the sources and flags, the onnxruntime version and the CPU's flags."""
+    digest = hashlib.sha256()
+    for name in SOURCES:
+        digest.update((HERE / name).read_bytes())
+    digest.update(repr((COMMON, ARCH)).encode())
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+        digest.update(importlib.metadata.version("onnxruntime").encode())
+    digest.update(_cpu_flags().encode())
+    return digest.hexdigest()[:16]
+
+
+def _built_here(cache_dir: Path) -> tuple[Path, str] | None:
+    """A library kept in ``cache_dir`` that was built (and self-tested) from these sources
+    for this ORT and CPU by a compiler that is gone since; None when there is none."""
+    try:
+        machine = _machine()
+        for meta_path in sorted((cache_dir / "native").glob("snake-*.json")):
+            with contextlib.suppress(OSError, ValueError):
+                meta = json.loads(meta_path.read_text())
+                library = meta_path.with_suffix(".so")
+                if meta.get("machine") == machine and not meta.get("error") and library.is_file():
+                    with contextlib.suppress(OSError):
+                        os.utime(meta_path)  # used (see _prune)
+                    flags = " ".join(meta.get("flags", []))
+                    return library, f"built with {flags} before the compiler was removed"
+    except OSError:
+        pass
+    return None
+
+
 def _cpu_flags() -> str:
     """What -march=native compiles for (like host/sessions.py's optimized graphs)."""
     try:
@@ -137,6 +176,7 @@ def build(library: Path, meta_path: Path, compiler: str) -> None:
         else:
             raise RuntimeError(f"{compiler} failed: {' | '.join(errors)}")
         self_test(tmp)
+        meta["machine"] = _machine()
         os.replace(tmp, library)
     except Exception as exc:  # noqa: BLE001 (whatever went wrong, the graph form runs)
         meta = {"error": f"{type(exc).__name__}: {exc}"}

@@ -301,6 +301,8 @@ def test_new_cutting_code_cuts_again_retries_a_failure_and_removes_what_it_repla
     monkeypatch.setattr(Cut, "recipe", lambda self: "n3wn3wn3wn3w")
     encoder, decoder, meta = cached_split(model, tmp_path)
     assert meta["hop"] == 256 and encoder.stat().st_size > 1000
+    # Whole seconds, what an image layer keeps: the encoder's own cut is named by its mtime.
+    assert encoder.stat().st_mtime_ns % 10**9 == 0 and decoder.stat().st_mtime_ns % 10**9 == 0
     kept = sorted(p.name for p in SPLIT.files(model, tmp_path))
     assert sorted(p.name for p in failed.parent.iterdir()) == sorted([*kept, failed.name, *(p.name for p in legacy)])
     # ... until unused for a week.

@@ -47,3 +47,15 @@ def test_a_cut_is_named_by_its_model_and_recipe(tmp_path: Path, monkeypatch) -> 
     assert cut.recipe() in first[2].name and first[0].name.startswith("voice-")
     monkeypatch.setattr(Cut, "recipe", lambda self: "changedcode0")
     assert cut.files(model, tmp_path)[2] != first[2]  # new cutting code: a new name, cut again
+
+
+def test_whole_second_leaves_nothing_for_an_image_layer_to_change(tmp_path: Path) -> None:
+    """A model file rtts makes loses its mtime's fraction (.6 s here: docker would truncate
+    it, podman round it up), so both keep its mtime, and the names made from it."""
+    from rtts.engines.graph_cut import whole_second
+
+    model = tmp_path / "voice.onnx"
+    model.write_bytes(b"model")
+    os.utime(model, ns=(1_796_000_000_600_000_000,) * 2)
+    whole_second(model)
+    assert model.stat().st_mtime_ns == 1_796_000_000_000_000_000

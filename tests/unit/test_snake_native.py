@@ -107,6 +107,19 @@ def test_no_compiler_means_the_graph_form(tmp_path: Path) -> None:
     assert not (tmp_path / "native").exists()
 
 
+def test_a_library_built_before_the_compiler_was_removed_is_used(library: Path, tmp_path: Path) -> None:
+    """A container image builds the library with a compiler and runs without one; a
+    library built for another CPU, ORT or source (another "machine") is not taken."""
+    no_cc = {"CC": "/nonexistent/cc", "PATH": os.environ["PATH"]}
+    got, why = snake_library(library.parent.parent, env=no_cc)
+    assert got == library and why.startswith("built with -std=c11") and "compiler was removed" in why
+    (tmp_path / "native").mkdir()
+    shutil.copy(library, tmp_path / "native" / library.name)
+    meta = json.loads(library.with_suffix(".json").read_text())
+    (tmp_path / "native" / library.with_suffix(".json").name).write_text(json.dumps({**meta, "machine": "another"}))
+    assert snake_library(tmp_path, env=no_cc) == (None, "no C compiler (/nonexistent/cc not found)")
+
+
 def _fake_cc(folder: Path, body: str) -> Path:
     script = folder / "fake-cc"
     script.write_text(f"#!/bin/sh\n{body}\n")
