@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from . import codecs, memory, protocol
+from . import cgroup, codecs, memory, protocol
 
 
 def _default_cache_dir() -> Path:
@@ -115,9 +115,10 @@ class Config:
         if self.cache_dir is None:
             object.__setattr__(self, "cache_dir", _default_cache_dir())
         if self.threads <= 0:
-            object.__setattr__(self, "threads", len(os.sched_getaffinity(0)) or 1)
+            cores = len(os.sched_getaffinity(0)) or 1
+            object.__setattr__(self, "threads", min(cores, cgroup.cpu_limit() or cores))
         if self.memory_budget is None:
-            budget = memory.budget_for(memory.cgroup_limit())
+            budget = memory.budget_for(cgroup.memory_limit())
             object.__setattr__(self, "memory_budget", 0.0 if budget is None else budget / memory.MB)
         problems = []
         if not 0 < self.port < 65536 and self.port != 0:
@@ -243,7 +244,7 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "models_dir": (Path, "folder scanned for extra Piper voices and Kokoro style files"),
     "cache_dir": (Path, "where the Kokoro model is assembled once"),
     "idle_unload": (float, "seconds with no client before models are unloaded (0: never)"),
-    "threads": (int, "ONNX Runtime intra-op threads (default: one per core)"),
+    "threads": (int, "ONNX Runtime intra-op threads (default: one per core the cgroup's CPU quota allows)"),
     "log_level": (str, "debug, info, warning or error"),
     "loop": (str, "event loop: auto, asyncio or uvloop"),
     "token": (str, "require this token, in hello or Sec-WebSocket-Protocol (prefer a file: flags show in ps)"),

@@ -19,8 +19,8 @@ What it can do about it, cheapest first:
   second (docs/benchmarks.md, "Memory (issue 22)");
 * refuse the job (``memory_budget``) when even alone it does not fit.
 
-This module decides (and reads the cgroup and this process's RSS); ``inference.py``
-measures the inference process and acts.
+This module decides (the cap itself is read by ``cgroup.py``); ``inference.py`` measures
+the inference process and acts.
 """
 
 from __future__ import annotations
@@ -28,57 +28,16 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 MB = 1024 * 1024
 # Beside the processes' own memory, the kernel charges page cache, socket buffers and
 # page tables to the same cgroup; page cache can be reclaimed, the rest cannot. The
 # budget leaves a tenth of the cap, and at least this much, to them.
 MIN_HEADROOM = 32 * MB
-# A cgroup "limit" this large is no limit (v1 reports 2**63 rounded down to a page).
-UNLIMITED = 1 << 60
 # A restart costs the reload of the job's parts; it is worth it only if it gives back
 # more than this (what is resident beyond the job's parts: other parts, or what runs
 # left behind).
 RESTART_GAIN_MB = 16.0
-
-
-def cgroup_limit(proc_cgroup: Path = Path("/proc/self/cgroup"), root: Path = Path("/sys/fs/cgroup")) -> int | None:
-    """The memory limit (bytes) of the cgroup this process runs in, the smallest along
-    its path up to the root, v2 (``memory.max``) or v1 (``memory.limit_in_bytes``);
-    None outside any limit."""
-    try:
-        lines = proc_cgroup.read_text(encoding="ascii").splitlines()
-    except OSError:
-        return None
-    found: list[int] = []
-    for line in lines:
-        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
-        if controllers == "" and (root / "cgroup.controllers").exists():
-            found += _limits(root, path, "memory.max")
-        elif "memory" in controllers.split(","):
-            found += _limits(root / "memory", path, "memory.limit_in_bytes")
-    limits = [n for n in found if n < UNLIMITED]
-    return min(limits) if limits else None
-
-
-def _limits(mount: Path, path: str, name: str) -> list[int]:
-    """The limits in ``name`` from ``mount/path`` up to ``mount``. Inside a container the
-    cgroup namespace shows the container's own cgroup as ``/`` and its path may not
-    exist under the mount: then the mount's root is the container's cgroup."""
-    out = []
-    here = mount / path.lstrip("/")
-    if not here.is_dir():
-        here = mount
-    while True:
-        try:
-            raw = (here / name).read_text(encoding="ascii").strip()
-            out.append(UNLIMITED if raw == "max" else int(raw))
-        except (OSError, ValueError):
-            pass
-        if here == mount or mount not in here.parents:
-            return out
-        here = here.parent
 
 
 def own_rss() -> int:

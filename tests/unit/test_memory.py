@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from rtts import memory
+from rtts.cgroup import cpu_limit
+from rtts.cgroup import memory_limit as cgroup_limit
 from rtts.config import Config
-from rtts.memory import MB, Plan, budget_for, cgroup_limit, plan
+from rtts.memory import MB, Plan, budget_for, plan
 
 pytestmark = pytest.mark.unit
 
@@ -59,6 +61,23 @@ def test_no_cgroup_file_no_limit(tmp_path: Path) -> None:
     assert cgroup_limit(tmp_path / "missing", tmp_path) is None
     _tree(tmp_path, {"proc": "4:memory:/\n", "cg/memory/memory.limit_in_bytes": "9223372036854771712"})
     assert cgroup_limit(tmp_path / "proc", tmp_path / "cg") is None
+
+
+def test_cpu_quota_v1_and_v2(tmp_path: Path) -> None:
+    _tree(tmp_path, {
+        "v1/proc": "3:cpu,cpuacct:/libpod_parent/abc\n",
+        "v1/cg/cpu,cpuacct/cpu.cfs_quota_us": "150000\n",
+        "v1/cg/cpu,cpuacct/cpu.cfs_period_us": "100000\n",
+        "v2/proc": "0::/box\n",
+        "v2/cg/cgroup.controllers": "cpu memory\n",
+        "v2/cg/box/cpu.max": "200000 100000\n",
+        "none/proc": "3:cpu,cpuacct:/\n",
+        "none/cg/cpu,cpuacct/cpu.cfs_quota_us": "-1\n",
+        "none/cg/cpu,cpuacct/cpu.cfs_period_us": "100000\n",
+    })
+    assert cpu_limit(tmp_path / "v1/proc", tmp_path / "v1/cg") == 2  # 1.5 CPUs: rounded up
+    assert cpu_limit(tmp_path / "v2/proc", tmp_path / "v2/cg") == 2
+    assert cpu_limit(tmp_path / "none/proc", tmp_path / "none/cg") is None
 
 
 def test_budget_leaves_a_tenth_and_at_least_32_mb() -> None:

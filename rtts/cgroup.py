@@ -1,0 +1,91 @@
+"""What the cgroup this process runs in allows it: memory and CPUs.
+
+A container's ``--memory``/``--cpus`` and systemd's ``MemoryMax``/``CPUQuota`` are cgroup
+limits; rtts sizes its memory budget (``memory.py``) and its ONNX Runtime threads by
+them. Both cgroup v2 and v1 are read; inside a container the cgroup namespace shows
+the container's own cgroup as the mount's root.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+# A cgroup "limit" this large is no limit (v1 reports 2**63 rounded down to a page).
+UNLIMITED = 1 << 60
+PROC_CGROUP = Path("/proc/self/cgroup")
+ROOT = Path("/sys/fs/cgroup")
+
+
+def memory_limit(proc_cgroup: Path = PROC_CGROUP, root: Path = ROOT) -> int | None:
+    """The memory limit (bytes) of the cgroup this process runs in, the smallest along
+    its path up to the root, v2 (``memory.max``) or v1 (``memory.limit_in_bytes``);
+    None outside any limit."""
+    try:
+        lines = proc_cgroup.read_text(encoding="ascii").splitlines()
+    except OSError:
+        return None
+    found: list[int] = []
+    for line in lines:
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if controllers == "" and (root / "cgroup.controllers").exists():
+            found += _limits(root, path, "memory.max")
+        elif "memory" in controllers.split(","):
+            found += _limits(root / "memory", path, "memory.limit_in_bytes")
+    limits = [n for n in found if n < UNLIMITED]
+    return min(limits) if limits else None
+
+
+def _limits(mount: Path, path: str, name: str) -> list[int]:
+    out = []
+    for raw in _values(mount, path, name):
+        try:
+            out.append(UNLIMITED if raw == "max" else int(raw))
+        except ValueError:
+            pass
+    return out
+
+
+def _values(mount: Path, path: str, name: str) -> list[str]:
+    """The contents of ``name`` from ``mount/path`` up to ``mount``. Inside a container
+    the cgroup namespace shows the container's own cgroup as ``/`` and its path may not
+    exist under the mount: then the mount's root is the container's cgroup."""
+    out = []
+    here = mount / path.lstrip("/")
+    if not here.is_dir():
+        here = mount
+    while True:
+        try:
+            out.append((here / name).read_text(encoding="ascii").strip())
+        except OSError:
+            pass
+        if here == mount or mount not in here.parents:
+            return out
+        here = here.parent
+
+
+def cpu_limit(proc_cgroup: Path = PROC_CGROUP, root: Path = ROOT) -> int | None:
+    """CPUs the cgroup's quota allows (rounded up), the smallest along its path; None
+    without a quota. A ``--cpus=2`` container on a 64-core host still sees 64 cores in
+    its affinity mask: 64 ONNX Runtime threads then fight over two cores' worth of time."""
+    try:
+        lines = proc_cgroup.read_text(encoding="ascii").splitlines()
+    except OSError:
+        return None
+    quotas: list[float] = []
+    for line in lines:
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if controllers == "" and (root / "cgroup.controllers").exists():
+            for raw in _values(root, path, "cpu.max"):
+                quota, _, period = raw.partition(" ")
+                if quota != "max" and period:
+                    quotas.append(int(quota) / int(period))
+        elif "cpu" in controllers.split(","):
+            mount = next((root / name for name in ("cpu", "cpu,cpuacct", "cpuacct,cpu") if (root / name).is_dir()), None)
+            if mount is None:
+                continue
+            periods = _values(mount, path, "cpu.cfs_period_us")
+            for quota, period in zip(_values(mount, path, "cpu.cfs_quota_us"), periods):
+                if int(quota) > 0 and int(period) > 0:
+                    quotas.append(int(quota) / int(period))
+    return max(1, math.ceil(min(quotas))) if quotas else None
