@@ -14,6 +14,8 @@ all drive one of these; they differ only in where messages are delivered
 
 from __future__ import annotations
 
+import time
+
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -40,6 +42,9 @@ class Connection:
         self.outbox = Outbox(service.config.send_buffer, service.config.send_stall, self._on_room)
         self._encode = encode
         self._held: list[Job] = []  # the session's next job, while the client is behind
+        # Until when a client that plays what it reads at real time may still be playing
+        # the audio it was sent (monotonic s): its keepalive pong may wait behind it.
+        self.playing_until = 0.0
 
     @property
     def id(self) -> str:
@@ -105,6 +110,8 @@ class Connection:
         data = self._encode(message)
         if data:
             self.outbox.put(data)
+            if isinstance(message, protocol.Audio):
+                self.playing_until = max(self.playing_until, time.monotonic()) + self.session.out.frame_ms / 1000
 
     def _job_event(self, job: Job, event: JobEvent) -> None:
         self.apply(self.session.job_event(job, event))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Protocol
@@ -46,6 +47,7 @@ class Outbox:
         self._room.set()
         self.closing = False  # a close is queued: nothing more is sent or read
         self.done = False  # the sender ended (closed, stalled or connection lost)
+        self.last_sent = time.monotonic()  # when the client last took a message (liveness)
 
     @property
     def full(self) -> bool:
@@ -96,6 +98,7 @@ class Outbox:
                 except TimeoutError:
                     raise Stalled(f"accepted no data for {self.stall_s:g} s") from None
                 self.bytes -= len(item)
+                self.last_sent = time.monotonic()
                 if not self._room.is_set() and self.bytes <= self.limit // 2:
                     self._room.set()
                     self._on_room()

@@ -15,7 +15,7 @@ import mimetypes
 import socket
 import struct
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 from http import HTTPStatus
 from importlib import resources
@@ -26,7 +26,7 @@ import prometheus_client as prom
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers, MultipleValuesError
 from websockets.exceptions import ConnectionClosed
-from websockets.frames import Frame, Opcode
+from websockets.frames import CloseCode, Frame, Opcode
 from websockets.http11 import Request, Response
 from websockets.protocol import Event
 
@@ -162,6 +162,8 @@ class RttsServer:
             # at most 4 messages (256 KiB at the default size limit).
             max_queue=4,
             close_timeout=min(5.0, self.config.shutdown_timeout / 2),
+            ping_interval=KEEPALIVE_S,
+            ping_timeout=KEEPALIVE_S,
             **where,
         )
         for listening in self._server.sockets:
@@ -458,6 +460,7 @@ class RttsServer:
         address, authorized = self._admitted.get(ws, ("?", False))
         conn = Connection(service, authorized=authorized)
         outbox = conn.outbox
+        ws.alive_until = lambda: max(outbox.last_sent, conn.playing_until)  # type: ignore[attr-defined]
         self._live[ws] = conn
         service.acquire()
         service.metrics.connections.inc()
@@ -527,10 +530,41 @@ class _AnsweredConnection(ServerConnection):
     """
 
     config: Config
+    # Until when the client shows signs of life besides pongs: it took a message, or may
+    # still be playing audio it was sent (set by _handle once the session is up).
+    alive_until: Callable[[], float] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
         self._control = MessageRate(self.config.message_rate, self.config.message_burst, time.monotonic)
+
+    async def keepalive(self) -> None:
+        """websockets' keepalive (a ping every ``ping_interval``, closed with 1011 when no
+        pong comes in ``ping_timeout``), except that a client still taking audio, or still
+        playing what it took, is alive: one that plays as it reads has our ping behind all
+        the audio buffered between us (its kernel's receive buffer alone holds minutes of
+        it), and its pong comes only when playback reaches it (benchmarks/capped_soak.py's
+        players of 5,000 characters were closed after 1-2 minutes). A client that takes
+        nothing for ``--send-stall`` is dropped by its outbox instead; one with nothing to
+        take or play answers within the timeout."""
+        assert self.ping_interval is not None and self.ping_timeout is not None
+        try:
+            while True:
+                await asyncio.sleep(self.ping_interval)
+                pong = await self.ping()
+                while True:
+                    try:
+                        async with asyncio.timeout(self.ping_timeout):
+                            await asyncio.shield(pong)
+                        break
+                    except TimeoutError:
+                        alive = self.alive_until() if self.alive_until is not None else 0.0
+                        if time.monotonic() - alive > self.ping_timeout:
+                            async with self.send_context():
+                                self.protocol.fail(CloseCode.INTERNAL_ERROR, "keepalive ping timeout")
+                            return
+        except ConnectionClosed:
+            return
 
     def process_event(self, event: Event) -> None:
         if isinstance(event, Frame) and event.opcode in (Opcode.PING, Opcode.PONG):
@@ -556,6 +590,10 @@ def _no_hello(conn: Connection) -> None:
 def _refuse(status: HTTPStatus, message: str) -> Response:
     return _response(status, message.encode() + b"\n", "text/plain; charset=utf-8", {"Retry-After": "1"})
 
+
+# Seconds between keepalive pings, and for a pong (websockets' default); see
+# _AnsweredConnection.keepalive.
+KEEPALIVE_S = 20.0
 
 # Refusals that are the server's state, not the request's fault: 503.
 _UNAVAILABLE = frozenset({protocol.ErrorCode.BUSY, protocol.ErrorCode.ENGINE_UNAVAILABLE,
