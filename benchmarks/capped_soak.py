@@ -300,11 +300,11 @@ class CappedServer(latency.ServerProcess):
     def readyz(self) -> dict[str, Any]:
         return json.loads(self.http("/readyz"))
 
-    def starts(self) -> float | None:
+    def starts(self) -> int | None:
         """Inference processes started, from /metrics (after idle unloads, or after a crash)."""
         text = self.http("/metrics").decode()
         m = re.search(r"^rtts_inference_process_starts(?:_total)? (\S+)$", text, re.M)
-        return float(m.group(1)) if m else None
+        return int(float(m.group(1))) if m else None
 
 
 def vm_hwm(pid: int) -> int | None:
@@ -438,7 +438,7 @@ async def read_answer(ws: Any, uid: str, run: Run, tally: Tally, kind: str, pace
             cancelled = True
         msg = msgpack.unpackb(await asyncio.wait_for(ws.recv(), run.answer_timeout))
         if msg.get("id") != uid:
-            if msg["type"] == "error":  # about the connection, not the utterance: still an answer to note
+            if msg["type"] == "error":  # names no utterance: these clients give the server no cause for one
                 tally.failures.append(f"{kind}: error without id {msg}")
             continue
         if msg["type"] == "start":
