@@ -827,7 +827,7 @@ def table(r: dict[str, Any]) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--minutes", type=float, default=30.0)
+    ap.add_argument("--minutes", type=float, default=30.0, help="how long the load runs (default 30)")
     ap.add_argument("--cap-mb", type=int, default=512, help="the cgroup's memory limit (default 512)")
     ap.add_argument("--clients", type=int, default=6,
                     help="concurrent clients besides the long-text one (default 6)")
