@@ -469,8 +469,12 @@ async def ws_request(url: str, run: Run, tally: Tally, kind: str, text: str, lan
                      paced: bool) -> latency.Stream | None:
     """One ``speak`` on its own connection, with no voice named; its outcome counted."""
     opened = time.perf_counter()
+    # A player reads no further than it plays, so the pong to a ping of its own waits behind
+    # the audio still unplayed: websockets' keepalive (20 s) closed a real-time listener of a
+    # long text after a minute, uncapped, while the server was serving it. A player sends none.
+    keepalive = {"ping_interval": None} if paced else {}
     try:
-        ws = await soak.connect(url, max_size=None)
+        ws = await soak.connect(url, max_size=None, **keepalive)
     except (OSError, TimeoutError, websockets.InvalidHandshake) as exc:
         tally.count(kind, "connection_lost", f"connect: {type(exc).__name__} {exc}")
         return None
