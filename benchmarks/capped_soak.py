@@ -325,6 +325,7 @@ class Memory:
     inference_hwm: int = 0
     inference_pids: set[int] = field(default_factory=set)
     samples: list[dict[str, Any]] = field(default_factory=list)
+    server_report: dict[str, Any] | None = None  # /readyz "memory", where the server has a budget
 
 
 def sample(server: CappedServer, cgroup: MemoryCgroup, t0: float, memory: Memory) -> dict[str, Any]:
@@ -345,6 +346,7 @@ def sample(server: CappedServer, cgroup: MemoryCgroup, t0: float, memory: Memory
     memory.server_hwm = max(memory.server_hwm, vm_hwm(server.ps.pid) or 0)
     try:
         starts = server.starts()
+        memory.server_report = server.readyz().get("memory", memory.server_report)
     except OSError:
         starts = None
     s = {
@@ -774,6 +776,7 @@ def figures(opts: Options, cgroup: MemoryCgroup, server: CappedServer, alive: bo
                               for key in ("cgroup_mb", "working_set_mb", "rss_mb")},
         "trend_after_s": after_s,
         "server_alive_at_end": alive,
+        "server_memory_report": memory.server_report,
         "server_log_problems": [line for line in log.splitlines()
                                 if re.search(r" (ERROR|CRITICAL) |Traceback", line)][:30],
         "load_average_end": os.getloadavg(),
@@ -812,6 +815,8 @@ def table(r: dict[str, Any]) -> str:
          f"{r['probes_ms'][0]} / {r['probes_ms'][1]} ms, CPU stolen {r['steal']:.0%}"),
         ("server alive at the end", r["server_alive_at_end"]),
     ]
+    if r["server_memory_report"] is not None:  # the server's own account of its budget, last seen
+        rows.append(("server's memory report (/readyz)", json.dumps(r["server_memory_report"])))
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
     for w in r["wakes"]:
