@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What each part of rtts costs in resident memory, measured in the real inference process.
 
-    python3 benchmarks/memory_parts.py [--json FILE] [--before DIR]
+    python3 benchmarks/memory_parts.py [--json FILE] [--before DIR] [--runs]
 
 Each part is loaded in a fresh inference process (``rtts.host.Host``, as the server
 starts it) and the child's RSS is read before and after, so a part's figure does not
@@ -135,6 +135,33 @@ def measure() -> dict:
     return out
 
 
+def kokoro_runs() -> dict:
+    """What one Kokoro run adds at its peak, by its length in phonemes, per language:
+    the figures behind kokoro.RUN_MB_PER_AUDIO_S (runs cut from the longest units)."""
+    sys.path.insert(0, str(ROOT))
+    from rtts.voices import VoiceRegistry
+
+    cache = Path(os.environ.get("RTTS_CACHE_DIR", Path.home() / ".cache" / "rtts"))
+    registry = VoiceRegistry.discover(None, cache, 2)
+    host = registry.host
+    engine = registry.engines["kokoro"]
+    engine.load()
+    out: dict = {}
+    for lang, style in (("zh", "zf_xiaoxiao"), ("ja", "jf_alpha"), ("en", "af_heart")):
+        info = registry.get(f"kokoro/{style}")
+        phonemes = engine.phonemize(_long_text(lang)[:600], info, lang).replace(" ", "")
+        for tokens in (32, 64, 128, 256, 508):
+            pid = host.pid
+            assert pid is not None
+            _reset_peak(pid)
+            before = host.resident_bytes()
+            audio = sum(len(a) for a in engine._generate(phonemes[:tokens], style, 1.0, None, lang)) / 24000
+            out.setdefault(lang, []).append({"tokens": tokens, "audio_s": round(audio, 1),
+                                             "peak_mb": round((_status(pid, "VmHWM") - before) / MB)})
+    host.stop()
+    return out
+
+
 def server_rss() -> float:
     """RSS of ``rtts serve`` with nothing loaded, after it reports ready."""
     with tempfile.TemporaryDirectory() as models:
@@ -158,17 +185,21 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--json", type=Path)
     p.add_argument("--before", type=Path, help="another checkout, measured after this one")
+    p.add_argument("--runs", action="store_true", help="also what Kokoro runs of 32-508 phonemes add at their peak")
     p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.inner:
         result = measure()
         result["server_mb"] = server_rss()
+        if os.environ.get("RTTS_MEASURE_RUNS") == "1":
+            result["kokoro_runs"] = kokoro_runs()
         print(json.dumps(result))
         return 0
     results = {}
     for label, root in (("this build", ROOT), *((("before", args.before.resolve()),) if args.before else ())):
         done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--inner"], cwd=root,
-                              env={**os.environ, "PYTHONPATH": str(root), "RTTS_MEASURED_ROOT": str(root)}, capture_output=True, text=True, check=True)
+                              env={**os.environ, "PYTHONPATH": str(root), "RTTS_MEASURED_ROOT": str(root),
+                                   "RTTS_MEASURE_RUNS": "1" if args.runs and label == "this build" else "0"}, capture_output=True, text=True, check=True)
         results[label] = json.loads(done.stdout.strip().splitlines()[-1])
     for label, r in results.items():
         print(f"## {label}")
@@ -179,6 +210,9 @@ def main() -> int:
         for name, q in r["requests"].items():
             print(f"  {name:28s} before {q['before_mb']:6.1f}  peak {q['peak_mb']:6.1f}  after {q['after_mb']:6.1f} MB"
                   f"   ({q['audio_s']} s audio in {q['compute_s']} s)")
+        for lang, rows in r.get("kokoro_runs", {}).items():
+            print(f"  Kokoro {lang} runs: " + ", ".join(
+                f"{row['tokens']} phonemes ({row['audio_s']} s) +{row['peak_mb']} MB" for row in rows))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0

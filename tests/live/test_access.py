@@ -66,6 +66,7 @@ def test_token_in_subprotocol_skips_hello(guarded: ServerThread):
             "send_buffer_bytes": 262144,
             "send_stall_ms": 30000,
             "channel_queue": 16,
+            "memory_budget_mb": round(guarded.config.memory_budget or 0),  # the cgroup's cap, if any
         }
         ws.send(msgpack.packb({"type": "ping", "t": 1}))
         assert protocol.decode_server(ws.recv(10)) == protocol.Pong(1)
