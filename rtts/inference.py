@@ -266,7 +266,7 @@ class InferenceWorker:
         if host is None:
             return
         for kind in kinds:
-            self._control(lambda kind=kind: kind.warm_up(host))  # type: ignore[misc]
+            self._control(lambda kind=kind: kind.warm_up(host, self._registry.cache_dir))  # type: ignore[misc]
 
     def call(self, action: Callable[[], None], on_done: Callable[[BaseException | None], None]) -> None:
         """Run ``action`` on the inference thread before any queued job; ``on_done(error)``

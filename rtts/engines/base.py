@@ -143,6 +143,7 @@ class EngineKind(Protocol):
         """A fresh discovery pass."""
         ...
 
-    def warm_up(self, host: Host) -> None:
+    def warm_up(self, host: Host, cache_dir: Path | None = None) -> None:
         """Prepare what the first request would otherwise wait for (called on the inference
-        thread once a server starts preloading); may do nothing."""
+        thread once a server starts preloading), keeping what it derives in ``cache_dir``;
+        may do nothing."""

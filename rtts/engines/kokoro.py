@@ -398,9 +398,11 @@ class KokoroEngine:
             return self._keep_known(kokoro_langs.with_lexicon(text, romance))
         if lang in _NORMALIZE:
             normalize = _NORMALIZE[lang]
-            # The front end itself runs in the inference process (its memory goes with it).
+            # The front end itself runs in the inference process (its memory goes with it),
+            # over compact tables in the cache directory where it has them.
+            cache = None if self._cache_dir is None else str(self._cache_dir)
             return self._keep_known(
-                kokoro_langs.with_lexicon(text, lambda piece: str(self._host.call(_G2P, lang, normalize(piece))))
+                kokoro_langs.with_lexicon(text, lambda piece: str(self._host.call(_G2P, lang, normalize(piece), cache)))
             )
         # Kokoro's British voices (bf_*, bm_*) were trained on British phonemes.
         british = lang == "en-gb" or name.startswith("b")
@@ -633,11 +635,11 @@ class KokoroKind:
     def scanner(self) -> _Scan:
         return _Scan()
 
-    def warm_up(self, host: Host) -> None:
+    def warm_up(self, host: Host, cache_dir: Path | None = None) -> None:
         """Have the inference process load the zh and ja front ends in the background:
         they take seconds, and would otherwise delay the first such request."""
         try:
-            host.call(_WARM)
+            host.call(_WARM, None if cache_dir is None else str(cache_dir))
         except EngineError as exc:
             logger.warning("cannot warm the zh/ja front ends: %s", exc)
 

@@ -596,7 +596,7 @@ class PiperKind:
     def scanner(self) -> _Scan:
         return _Scan()
 
-    def warm_up(self, host: Host) -> None:
+    def warm_up(self, host: Host, cache_dir: Path | None = None) -> None:
         pass
 
 

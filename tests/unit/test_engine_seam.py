@@ -66,7 +66,7 @@ class ToyKind:
     def scanner(self) -> ToyScan:
         return ToyScan()
 
-    def warm_up(self, host: Host) -> None:
+    def warm_up(self, host: Host, cache_dir: Path | None = None) -> None:
         self.warmed.append(threading.current_thread().name)
 
 
