@@ -39,11 +39,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import types
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+from rtts.engines.graph_cut import REPLACED_S
 
 log = logging.getLogger(__name__)
 
@@ -267,8 +270,9 @@ def prepared(part: str, cache_dir: Path) -> tuple[Path, dict[str, Any]]:
     """The folder of ``part``'s tables in ``cache_dir`` and their description, built by a
     child process first if they are missing (once per package version: seconds).
 
-    Raises OSError when they cannot be built; the caller then loads the originals. Older
-    builds of the part are removed (nothing loads them again: their key is gone)."""
+    Raises OSError when they cannot be built; the caller then loads the originals. Marks
+    them used, and removes the part's other builds once unused for REPLACED_S (as
+    ``graph_cut`` does its cuts: another version of rtts may share this cache dir)."""
     target = cache_dir / FOLDER / f"{part}-{_key(part)}"
     if not (target / META).is_file():
         done = subprocess.run(
@@ -277,10 +281,26 @@ def prepared(part: str, cache_dir: Path) -> tuple[Path, dict[str, Any]]:
         )
         if done.returncode != 0 or not (target / META).is_file():
             raise OSError(f"building the compact {part} tables failed: {done.stderr.strip()[-500:]}")
-        for old in target.parent.glob(f"{part}-*"):
-            if old != target:
-                shutil.rmtree(old, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            os.utime(target / META)  # its mtime says when it was last used
+    _prune(target, part)
     return target, json.loads((target / META).read_text(encoding="utf-8"))
+
+
+def _prune(kept: Path, part: str, now: float | None = None) -> None:
+    """Remove ``part``'s other builds (and those a killed build left half made) unused for
+    REPLACED_S."""
+    cutoff = (time.time() if now is None else now) - REPLACED_S
+    for old in (*kept.parent.glob(f"{part}-*"), *kept.parent.glob(f".{part}-*")):
+        if old == kept:
+            continue
+        try:
+            used = (old / META).stat().st_mtime if (old / META).is_file() else old.stat().st_mtime
+        except OSError:
+            continue  # removed by another process meanwhile
+        if used < cutoff:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def build_all(cache_dir: Path) -> list[str]:

@@ -9,9 +9,11 @@ the same, failures included."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -227,6 +229,18 @@ def test_the_compact_hibari_g2p_has_what_the_package_s_has(models_cache: Path) -
 def test_a_build_is_kept_under_its_key_and_reused(models_cache: Path) -> None:
     folder, meta = compact.prepared("hibari", models_cache)
     assert folder.name == f"hibari-{compact._key('hibari')}" and meta["tags"]
-    before = (folder / compact.META).stat().st_mtime_ns
+    made = (folder / "gold.marisa").stat().st_mtime_ns
     assert compact.prepared("hibari", models_cache)[0] == folder
-    assert (folder / compact.META).stat().st_mtime_ns == before  # not built again
+    assert (folder / "gold.marisa").stat().st_mtime_ns == made  # not built again
+
+
+def test_other_builds_go_once_unused_for_a_week(tmp_path: Path) -> None:
+    kept = tmp_path / "zh-new"
+    for name in ("zh-new", "zh-old", "zh-recent", ".zh-new.half", "hibari-old"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / compact.META).write_text("{}")
+    now = time.time()
+    for name in ("zh-old", ".zh-new.half", "hibari-old"):
+        os.utime(tmp_path / name / compact.META, (now - compact.REPLACED_S - 60,) * 2)
+    compact._prune(kept, "zh", now)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hibari-old", "zh-new", "zh-recent"]
