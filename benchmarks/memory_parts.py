@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""What each part of rtts costs in resident memory, measured in the real inference process.
+
+    python3 benchmarks/memory_parts.py [--json FILE] [--before DIR]
+
+Each part is loaded in a fresh inference process (``rtts.host.Host``, as the server
+starts it) and the child's RSS is read before and after, so a part's figure does not
+depend on what was loaded first. Then the engines are loaded together, and the child
+runs the longest requests the server allows (5,000 characters of Mandarin and of
+Japanese, 5,000 of English), unit by unit as the inference thread would, and its peak
+RSS (the kernel's high-water mark, VmHWM, reset before each request) and its RSS after
+are reported. The server process itself (``rtts serve`` with nothing loaded) is
+measured too. ``--before DIR`` runs the same script against another checkout, one
+after the other, so the two builds meet the same host.
+
+The front ends are measured as the engines load them, over the compact tables in the
+cache directory (``rtts.g2p.compact``, built before anything is timed), and once more
+over the packages' own tables, in a checkout that has the compact ones (Hibari's own
+G2P is what ``--before`` a checkout without them measures). Load times are
+wall-clock on whatever else the machine runs: read them as rough.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# The checkout measured: this one, or the one ``--before`` names (the inner run's cwd).
+ROOT = Path(os.environ.get("RTTS_MEASURED_ROOT", Path(__file__).resolve().parent.parent))
+MB = 1024 * 1024
+LONG = 5000
+
+
+def _status(pid: int, field: str) -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _reset_peak(pid: int) -> None:
+    with open(f"/proc/{pid}/clear_refs", "w", encoding="ascii") as f:
+        f.write("5")  # resets VmHWM to the current RSS
+
+
+def _long_text(lang: str) -> str:
+    """The longest request, with every unit as long as units get (hostile.py's worst case)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import hostile
+
+    return hostile.longest_units(lang, LONG)
+
+
+def measure() -> dict:
+    sys.path.insert(0, str(ROOT))
+    from rtts.voices import VoiceRegistry
+
+    cache = Path(os.environ.get("RTTS_CACHE_DIR", Path.home() / ".cache" / "rtts"))
+    out: dict = {"parts_mb": {}, "requests": {}}
+    # The compact G2P tables, where this checkout has them: built now, not inside a timed load.
+    compact = (ROOT / "rtts" / "g2p" / "compact.py").is_file()
+    if compact:
+        from rtts.g2p.compact import build_all
+
+        build_all(cache)
+    kept = (str(cache),) if compact else ()  # kokoro.g2p's cache-dir argument
+
+    def fresh():
+        registry = VoiceRegistry.discover(None, cache, 2)
+        host = registry.host
+        assert host is not None
+        return registry, host
+
+    def child_rss(host) -> int:
+        return host.resident_bytes()
+
+    # The bare child: started by a request that loads nothing (an unknown op fails in it).
+    registry, host = fresh()
+    try:
+        host.call("rtts-no-such-op")
+    except Exception:
+        pass
+    base = child_rss(host)
+    out["parts_mb"]["inference process, nothing loaded"] = round(base / MB, 1)
+    host.stop()
+
+    def part(name: str, action) -> None:
+        registry, host = fresh()
+        try:
+            host.call("rtts-no-such-op")
+        except Exception:
+            pass
+        before = child_rss(host)
+        t0 = time.perf_counter()
+        action(registry, host)
+        took = time.perf_counter() - t0
+        out["parts_mb"][name] = round((child_rss(host) - before) / MB, 1)
+        out.setdefault("load_s", {})[name] = round(took, 2)
+        host.stop()
+
+    def engine(model):
+        return lambda registry, host: registry.engines[model].load()
+
+    part("Piper en_US-joe-medium (sessions)", engine("piper/en_US-joe-medium"))
+    part("Kokoro (predictor + decoder sessions)", engine("kokoro"))
+    part("Hibari (session, lexicons, DSP)", engine("hibari"))
+    part("zh front end (jieba, pypinyin, misaki)", lambda r, h: h.call("kokoro.g2p", "zh", "你好", *kept))
+    part("ja front end (OpenJTalk dictionary)", lambda r, h: h.call("kokoro.g2p", "ja", "こんにちは", *kept))
+    if compact:
+        part("zh front end, the packages' own tables", lambda r, h: h.call("kokoro.g2p", "zh", "你好"))
+        part("ja front end, the packages' own tables", lambda r, h: h.call("kokoro.g2p", "ja", "こんにちは"))
+
+    registry, host = fresh()
+    for model in ("piper/en_US-joe-medium", "kokoro", "hibari"):
+        registry.engines[model].load()
+    host.call("kokoro.g2p", "zh", "你好", *kept)
+    host.call("kokoro.g2p", "ja", "こんにちは", *kept)
+    out["all loaded_mb"] = round(child_rss(host) / MB, 1)
+    from rtts.text.split import split_units
+
+    for lang, voice in (("zh", "kokoro/zf_xiaoxiao"), ("ja", "kokoro/jf_alpha"), ("en", "hibari/heart"),
+                        ("en (Piper)", "piper/en_US-joe-medium"), ("en (Kokoro)", "kokoro/af_heart")):
+        code = lang.split()[0]
+        info = registry.get(voice)
+        eng = registry.engine_for(info)
+        text = _long_text(code)
+        pid = host.pid
+        assert pid is not None
+        _reset_peak(pid)
+        before = child_rss(host)
+        t0 = time.perf_counter()
+        audio_s = 0.0
+        for unit in split_units(text):
+            for chunk in eng.synthesize(unit.text, info, code, 1.0, 10.0):
+                audio_s += len(chunk) / info.native_rate
+        out["requests"][f"{lang} {len(text)} chars"] = {
+            "before_mb": round(before / MB, 1),
+            "peak_mb": round(_status(pid, "VmHWM") / MB, 1),
+            "after_mb": round(child_rss(host) / MB, 1),
+            "audio_s": round(audio_s, 1),
+            "compute_s": round(time.perf_counter() - t0, 1),
+        }
+    host.stop()
+    return out
+
+
+def server_rss() -> float:
+    """RSS of ``rtts serve`` with nothing loaded, after it reports ready."""
+    with tempfile.TemporaryDirectory() as models:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rtts", "serve", "--port", "0", "--models-dir", models, "--log-level", "info"],
+            cwd=ROOT, stderr=subprocess.PIPE, text=True,
+        )
+        try:
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                if "listening" in line.lower() or "ready" in line.lower():
+                    break
+            time.sleep(2.0)
+            return round(_status(proc.pid, "VmRSS") / MB, 1)
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--json", type=Path)
+    p.add_argument("--before", type=Path, help="another checkout, measured after this one")
+    p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.inner:
+        result = measure()
+        result["server_mb"] = server_rss()
+        print(json.dumps(result))
+        return 0
+    results = {}
+    for label, root in (("this build", ROOT), *((("before", args.before.resolve()),) if args.before else ())):
+        done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--inner"], cwd=root,
+                              env={**os.environ, "PYTHONPATH": str(root), "RTTS_MEASURED_ROOT": str(root)}, capture_output=True, text=True, check=True)
+        results[label] = json.loads(done.stdout.strip().splitlines()[-1])
+    for label, r in results.items():
+        print(f"## {label}")
+        print(f"server process, nothing loaded: {r['server_mb']} MB")
+        for name, mb in r["parts_mb"].items():
+            print(f"  {name:45s} {mb:7.1f} MB   load {r.get('load_s', {}).get(name, 0):.2f} s")
+        print(f"  all engines and front ends loaded: {r['all loaded_mb']} MB")
+        for name, q in r["requests"].items():
+            print(f"  {name:28s} before {q['before_mb']:6.1f}  peak {q['peak_mb']:6.1f}  after {q['after_mb']:6.1f} MB"
+                  f"   ({q['audio_s']} s audio in {q['compute_s']} s)")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
