@@ -307,8 +307,9 @@ class InferenceWorker:
         # A warmed front end is not counted as resident until a job has used it: until
         # then a plan counts it as still to load (it may be loading), which errs on the
         # safe side.
+        cache = self._registry.cache_dir
         for kind in kinds:
-            self._control(lambda kind=kind: kind.warm_up(host, self._warm_langs(kind)))  # type: ignore[misc]
+            self._control(lambda kind=kind: kind.warm_up(host, self._warm_langs(kind), cache))  # type: ignore[misc]
 
     def _model_of(self, kind: EngineKind) -> str:
         """The model of ``kind`` used last (or its first): where its front ends are counted."""

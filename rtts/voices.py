@@ -121,6 +121,11 @@ class VoiceRegistry:
         return self.engines[info.model]
 
     @property
+    def cache_dir(self) -> Path | None:
+        """Where the engines keep what they derive (None: a registry not made by discover())."""
+        return self._context.cache_dir if self._context is not None else None
+
+    @property
     def host(self) -> Host | None:
         """The inference process the engines use."""
         return self._context.host if self._context is not None else None

@@ -49,6 +49,12 @@ _ROOT = Path(__file__).resolve().parent.parent
 _CACHE = _ROOT / ".pytest-cache-models"
 
 
+@pytest.fixture(scope="session")
+def models_cache() -> Path:
+    """The cache directory the test servers use (what engines derive is kept there)."""
+    return _CACHE
+
+
 # ---------------------------------------------------------------- the checkout stays as it was
 
 # A test run must leave the checkout as it found it (CI runs on a clean clone, which once

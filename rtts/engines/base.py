@@ -162,7 +162,8 @@ class EngineKind(Protocol):
         """A fresh discovery pass."""
         ...
 
-    def warm_up(self, host: Host, langs: tuple[str, ...]) -> None:
+    def warm_up(self, host: Host, langs: tuple[str, ...], cache_dir: Path | None = None) -> None:
         """Prepare what the first request would otherwise wait for (called on the inference
         thread once a server starts preloading): the front ends of ``langs`` (those of
-        ``costs.memory.front_ends_mb`` that fit the memory budget); may do nothing."""
+        ``costs.memory.front_ends_mb`` that fit the memory budget), keeping what they
+        derive in ``cache_dir``; may do nothing."""

@@ -14,9 +14,11 @@ into the tail the window before left. Output equals the one-shot ``dsp.synth`` t
 float32 rounding when both draw the same noise (tests/test_hibari.py measures it).
 
 Where it runs: the model, like every model, in the inference process, with Hibari's
-G2P (106 MB of lexicons) and its DSP (which imports scipy.fft, 28 MB), through this
-module's ``host_ops``, so that an idle unload, which ends that process, gives their
-memory back. The server keeps only the vocabulary and a unit's window plan.
+G2P (its lexicons and tagger: 100 MB of Python objects, or 5 MB memory-mapped from
+compact copies in the cache directory, ``g2p.compact``) and its DSP (which imports
+scipy.fft, 28 MB), through this module's ``host_ops``, so that an idle unload, which
+ends that process, gives their memory back. The server keeps only the vocabulary and a
+unit's window plan.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import itertools
 import json
 import logging
 import math
+import subprocess
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -176,17 +179,17 @@ class HibariWork:
         self.units: OrderedDict[int, Windows] = OrderedDict()
 
     def load(self, spec: Spec) -> None:
-        """Open the model and load the G2P's lexicons (0.6 s)."""
+        """Open the model and the G2P: over its compact tables in the cache directory
+        (``g2p.compact``: 5 MB, 0.05 s; built there once), else over its own JSON
+        (100 MB, 0.4 s). Both give the same phonemes."""
+        model, threads, cache_dir = spec
+        cache = None if cache_dir is None else Path(cache_dir)
         if self.session is None:
             from rtts.host.sessions import open_session
 
-            model, threads, cache_dir = spec
-            cache = None if cache_dir is None else Path(cache_dir)
             self.session = open_session(Path(model), threads, "hibari", cache)
         if self.g2p is None:
-            from hibari.g2p import G2P
-
-            self.g2p = G2P()
+            self.g2p = _g2p(cache)
 
     def unload(self) -> None:
         self.session = self.g2p = None
@@ -225,6 +228,19 @@ class HibariWork:
 
     def close(self, unit: int) -> None:
         self.units.pop(unit, None)
+
+
+def _g2p(cache_dir: Path | None) -> Callable[[str], str]:
+    if cache_dir is not None:
+        from rtts.g2p import compact
+
+        try:
+            return compact.hibari_g2p(*compact.prepared("hibari", cache_dir))  # type: ignore[no-any-return]
+        except (OSError, ImportError, KeyError, ValueError, subprocess.SubprocessError) as exc:
+            logger.warning("Hibari's G2P loads its full lexicons: %s", exc)
+    from hibari.g2p import G2P
+
+    return G2P()  # type: ignore[no-any-return]
 
 
 # ---------------------------------------------------------------- in the server
@@ -375,10 +391,10 @@ class HibariKind:
     name = "hibari"
     # From benchmarks/english_voices.py (docs/benchmarks.md): model and DSP together at
     # about 1/40 of real time on this box; a unit's model runs whole before its first window.
-    # Memory from benchmarks/memory_parts.py: the session with the G2P's lexicons and
-    # tagger (140 MB at load, 170 once its OOV net and DSP have run), and what its
-    # longest units add at their peak (61 MB measured).
-    costs = Costs(rtf=0.025, load_s=1.0, first_s_per_char=0.0005, memory=Memory(model_mb=170, run_mb=90))
+    # Memory from benchmarks/memory_parts.py: the session with the G2P over its compact
+    # tables (69 MB at load, ~100 once its OOV net and DSP have run; 140 and 170 over
+    # the package's own), and what its longest units add at their peak (61 MB measured).
+    costs = Costs(rtf=0.025, load_s=1.0, first_s_per_char=0.0005, memory=Memory(model_mb=100, run_mb=90))
     streams_in_unit = True  # the DSP runs in windows, and can stop or yield after each
     first_unit_chars = 40
     first_unit_chars_by_lang: tuple[tuple[str, int], ...] = ()
@@ -395,7 +411,7 @@ class HibariKind:
     def scanner(self) -> _Scan:
         return _Scan()
 
-    def warm_up(self, host: Host, langs: tuple[str, ...]) -> None:
+    def warm_up(self, host: Host, langs: tuple[str, ...], cache_dir: Path | None = None) -> None:
         pass  # loading the model loads the G2P's lexicons too
 
 

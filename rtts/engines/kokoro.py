@@ -413,9 +413,11 @@ class KokoroEngine:
             return self._keep_known(kokoro_langs.with_lexicon(text, romance))
         if lang in _NORMALIZE:
             normalize = _NORMALIZE[lang]
-            # The front end itself runs in the inference process (its memory goes with it).
+            # The front end itself runs in the inference process (its memory goes with it),
+            # over compact tables in the cache directory where it has them.
+            cache = None if self._cache_dir is None else str(self._cache_dir)
             return self._keep_known(
-                kokoro_langs.with_lexicon(text, lambda piece: str(self._host.call(_G2P, lang, normalize(piece))))
+                kokoro_langs.with_lexicon(text, lambda piece: str(self._host.call(_G2P, lang, normalize(piece), cache)))
             )
         # Kokoro's British voices (bf_*, bm_*) were trained on British phonemes.
         british = lang == "en-gb" or name.startswith("b")
@@ -648,11 +650,13 @@ class KokoroKind:
     # From docs/benchmarks.md: Kokoro int8 RTF ~0.6 on 2 cores; a unit is decoded whole
     # before its first chunk.
     # Memory from benchmarks/memory_parts.py (docs/benchmarks.md, "Memory (issue 22)"):
-    # the predictor and decoder sessions; the Mandarin and Japanese front ends; a run of
-    # MAX_TOKENS Japanese phonemes adds ~700 MB, one of MIN_RUN_TOKENS ~60.
+    # the predictor and decoder sessions; the Mandarin and Japanese front ends over their
+    # compact tables (rtts/g2p/compact.py: 17 and 61 MB measured; 126 and 80 over the
+    # packages' own); a run of MAX_TOKENS Japanese phonemes adds ~700 MB, one of
+    # MIN_RUN_TOKENS ~60.
     costs = Costs(
         rtf=0.65, load_s=2.0, first_s_per_char=0.05,
-        memory=Memory(model_mb=142, front_ends_mb=(("zh", 126), ("ja", 82)), run_mb=700, min_run_mb=60),
+        memory=Memory(model_mb=142, front_ends_mb=(("zh", 20), ("ja", 65)), run_mb=700, min_run_mb=60),
     )
     streams_in_unit = False  # a unit is one run
     # Kokoro decodes a whole unit before any audio (~0.6 s per second of speech), so its
@@ -673,13 +677,13 @@ class KokoroKind:
     def scanner(self) -> _Scan:
         return _Scan()
 
-    def warm_up(self, host: Host, langs: tuple[str, ...]) -> None:
+    def warm_up(self, host: Host, langs: tuple[str, ...], cache_dir: Path | None = None) -> None:
         """Have the inference process load the front ends of ``langs`` (zh, ja) in the
         background: they take seconds, and would otherwise delay the first such request."""
         if not langs:
             return
         try:
-            host.call(_WARM, list(langs))
+            host.call(_WARM, list(langs), None if cache_dir is None else str(cache_dir))
         except EngineError as exc:
             logger.warning("cannot warm the zh/ja front ends: %s", exc)
 

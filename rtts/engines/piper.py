@@ -601,7 +601,7 @@ class PiperKind:
     def scanner(self) -> _Scan:
         return _Scan()
 
-    def warm_up(self, host: Host, langs: tuple[str, ...]) -> None:
+    def warm_up(self, host: Host, langs: tuple[str, ...], cache_dir: Path | None = None) -> None:
         pass
 
 

@@ -215,3 +215,18 @@ def test_kokoro_pack_is_found() -> None:
     pack = KokoroPack.find()
     assert len(pack.parts) == 4 and all(isinstance(p, Path) and p.is_file() for p in pack.parts)
     assert re.fullmatch(r"[0-9a-f]{64}", pack.sha256)
+
+
+def test_the_inference_process_speaks_over_the_compact_tables(server, client) -> None:  # type: ignore[no-untyped-def]
+    """A server's inference process maps the compact tables of every front end it used
+    (``rtts.g2p.compact``), from its cache dir: the wiring, where the equality of their
+    phonemes is tests/unit/test_g2p_compact.py's."""
+    for utt, text in (("zh", "欢迎光临。"), ("ja", "ようこそ。"), ("en", "Welcome aboard.")):
+        client.send(type="speak", id=utt, text=text)
+        assert client.utterance(utt, timeout=180)[-1].reason == "done"
+    pid = server.service.registry.host.pid
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    folder = server.config.cache_dir / "g2p-compact"
+    for name in ("zh-", "ja-", "hibari-"):
+        assert f"{folder}/{name}" in maps, name
+    assert "jieba.marisa" in maps and "gold.marisa" in maps and "ja-words.marisa" in maps

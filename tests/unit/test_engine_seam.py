@@ -69,7 +69,7 @@ class ToyKind:
     def scanner(self) -> ToyScan:
         return ToyScan()
 
-    def warm_up(self, host: Host, langs: tuple[str, ...]) -> None:
+    def warm_up(self, host: Host, langs: tuple[str, ...], cache_dir: Path | None = None) -> None:
         self.warmed.append(threading.current_thread().name)
 
 
