@@ -266,16 +266,19 @@ class InferenceWorker:
         """Cancel a job; if queued it is skipped, if running it stops at the next chunk."""
         job.cancelled = True
 
-    def preload(self, model: str, on_done: Callable[[bool], None] | None = None, *, urgent: bool = True) -> None:
+    def preload(
+        self, model: str, on_done: Callable[[bool], None] | None = None, *, urgent: bool = True, lang: str = ""
+    ) -> None:
         """Load a model ahead of need, before any queued job; or, not ``urgent`` (a
         client connected and may ask for another voice), only once no job is queued, so
         a first request for another model does not wait for this one's load.
 
-        ``on_done(loaded)`` is then posted to the event loop.
+        ``on_done(loaded)`` is then posted to the event loop. ``lang``: the language the
+        load is for, whose front end the memory budget counts too.
         """
 
         def action() -> None:
-            ok = self._preload(model)
+            ok = self._preload(model, lang)
             if on_done is not None:
                 self._post(lambda: on_done(ok))
 
@@ -317,9 +320,14 @@ class InferenceWorker:
         return next((m for (m, _) in reversed(self.recent) if m in models), min(models, default=""))
 
     def _warm_langs(self, kind: EngineKind) -> tuple[str, ...]:
-        langs = [lang for lang, _ in kind.costs.memory.front_ends_mb]
-        recent = [lang for (_, lang) in reversed(self.recent) if lang in langs]
-        langs = list(dict.fromkeys(recent + langs))
+        """The front ends worth loading ahead: those of the languages this service spoke
+        lately (after an idle unload, clients go on in their language), most recent
+        first; on a fresh service the kind's first (Kokoro's: Mandarin). Warming the
+        others would only take the CPU an English wake needs (its Hibari load and first
+        run share the inference process with the warm-up). Under a budget, those that fit."""
+        own = [lang for lang, _ in kind.costs.memory.front_ends_mb]
+        recent = [lang for (_, lang) in reversed(self.recent) if lang in own]
+        langs = list(dict.fromkeys(recent)) if self.recent else own[:1]
         if self.budget_bytes is None or self._host is None:
             return tuple(langs)
         model = self._model_of(kind)
@@ -416,13 +424,15 @@ class InferenceWorker:
         finally:
             self.loading = self.loading - {model}
 
-    def _preload(self, model: str) -> bool:
+    def _preload(self, model: str, lang: str = "") -> bool:
         voice = next((v for v in self._registry.voices.values() if v.model == model), None)
         if voice is None:
             return False
-        fit = self._plan(voice, "", preload=True)
+        fit = self._plan(voice, lang, preload=True)
         if fit is not None and (not fit.fits or fit.restart):
-            return False  # a preload never makes room: what is loaded serves someone
+            # A preload never makes room: what is loaded serves someone, and the job it is
+            # for makes the room itself, once, instead of after a load made for nothing.
+            return False
         try:
             self._load(model)
         except EngineError:
