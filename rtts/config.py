@@ -103,9 +103,9 @@ class Config:
     zeroconf: bool = False  # announce the Wyoming server by mDNS
     # OpenAI voice names (alloy, nova...) → voice ids, over rtts/openai_voices.json's table.
     openai_voices: tuple[tuple[str, str], ...] = ()
-    # MB the server and its inference process together may hold (rtts/memory.py). None:
-    # the cap of the cgroup the service runs in, less headroom (memory.budget_for), or
-    # no budget outside one; 0: no budget.
+    # MB of anonymous memory the server and its inference process together may hold
+    # (rtts/memory.py). None: the cap of the cgroup the service runs in, less headroom
+    # (memory.budget_for), or no budget outside one; 0: no budget.
     memory_budget: float | None = None
 
     def __post_init__(self) -> None:
@@ -289,9 +289,9 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "wyoming_idle_timeout": (float, "seconds a Wyoming connection may wait between requests before it is closed"),
     "zeroconf": (_yes, "announce the Wyoming server by mDNS (_wyoming._tcp) for Home Assistant's discovery"),
     "openai_voices": (parse_openai_voices, "OpenAI voice names for /v1/audio/speech, e.g. alloy=piper/en_US-joe-medium"),
-    "memory_budget": (float, "MB the server and its inference process may hold together: models and front ends "
-                      "are let go of, and runs shortened, to stay under it (0: none; default: the cgroup's cap "
-                      "less a tenth)"),
+    "memory_budget": (float, "MB of anonymous memory the server and its inference process may hold together: "
+                      "models and front ends are let go of, and runs shortened, to stay under it (0: none; "
+                      "default: the cgroup's cap less a fifth)"),
 }
 # One flag per registered engine (--first-unit-chars-NAME, RTTS_FIRST_UNIT_CHARS_NAME).
 _FIRST_UNIT = "first_unit_chars_"

@@ -72,9 +72,9 @@ _SPEECH_S_PER_CHAR = 0.065
 # 4 streams, 0.15 s at 6, 0.3 s none at 6 (8 exceed the thread: RTF ~0.13 each). A
 # larger guard delays the first audio of a stream that arrives while others play.
 YIELD_GUARD_S = 0.3
-# A bare inference process (Python, numpy, the pipes), MB: what a restart starts from
-# (benchmarks/memory_parts.py: 33 MB).
-CHILD_BASE_MB = 35.0
+# A bare inference process (Python, numpy, the pipes), anonymous MB: what a restart
+# starts from (benchmarks/memory_parts.py: 16 MB of its 33 MB RSS).
+CHILD_BASE_MB = 20.0
 # A job that needs the inference process restarted waits this long (s) behind jobs
 # suspended between their chunks, whose state lives in that process.
 MEMORY_WAIT_S = 0.05
@@ -109,11 +109,11 @@ class InferenceWorker:
         cache: PhraseCache | None = None,
         host: Host | None = None,
         budget_bytes: int | None = None,
-        server_rss: Callable[[], int] = memory.own_rss,
+        server_rss: Callable[[], int] = memory.anonymous_bytes,
     ):
         """``host``: the inference process the engines use, ended when the last model is
-        unloaded (``Host.release``). ``budget_bytes``: what the server (``server_rss``)
-        and the inference process together may hold; None: no budget."""
+        unloaded (``Host.release``). ``budget_bytes``: the anonymous memory the server
+        (``server_rss``) and the inference process together may hold; None: no budget."""
         self._registry = registry
         self._post = post
         self._host = host
@@ -404,13 +404,13 @@ class InferenceWorker:
         self.loading = self.loading | {model}
         t0 = time.perf_counter()
         host = self._host
-        before = host.resident_bytes() if host is not None else 0
+        before = host.anonymous_bytes() if host is not None else 0
         try:
             engine.load()
             self.loads += 1
             if host is not None:
                 # What the load added; a first load also started the inference process.
-                added = (host.resident_bytes() - before) / memory.MB - (0 if before else CHILD_BASE_MB)
+                added = (host.anonymous_bytes() - before) / memory.MB - (0 if before else CHILD_BASE_MB)
                 if added > 0:
                     self.part_mb[model] = added
             took = time.perf_counter() - t0
@@ -458,8 +458,8 @@ class InferenceWorker:
         return self.parts
 
     def _used_mb(self) -> float:
-        """What the service holds now: the server and the inference process (RSS)."""
-        child = self._host.resident_bytes() if self._host is not None else 0
+        """What the service holds now: the server's and the inference process's anonymous memory."""
+        child = self._host.anonymous_bytes() if self._host is not None else 0
         return (self._server_rss() + child) / memory.MB
 
     def _front_end_mb(self, mem: Memory, model: str, lang: str) -> float:

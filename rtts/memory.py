@@ -5,7 +5,7 @@ A small box runs rtts under a memory cap (a container's ``--memory``, systemd's
 ``MemoryMax``); past the cap the kernel kills a process, and the one it picks is the
 inference process, the largest. So the budget defaults to the cap of the cgroup the
 service runs in, less headroom, and before the inference thread loads a part (a model,
-a language's front end) or runs a unit it checks the resident memory it measures,
+a language's front end) or runs a unit it checks the anonymous memory it measures,
 plus what it is about to add, against the budget.
 
 What it can do about it, cheapest first:
@@ -30,10 +30,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 MB = 1024 * 1024
-# Beside the processes' own memory, the kernel charges page cache, socket buffers and
-# page tables to the same cgroup; page cache can be reclaimed, the rest cannot. The
-# budget leaves a tenth of the cap, and at least this much, to them.
-MIN_HEADROOM = 32 * MB
+# The budget counts anonymous memory (heap, arenas, Python objects: what the kernel can
+# only get back by killing a process; there is no swap on these boxes). File-backed
+# pages (onnxruntime's and Python's libraries, memory-mapped tables and dictionaries,
+# ~80 MB of the two processes' RSS) and page cache are charged to the same cgroup but
+# can be dropped and read again, as can socket buffers' worth of slack: the budget
+# leaves them a fifth of the cap, and at least this much.
+MIN_HEADROOM = 64 * MB
 # A restart costs the reload of the job's parts; it is worth it only if it gives back
 # more than this (what is resident beyond the job's parts: other parts, or what runs
 # left behind).
@@ -49,11 +52,25 @@ def own_rss() -> int:
         return 0
 
 
+def anonymous_bytes(pid: int | str = "self") -> int:
+    """A process's resident anonymous and shared-memory pages in bytes (``RssAnon`` +
+    ``RssShmem``): what the budget counts. 0 where /proc has no answer."""
+    total = 0
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith(("RssAnon:", "RssShmem:")):
+                    total += int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return 0
+    return total
+
+
 def budget_for(limit: int | None) -> int | None:
     """The budget under a cgroup limit: the limit less its headroom."""
     if limit is None:
         return None
-    return max(0, limit - max(MIN_HEADROOM, limit // 10))
+    return max(0, limit - max(MIN_HEADROOM, limit // 5))
 
 
 @dataclass(frozen=True)

@@ -125,8 +125,12 @@ class Metrics:
         prom.Gauge("rtts_memory_budget_bytes", "what the server and its inference process may hold together "
                    "(--memory-budget); 0: no budget", registry=r).set_function(lambda: worker.budget_bytes or 0)
         prom.Gauge("rtts_server_resident_bytes", "RSS of the server process", registry=r).set_function(memory.own_rss)
-        parts = prom.Gauge("rtts_memory_part_bytes", "what each part loaded in the inference process holds "
-                           "(measured at its load, else the engine's prior)", ["part"], registry=r)
+        prom.Gauge("rtts_server_anonymous_bytes", "anonymous memory of the server: what the budget counts",
+                   registry=r).set_function(memory.anonymous_bytes)
+        prom.Gauge("rtts_inference_process_anonymous_bytes", "anonymous memory of the inference process: what "
+                   "the budget counts", registry=r).set_function(service.host.anonymous_bytes)
+        parts = prom.Gauge("rtts_memory_part_bytes", "anonymous memory each part loaded in the inference process "
+                           "holds (measured at its load, else the engine's prior)", ["part"], registry=r)
         self._parts = parts
         _LiveCounter("rtts_memory_restarts", "inference processes ended to make room under the memory budget",
                      lambda: worker.memory_restarts, r)
@@ -277,14 +281,14 @@ class Service:
         return added, removed
 
     def memory_state(self) -> dict[str, object]:
-        """The budget and what each part holds (MB), for /readyz and /metrics. Read on the
-        event loop: the worker's dicts are replaced or only grown by its thread, so a copy
-        is at worst one load behind."""
+        """The budget and what the server, the inference process and each part in it hold
+        (anonymous MB, what the budget counts), for /readyz. The worker replaces its
+        dict of parts rather than changing it, so this reads it from the event loop."""
         worker = self.worker
         return {
             "budget_mb": round((worker.budget_bytes or 0) / memory.MB),
-            "server_mb": round(memory.own_rss() / memory.MB, 1),
-            "inference_process_mb": round(self.host.resident_bytes() / memory.MB, 1),
+            "server_mb": round(memory.anonymous_bytes() / memory.MB, 1),
+            "inference_process_mb": round(self.host.anonymous_bytes() / memory.MB, 1),
             "parts_mb": {k: round(v, 1) for k, v in worker.resident_parts().items()},
             "restarts": worker.memory_restarts,
             "refusals": worker.memory_refusals,
@@ -357,20 +361,6 @@ class _CatalogView:
     def first_unit_chars(self, engine: str, lang: str | None = None) -> int:
         own = self._service.registry.first_unit_chars(engine, lang)
         return self._service.config.first_unit_chars_for(engine, own)
-
-    def memory_state(self) -> dict[str, object]:
-        """The budget and what each part holds (MB), for /readyz and /metrics. Read on the
-        event loop: the worker's dicts are replaced or only grown by its thread, so a copy
-        is at worst one load behind."""
-        worker = self.worker
-        return {
-            "budget_mb": round((worker.budget_bytes or 0) / memory.MB),
-            "server_mb": round(memory.own_rss() / memory.MB, 1),
-            "inference_process_mb": round(self.host.resident_bytes() / memory.MB, 1),
-            "parts_mb": {k: round(v, 1) for k, v in worker.resident_parts().items()},
-            "restarts": worker.memory_restarts,
-            "refusals": worker.memory_refusals,
-        }
 
     def loaded_voices(self) -> list[str]:
         return self._service.loaded_voices()

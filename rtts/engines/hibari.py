@@ -391,10 +391,11 @@ class HibariKind:
     name = "hibari"
     # From benchmarks/english_voices.py (docs/benchmarks.md): model and DSP together at
     # about 1/40 of real time on this box; a unit's model runs whole before its first window.
-    # Memory from benchmarks/memory_parts.py: the session with the G2P over its compact
-    # tables (69 MB at load, ~100 once its OOV net and DSP have run; 140 and 170 over
-    # the package's own), and what its longest units add at their peak (61 MB measured).
-    costs = Costs(rtf=0.025, load_s=1.0, first_s_per_char=0.0005, memory=Memory(model_mb=100, run_mb=90))
+    # Anonymous memory from benchmarks/memory_parts.py: the session with the G2P over its
+    # compact tables (39 MB at load, ~70 once its OOV net and DSP have run; its RSS is
+    # 69 and ~100, with the memory-mapped tables), and what its longest units add at
+    # their peak (61 MB measured).
+    costs = Costs(rtf=0.025, load_s=1.0, first_s_per_char=0.0005, memory=Memory(model_mb=70, run_mb=90))
     streams_in_unit = True  # the DSP runs in windows, and can stop or yield after each
     first_unit_chars = 40
     first_unit_chars_by_lang: tuple[tuple[str, int], ...] = ()

@@ -117,6 +117,13 @@ class Host:
         except (OSError, ValueError, IndexError):
             return 0
 
+    def anonymous_bytes(self) -> int:
+        """The child's anonymous memory (``memory.anonymous_bytes``), 0 when there is none."""
+        from rtts.memory import anonymous_bytes
+
+        pid = self.pid
+        return 0 if pid is None else anonymous_bytes(pid)
+
     def open(
         self, model: Path | bytes, threads: int, name: str = "", cache_dir: Path | None = None,
         custom_ops: Path | None = None,

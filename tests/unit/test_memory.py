@@ -80,10 +80,10 @@ def test_cpu_quota_v1_and_v2(tmp_path: Path) -> None:
     assert cpu_limit(tmp_path / "none/proc", tmp_path / "none/cg") is None
 
 
-def test_budget_leaves_a_tenth_and_at_least_32_mb() -> None:
+def test_budget_leaves_a_fifth_and_at_least_64_mb() -> None:
     assert budget_for(None) is None
-    assert budget_for(512 * MB) == 512 * MB - 512 * MB // 10
-    assert budget_for(200 * MB) == 168 * MB
+    assert budget_for(512 * MB) == 512 * MB - 512 * MB // 5
+    assert budget_for(256 * MB) == 192 * MB
 
 
 def test_config_budget_flag_and_limits() -> None:
@@ -124,5 +124,5 @@ def test_no_restart_when_it_would_give_back_next_to_nothing() -> None:
     assert plan(400, used, KOKORO_ZH, KOKORO_ZH, 500, 40, 90) == Plan(True, run_mb=40)
 
 
-def test_own_rss_reads_this_process() -> None:
-    assert memory.own_rss() > 10 * MB
+def test_own_rss_and_anonymous_memory_read_this_process() -> None:
+    assert memory.own_rss() > memory.anonymous_bytes() > 10 * MB
