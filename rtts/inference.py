@@ -405,16 +405,17 @@ class InferenceWorker:
         t0 = time.perf_counter()
         host = self._host
         before = host.anonymous_bytes() if host is not None else 0
+        kind = next((v.engine for v in self._registry.voices.values() if v.model == model), "")
         try:
             engine.load()
             self.loads += 1
             if host is not None:
                 # What the load added; a first load also started the inference process.
+                # Never below the engine's own figure: that includes what grows after the
+                # load (Hibari's OOV net and DSP on their first run: +30 MB).
                 added = (host.anonymous_bytes() - before) / memory.MB - (0 if before else CHILD_BASE_MB)
-                if added > 0:
-                    self.part_mb[model] = added
+                self.part_mb[model] = max(added, self._memory.get(kind, Memory()).model_mb)
             took = time.perf_counter() - t0
-            kind = next((v.engine for v in self._registry.voices.values() if v.model == model), "")
             if kind:
                 self.load_s[kind] = took
             log.info("loaded %s in %.2f s", model, took)
