@@ -33,12 +33,12 @@ ROOT = Path(__file__).resolve().parent.parent
 TEXT = "欢迎乘坐本次列车，下一站是杭州东站。"
 
 
-async def first_audio(url: str) -> tuple[float, float, str]:
+async def first_audio(url: str, text: str = TEXT) -> tuple[float, float, str]:
     """(speak → first audio, connect → first audio, end reason), in seconds."""
     opened = time.perf_counter()
     ws = await latency.connect(url)
     try:
-        await ws.send(msgpack.packb({"type": "speak", "id": "zh", "text": TEXT}))
+        await ws.send(msgpack.packb({"type": "speak", "id": "zh", "text": text}))
         sent, first, reason = time.perf_counter(), None, ""
         while not reason:
             msg = msgpack.unpackb(await ws.recv())

@@ -73,30 +73,27 @@ def measure() -> dict:
     kept = (str(cache),) if compact else ()  # kokoro.g2p's cache-dir argument
 
     def fresh():
+        """A registry and its inference process, started by a request that loads nothing
+        (an unknown op fails in it)."""
         registry = VoiceRegistry.discover(None, cache, 2)
         host = registry.host
         assert host is not None
+        try:
+            host.call("rtts-no-such-op")
+        except Exception:
+            pass
         return registry, host
 
     def child_rss(host) -> int:
         return host.resident_bytes()
 
-    # The bare child: started by a request that loads nothing (an unknown op fails in it).
     registry, host = fresh()
-    try:
-        host.call("rtts-no-such-op")
-    except Exception:
-        pass
     base = child_rss(host)
     out["parts_mb"]["inference process, nothing loaded"] = round(base / MB, 1)
     host.stop()
 
     def part(name: str, action) -> None:
         registry, host = fresh()
-        try:
-            host.call("rtts-no-such-op")
-        except Exception:
-            pass
         before = child_rss(host)
         t0 = time.perf_counter()
         action(registry, host)

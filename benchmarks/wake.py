@@ -34,8 +34,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import latency  # noqa: E402  (ServerProcess, connect, probe_ms, cpu_times, steal_share)
-import msgpack  # noqa: E402
+import cold_mandarin  # noqa: E402  (first_audio)
+import latency  # noqa: E402  (ServerProcess, probe_ms, cpu_times, steal_share)
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXTS = {
@@ -47,23 +47,9 @@ OTHER = {"zh": "en", "ja": "en", "en": "zh"}
 
 
 async def first_audio(url: str, text: str) -> tuple[float, str]:
-    """(connect → first audio in seconds, end reason)."""
-    opened = time.perf_counter()
-    ws = await latency.connect(url)
-    try:
-        await ws.send(msgpack.packb({"type": "speak", "id": "w", "text": text}))
-        first, reason = None, ""
-        while not reason:
-            msg = msgpack.unpackb(await ws.recv())
-            if msg["type"] == "audio" and first is None:
-                first = time.perf_counter()
-            elif msg["type"] == "error":
-                reason = f"error {msg['code']}"
-            elif msg["type"] == "end":
-                reason = msg["reason"]
-    finally:
-        await ws.close()
-    return (float("nan") if first is None else first - opened), reason
+    """(connect → first audio in seconds, end reason): cold_mandarin.py's measure."""
+    _, whole, reason = await cold_mandarin.first_audio(url, text)
+    return whole, reason
 
 
 def unloaded(server: latency.ServerProcess) -> None:

@@ -21,19 +21,24 @@ def memory_limit(proc_cgroup: Path = PROC_CGROUP, root: Path = ROOT) -> int | No
     """The memory limit (bytes) of the cgroup this process runs in, the smallest along
     its path up to the root, v2 (``memory.max``) or v1 (``memory.limit_in_bytes``);
     None outside any limit."""
-    try:
-        lines = proc_cgroup.read_text(encoding="ascii").splitlines()
-    except OSError:
-        return None
     found: list[int] = []
-    for line in lines:
-        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+    for controllers, path in _memberships(proc_cgroup):
         if controllers == "" and (root / "cgroup.controllers").exists():
             found += _limits(root, path, "memory.max")
         elif "memory" in controllers.split(","):
             found += _limits(root / "memory", path, "memory.limit_in_bytes")
     limits = [n for n in found if n < UNLIMITED]
     return min(limits) if limits else None
+
+
+def _memberships(proc_cgroup: Path) -> list[tuple[str, str]]:
+    """(controllers, path) for each line of /proc/self/cgroup ("" controllers: v2); none
+    when it cannot be read."""
+    try:
+        lines = proc_cgroup.read_text(encoding="ascii").splitlines()
+    except OSError:
+        return []
+    return [tuple((line.split(":", 2) + ["", ""])[1:3]) for line in lines]  # type: ignore[misc]
 
 
 def _limits(mount: Path, path: str, name: str) -> list[int]:
@@ -68,13 +73,8 @@ def cpu_limit(proc_cgroup: Path = PROC_CGROUP, root: Path = ROOT) -> int | None:
     """CPUs the cgroup's quota allows (rounded up), the smallest along its path; None
     without a quota. A ``--cpus=2`` container on a 64-core host still sees 64 cores in
     its affinity mask: 64 ONNX Runtime threads then fight over two cores' worth of time."""
-    try:
-        lines = proc_cgroup.read_text(encoding="ascii").splitlines()
-    except OSError:
-        return None
     quotas: list[float] = []
-    for line in lines:
-        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+    for controllers, path in _memberships(proc_cgroup):
         if controllers == "" and (root / "cgroup.controllers").exists():
             for raw in _values(root, path, "cpu.max"):
                 quota, _, period = raw.partition(" ")
