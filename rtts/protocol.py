@@ -71,6 +71,9 @@ SPEED_RANGE = (0.5, 2.0)
 MAX_ID_CHARS = 128
 MAX_CHANNEL_CHARS = 64
 PRIORITIES = ("normal", "high")
+# What ``words`` may ask for: "word" (true), "char" (Chinese and Japanese character by
+# character; other languages by word), "none" (false).
+WORD_UNITS = ("word", "char", "none")
 CHANNEL_NAME = re.compile(r"[A-Za-z0-9._-]{1,%d}" % MAX_CHANNEL_CHARS)
 # How far ahead ``publish.not_before`` may be (seconds): a day is enough to schedule
 # tomorrow's opening announcement, and a millisecond timestamp (1000x a Unix time) or
@@ -104,6 +107,9 @@ class Hello:
     sample_rate: int | None = None
     format: str | None = None
     frame_ms: int | None = None
+    # Word timing for this connection's utterances (an extension of v1): true or "word",
+    # "char" (Chinese and Japanese character by character), false or "none".
+    words: bool | str | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,7 @@ class Speak:
     lang: str | None = None
     speed: float | None = None
     interrupt: bool = False
+    words: bool | str | None = None  # as hello.words, for this utterance
 
 
 @dataclass(frozen=True)
@@ -126,6 +133,7 @@ class Append:
     voice: str | None = None
     lang: str | None = None
     speed: float | None = None
+    words: bool | str | None = None
 
 
 @dataclass(frozen=True)
@@ -235,6 +243,23 @@ class Mark:
 
 
 @dataclass(frozen=True)
+class Words:
+    """When each word of an utterance is heard (asked for with ``words``; docs/protocol.md).
+
+    Each entry is a map ``{text, text_start, text_end, said, start, end}``: the words as
+    the client wrote them (code points of its text, markup included, ``text_end``
+    exclusive; across appends, of all the text appended), what was read for them, and
+    ``start``/``end`` in samples on the ``pts`` clock. Every word of the text is in
+    exactly one entry, in order; sent before the audio it describes.
+    """
+
+    TYPE: ClassVar[str] = "words"
+    id: str
+    words: list[dict[str, Any]]
+    channel: str | None = None
+
+
+@dataclass(frozen=True)
 class End:
     TYPE: ClassVar[str] = "end"
     id: str
@@ -289,14 +314,14 @@ class Published:
     queue_limit: int
 
 
-ServerMessage = Ready | Start | Audio | Mark | End | Error | Pong | Subscribed | Unsubscribed | Published
+ServerMessage = Ready | Start | Audio | Mark | Words | End | Error | Pong | Subscribed | Unsubscribed | Published
 Message = ClientMessage | ServerMessage
 
 CLIENT_TYPES: dict[str, type] = {
     c.TYPE: c for c in (Hello, Speak, Append, Flush, Cancel, Ping, Subscribe, Unsubscribe, Publish)
 }
 SERVER_TYPES: dict[str, type] = {
-    c.TYPE: c for c in (Ready, Start, Audio, Mark, End, Error, Pong, Subscribed, Unsubscribed, Published)
+    c.TYPE: c for c in (Ready, Start, Audio, Mark, Words, End, Error, Pong, Subscribed, Unsubscribed, Published)
 }
 
 # Accepted wire types per client field. bool is a subclass of int in Python, so the
@@ -319,6 +344,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "after": _INT,
     "priority": (str,),
     "not_before": _NUM,
+    "words": (bool, str),
 }
 _SCALAR = (type(None), bool, int, float, str)
 
@@ -496,6 +522,9 @@ def _check_values(msg: ClientMessage, msg_id: str | None) -> None:
             raise bad(f"sample_rate must be one of {', '.join(map(str, SAMPLE_RATES))}")
         if msg.frame_ms is not None and not FRAME_MS_RANGE[0] <= msg.frame_ms <= FRAME_MS_RANGE[1]:
             raise bad(f"frame_ms must be within {FRAME_MS_RANGE[0]}..{FRAME_MS_RANGE[1]}")
+    words = getattr(msg, "words", None)
+    if isinstance(words, str) and words not in WORD_UNITS:
+        raise bad(f"words must be true, false or one of {', '.join(WORD_UNITS)}")
 
 
 def check_not_before(not_before: float | None, now: float) -> None:

@@ -67,8 +67,8 @@ class Engine(Protocol):
         """Drop the ONNX session so its memory can be returned to the OS."""
 
     def synthesize(
-        self, text: str, voice: VoiceInfo, lang: str, speed: float, lead_s: float = 0.0
-    ) -> Iterator[np.ndarray]:
+        self, text: str, voice: VoiceInfo, lang: str, speed: float, lead_s: float = 0.0, words: bool = False
+    ) -> Iterator[np.ndarray | Timing]:
         """Speak one text unit; yield float32 mono chunks in [-1, 1] at ``sample_rate``.
 
         Loads the model if needed. Text longer than the model's input limit is split
@@ -76,6 +76,8 @@ class Engine(Protocol):
         ``lead_s`` is how much audio the listener already holds: an engine that
         streams inside a unit may start with a bigger (cheaper per second) piece
         when it is not needed at once; one that cannot stream ignores it.
+        With ``words``, a ``Timing`` also comes before the audio it describes, from
+        the same forward pass: the same audio as without.
         """
         ...
 
@@ -83,6 +85,27 @@ class Engine(Protocol):
         """Keep what one run adds to the inference process's memory under ``mb`` from
         now on (None: no bound), where the engine can (shorter runs); one that cannot
         ignores it (its ``Memory.min_run_mb`` is then its ``run_mb``)."""
+
+
+@dataclass(frozen=True)
+class Spoken:
+    """A word (or a character of one) of the text an engine was given, and when it is heard."""
+
+    text_start: int  # code points into ``synthesize``'s ``text`` (end exclusive)
+    text_end: int
+    said: str  # what was read for it, after normalizing ("twenty-three")
+    start: int  # samples at the engine's rate, from the next audio sample it yields
+    end: int
+    # Items with the same ``word`` are one word (a Chinese word's characters); a client
+    # asking for words gets them joined, one asking for characters gets each.
+    word: int = 0
+
+
+@dataclass(frozen=True)
+class Timing:
+    """What ``synthesize(..., words=True)`` yields before audio: the items it describes, in order."""
+
+    spoken: tuple[Spoken, ...]
 
 
 class EngineError(RuntimeError):
