@@ -116,6 +116,19 @@ def render(text: str) -> str:
     return "".join(out)
 
 
+def blank(text: str, fill: str = " ") -> str:
+    """The text as a reader sees it, at the same offsets: every tag (and private-use
+    character) replaced by as many ``fill``, every entity by its character then ``fill``.
+
+    For what lines up the client's own text with something else by code point (word
+    timing's ``text_start``/``text_end``, subtitles): the offsets of the client's text
+    stay valid, and no tag's ``1.5s`` or ``"`` looks like punctuation.
+    """
+    text = _PRIVATE.sub(lambda m: fill * len(m.group(0)), text)
+    text = _TAG.sub(lambda m: fill * len(m.group(0)), text)
+    return _ENTITY.sub(lambda e: _ENTITIES[e.group(0)] + fill * (len(e.group(0)) - 1), text)
+
+
 def _apply(out: list[str], action: str | None, start: int) -> None:
     if action is None:
         return

@@ -56,6 +56,17 @@ def split_units(text: str, *, first_max_chars: int = 40, max_chars: int = 250) -
     return buffer.flush()
 
 
+def bounds(text: str) -> list[tuple[int, End]]:
+    """Where a whole text's punctuation ends a sentence or a clause, judged as
+    ``split_units`` judges it ("Mr.", "3.14" and "10:30" end nothing): each as (the
+    offset just after the mark and its closing quotes, kind), in order. For lining the
+    text up with something else (subtitles), not for cutting units."""
+    buffer = UnitBuffer()
+    buffer._text = text
+    buffer._scan_candidates(final=True)
+    return list(buffer._bounds)
+
+
 # --- character classes ------------------------------------------------------
 
 # Every mark that may end a piece. Runs are matched whole so "?!" and "..." are one
