@@ -15,7 +15,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from . import audio, config, protocol
+from . import audio, config, protocol, subtitles
 
 log = logging.getLogger("rtts")
 
@@ -113,16 +113,26 @@ class _Redact(logging.Filter):
 async def _say(cfg: config.Config, args: argparse.Namespace) -> int:
     from .service import Service
 
+    captions = {fmt: path for fmt, path in (("vtt", args.vtt), ("srt", args.srt)) if path}
     service = Service(cfg)
     service.start()
     try:
-        samples, rate, end = await service.speak(args.text, args.voice, args.lang, args.speed, args.sample_rate)
+        samples, rate, end, words = await service.speak(
+            args.text, args.voice, args.lang, args.speed, args.sample_rate, words="word" if captions else None
+        )
     except protocol.ProtocolError as exc:
         print(f"rtts: {exc.code.value}: {exc.message}", file=sys.stderr)
         return 2
     finally:
         service.stop()
     Path(args.output).write_bytes(audio.wav_bytes(samples, rate))
+    if captions:
+        # From the same synthesis as the WAV: a voice that draws its durations at random
+        # (Piper, Hibari) speaks a text differently each time.
+        cues = subtitles.cues(words, args.text, rate)
+        for fmt, path in captions.items():
+            Path(path).write_text(subtitles.render(fmt, cues), encoding="utf-8")
+            print(f"{path}: {len(cues)} cues", file=sys.stderr)
     stats = end.stats
     print(
         f"{args.output}: {len(samples) / rate:.2f} s at {rate} Hz, "
@@ -223,6 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
     say.add_argument("--voice")
     say.add_argument("--lang")
     say.add_argument("--speed", type=float)
+    say.add_argument("--vtt", metavar="FILE", help="also write the words' timing as WebVTT subtitles")
+    say.add_argument("--srt", metavar="FILE", help="also write the words' timing as SRT subtitles")
     config.add_flags(say, ["models_dir", "cache_dir", "threads", "log_level", "default_voice", "sample_rate"])
     voices = sub.add_parser(
         "voices",

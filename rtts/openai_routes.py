@@ -1,5 +1,7 @@
 """The OpenAI routes on the server's plain HTTP (``plain_http.HttpFront``):
-``POST /v1/audio/speech``, ``GET /v1/models``, ``GET /v1/audio/voices``, ``GET /v1/audio/models``.
+``POST /v1/audio/speech``, ``GET /v1/models``, ``GET /v1/audio/voices``, ``GET /v1/audio/models``,
+and Kokoro-FastAPI's ``POST /dev/captioned_speech`` (``captioned_api.py``), which its
+clients use beside them.
 
 Speech is a ``SpeechStream`` (the connection ``/tts`` uses): the same session,
 scheduling, limits and backpressure as a WebSocket client. Its frames go through the
@@ -19,7 +21,8 @@ from typing import TYPE_CHECKING
 
 import prometheus_client as prom
 
-from . import audio, codecs, openai_api, protocol
+from . import audio, captioned_api, codecs, openai_api, protocol
+from .captioned_api import CaptionedBody
 from .openai_api import ApiError, SpeechBody
 from .plain_http import HttpFront, HttpRequest, HttpResponse, is_json, json_response
 from .speech_stream import SpeechStream
@@ -45,6 +48,7 @@ class OpenAIRoutes:
 
     def register(self, front: HttpFront) -> None:
         front.route("/v1/audio/speech", self._speech, methods=("POST",))
+        front.route("/dev/captioned_speech", self._captioned, methods=("POST",))
         front.route("/v1/models", self._listing(openai_api.models))
         front.route("/v1/audio/models", self._listing(openai_api.audio_models))
         front.route("/v1/audio/voices", self._listing(lambda: openai_api.audio_voices(
@@ -67,16 +71,24 @@ class OpenAIRoutes:
         except ApiError as err:
             return _error(err)
 
-    async def _speak(self, request: HttpRequest) -> HttpResponse:
+    def _admit(self, request: HttpRequest) -> tuple[HttpResponse | None, str]:
+        """The gate's refusal in OpenAI's shape, or None and the client's address; ``ApiError``
+        (415) for a body that is not JSON."""
         refusal, address = self.server.http_gate(request)
         if refusal is not None:
             message = refusal.body.decode().strip() if isinstance(refusal.body, bytes) else "refused"
             err = ApiError(HTTPStatus(refusal.status), message, _GATE_CODES.get(refusal.status, "refused"))
-            return _error(err, [(k, v) for k, v in refusal.headers if k in ("Retry-After", "WWW-Authenticate")])
+            return _error(err, [(k, v) for k, v in refusal.headers if k in ("Retry-After", "WWW-Authenticate")]), address
         if not is_json(request.header("Content-Type")):
             # json.loads would take text/plain, form data and UTF-16 alike; the API is JSON.
             raise ApiError(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "the body must be JSON: send Content-Type: "
                            "application/json", "unsupported_media_type")
+        return None, address
+
+    async def _speak(self, request: HttpRequest) -> HttpResponse:
+        refusal, address = self._admit(request)
+        if refusal is not None:
+            return refusal
         speech = openai_api.parse_speech(request.body, self.table())
         caps = self.server.caps
         caps.take(address)
@@ -107,6 +119,74 @@ class OpenAIRoutes:
             raise
         headers = [("Content-Type", body.content_type())]
         return HttpResponse(HTTPStatus.OK.value, headers, _chunks(stream, body), on_done=done)
+
+
+    async def _captioned(self, request: HttpRequest) -> HttpResponse:
+        try:
+            return await self._caption(request)
+        except ApiError as err:
+            return _error(err)
+
+    async def _caption(self, request: HttpRequest) -> HttpResponse:
+        """``POST /dev/captioned_speech``: the speech route's admission and session, the
+        words asked for, and Kokoro-FastAPI's JSON (lines) out."""
+        refusal, address = self._admit(request)
+        if refusal is not None:
+            return refusal
+        ask = captioned_api.parse(request.body, self.table(), self.service.registry.voices)
+        caps = self.server.caps
+        caps.take(address)
+        try:
+            stream = SpeechStream(self.service, sample_rate=openai_api.RATE, format="f32")
+        except BaseException:
+            caps.give_back(address)
+            raise
+        body: CaptionedBody | None = None
+
+        def done() -> None:
+            if body is not None:
+                body.encoder.close()
+            stream.close()
+            caps.give_back(address)
+
+        try:
+            await stream.start(ask.text, ask.voice, ask.lang, ask.speed, words="word" if ask.timestamps else None)
+            body = CaptionedBody(ask)
+            if not ask.stream:
+                # Whole: every failure is still answered with its status.
+                async for data in _captioned_lines(stream, body):
+                    pass
+                whole = body.end()
+        except protocol.ProtocolError as exc:
+            done()
+            raise openai_api.from_protocol(exc) from None
+        except BaseException:
+            done()
+            raise
+        headers = [("Content-Type", body.content_type())]
+        if not ask.stream:
+            done()
+            return HttpResponse(HTTPStatus.OK.value, headers, whole)
+        return HttpResponse(HTTPStatus.OK.value, headers, _captioned_stream(stream, body), on_done=done)
+
+
+async def _captioned_lines(stream: SpeechStream, body: CaptionedBody) -> AsyncIterator[bytes]:
+    """The body's lines as the audio and its words come (raises what the speech raises)."""
+    async for item in stream.timed():
+        if isinstance(item, protocol.Words):
+            body.words(item, stream.sample_rate)
+        elif data := body.frame(audio.decode(item, "f32")):
+            yield data
+
+
+async def _captioned_stream(stream: SpeechStream, body: CaptionedBody) -> AsyncIterator[bytes]:
+    try:
+        async for data in _captioned_lines(stream, body):
+            yield data
+    except protocol.ProtocolError as exc:
+        yield body.failed(openai_api.from_protocol(exc))
+        return
+    yield body.end()
 
 
 async def _chunks(stream: SpeechStream, body: SpeechBody) -> AsyncIterator[bytes]:

@@ -30,7 +30,7 @@ from websockets.frames import CloseCode, Frame, Opcode
 from websockets.http11 import Request, Response
 from websockets.protocol import Event
 
-from . import access, announce_http, audio, protocol
+from . import access, announce_http, audio, protocol, subtitles
 from .access import ConnectionCaps
 from .config import Config
 from .connection import Connection
@@ -414,7 +414,10 @@ class RttsServer:
         voice = request.arg("voice")
         if voice is not None and voice not in self.service.registry.voices:
             return text(HTTPStatus.BAD_REQUEST, f"unknown_voice: no voice {voice[:80]!r}; see /voices\n")
-        headers = [("Content-Type", "audio/wav")]
+        captions = request.arg("captions")
+        if captions is not None and captions not in subtitles.FORMATS:
+            return text(HTTPStatus.BAD_REQUEST, f"bad_message: captions must be {' or '.join(subtitles.FORMATS)}\n")
+        headers = [("Content-Type", subtitles.CONTENT_TYPES[captions] if captions else "audio/wav")]
         if request.method == "HEAD":
             return HttpResponse(HTTPStatus.OK.value, headers)  # what GET would answer, without the work
         self.caps.take(address)
@@ -429,7 +432,7 @@ class RttsServer:
             self.caps.give_back(address)
 
         try:
-            await stream.start(text_arg, voice, request.arg("lang"), speed)
+            await stream.start(text_arg, voice, request.arg("lang"), speed, words="word" if captions else None)
         except protocol.ProtocolError as exc:
             done()
             unavailable = exc.code in _UNAVAILABLE
@@ -438,7 +441,8 @@ class RttsServer:
         except BaseException:
             done()
             raise
-        return HttpResponse(HTTPStatus.OK.value, headers, _wav_stream(stream), on_done=done)
+        body = _caption_stream(stream, text_arg, captions) if captions else _wav_stream(stream)
+        return HttpResponse(HTTPStatus.OK.value, headers, body, on_done=done)
 
     async def _announce(self, request: HttpRequest) -> HttpResponse:
         """POST /v1/announce: publish to a channel (announce_http.py). The publish token comes
@@ -604,6 +608,24 @@ async def _wav_stream(stream: SpeechStream) -> AsyncIterator[bytes]:
     yield audio.wav_header(stream.sample_rate)
     async for chunk in stream:
         yield chunk
+
+
+async def _caption_stream(stream: SpeechStream, text: str, fmt: str) -> AsyncIterator[bytes]:
+    """``/tts?captions=``: the subtitle file, each cue sent once the next word starts
+    another (the audio is synthesized for its timing, and dropped)."""
+    cues = subtitles.Cues(text, stream.sample_rate)
+    count = 0
+
+    def out(done: list[subtitles.Cue]) -> bytes:
+        nonlocal count
+        first, count = count + 1, count + len(done)
+        return "".join(subtitles.cue(fmt, i, c) for i, c in enumerate(done, first)).encode()
+
+    yield subtitles.header(fmt).encode()
+    async for item in stream.timed():
+        if isinstance(item, protocol.Words):
+            yield out(cues.push(item.words))
+    yield out(cues.finish())
 
 
 def _reset(ws: ServerConnection) -> None:

@@ -13,6 +13,7 @@ import itertools
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import prometheus_client as prom
@@ -325,18 +326,27 @@ class Service:
         lang: str | None = None,
         speed: float | None = None,
         sample_rate: int | None = None,
-    ) -> tuple[np.ndarray, int, protocol.End]:
+        words: bool | str | None = None,
+    ) -> tuple[np.ndarray, int, protocol.End, list[dict[str, Any]]]:
         """Speak a whole text through a connection of its own; returns float32 audio, its
-        rate and ``end``. Raises ``protocol.ProtocolError`` for what a client would get as ``error``.
+        rate, ``end`` and, asked for with ``words`` (as ``speak.words``), every timed word
+        (``protocol.Words`` entries, on the audio's sample clock; else none). Raises
+        ``protocol.ProtocolError`` for what a client would get as ``error``.
         """
         stream = SpeechStream(self, sample_rate=sample_rate, format="f32")
+        chunks: list[bytes] = []
+        timed: list[dict[str, Any]] = []
         try:
-            await stream.start(text, voice, lang, speed)
-            data = b"".join([chunk async for chunk in stream])
+            await stream.start(text, voice, lang, speed, words)
+            async for item in stream.timed():
+                if isinstance(item, bytes):
+                    chunks.append(item)
+                else:
+                    timed += item.words
         finally:
             stream.close()
         assert stream.end is not None
-        return np.frombuffer(data, dtype="<f4"), stream.sample_rate, stream.end
+        return np.frombuffer(b"".join(chunks), dtype="<f4"), stream.sample_rate, stream.end, timed
 
 
 class _CatalogView:

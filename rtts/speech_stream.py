@@ -6,12 +6,17 @@ WebSocket client's, so the same session, scheduling, limits, errors and backpres
 apply: the reader is the outbox's sink, and while it is behind, the outbox fills and
 the session's next job is held back; a reader that takes nothing for ``send_stall``
 seconds ends the stream.
+
+Asked for (``start(words=...)``), the session's ``words`` messages come too: ``timed``
+gives each in its place among the audio, before the first frame it describes, as a
+WebSocket client would get it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
@@ -37,6 +42,10 @@ class SpeechStream(Connection):
         self.end: protocol.End | None = None
         self._error: ProtocolError | None = None
         self._closed = False
+        # Each ``words`` message with the number of audio frames queued before it: the
+        # outbox carries bytes only, so the reader puts it back in its place by that count.
+        self._words: deque[tuple[int, protocol.Words]] = deque()
+        self._frames = 0
         service.acquire()
         self.handle(protocol.Hello(sample_rate=sample_rate, format=format, frame_ms=200))
         if self._error is not None:
@@ -49,21 +58,34 @@ class SpeechStream(Connection):
         return self.session.out.sample_rate
 
     async def start(
-        self, text: str, voice: str | None = None, lang: str | None = None, speed: float | None = None
+        self, text: str, voice: str | None = None, lang: str | None = None, speed: float | None = None,
+        words: bool | str | None = None,
     ) -> protocol.Start:
         """Ask for ``text``; returns ``start`` once the first audio is ready, or raises what
         ``error`` says. Waiting for the audio, not for ``start`` alone, lets an HTTP route
         answer a failure of the first unit (``memory_budget``, ``engine_unavailable``)
-        with its status instead of a 200 whose body breaks off."""
-        self.handle(protocol.Speak(id="u", text=text, voice=voice, lang=lang, speed=speed))
+        with its status instead of a 200 whose body breaks off. ``words``: as ``speak.words``."""
+        self.handle(protocol.Speak(id="u", text=text, voice=voice, lang=lang, speed=speed, words=words))
         return await self._started
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for item in self.timed():
+            if isinstance(item, bytes):
+                yield item
+
+    async def timed(self) -> AsyncIterator[bytes | protocol.Words]:
+        """The audio frames, and the ``words`` messages each before the first frame it describes."""
         sink = _QueueSink()
         sender = asyncio.get_running_loop().create_task(self.outbox.run(sink))
+        read = 0
         try:
             while (data := await sink.queue.get()) is not None:
+                while self._words and self._words[0][0] <= read:
+                    yield self._words.popleft()[1]
+                read += 1
                 yield data
+            while self._words:  # words of audio never sent (none, unless the session changes)
+                yield self._words.popleft()[1]
             await sender  # raises Stalled if the reader took nothing for too long
         finally:
             sender.cancel()
@@ -85,7 +107,11 @@ class SpeechStream(Connection):
         super().deliver(message)
         if isinstance(message, protocol.Start):
             self._start = message
+        elif isinstance(message, protocol.Words):
+            self._words.append((self._frames, message))
         elif isinstance(message, protocol.Audio):
+            if message.data:
+                self._frames += 1  # one outbox item, as _audio_only made it
             if not self._started.done() and self._start is not None:
                 self._started.set_result(self._start)
         elif isinstance(message, protocol.End):
