@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import openai
 import pytest
 import requests
 
@@ -128,6 +129,19 @@ def test_without_timestamps(server: ServerThread) -> None:
     samples, stamps, _ = streamed(captioned(server, input=ENGLISH, voice="alloy", response_format="pcm",
                                             return_timestamps=False))
     assert stamps == [] and len(samples) > 24000
+
+
+def test_the_openai_package_posts_it_and_reads_its_errors(server: ServerThread) -> None:
+    """An app built on the ``openai`` package reaches the route with its raw ``post``."""
+    client = openai.OpenAI(base_url=server.http, api_key="not-needed", max_retries=0, timeout=300)
+    text = "Hello there, friend. The gate closes at 9:45."
+    obj = client.post("/dev/captioned_speech", cast_to=object,
+                      body={"input": text, "voice": "am_michael", "response_format": "wav", "stream": False})
+    assert isinstance(obj, dict)
+    check_words(obj["timestamps"], text, wav_seconds(base64.b64decode(obj["audio"])))
+    with pytest.raises(openai.BadRequestError) as info:
+        client.post("/dev/captioned_speech", cast_to=object, body={"input": text, "voice": "af_bella(2)+af_sky(1)"})
+    assert (info.value.code, info.value.param) == ("unknown_voice", "voice")
 
 
 def test_captioned_refusals(server: ServerThread) -> None:
