@@ -12,6 +12,7 @@ import base64
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import urllib.parse
@@ -25,7 +26,7 @@ import requests
 
 from rtts import audio
 from tests.conftest import _CACHE, ServerThread, make_config
-from tests.live.test_server import fetch, is_speech
+from tests.live.test_server import PARAGRAPH, fetch, is_speech
 from tests.unit.test_subtitles import read_srt, read_vtt
 
 pytestmark = pytest.mark.slow
@@ -40,6 +41,11 @@ FRAME_S = 0.02
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
     with ServerThread(make_config(tmp_path_factory.mktemp("captions"))) as srv:
         yield srv
+
+
+def done_count(srv: ServerThread) -> float:
+    m = re.search(r'^rtts_utterances_total\{reason="done"\} (\S+)$', fetch(srv.http + "/metrics")[2].decode(), re.M)
+    return float(m.group(1)) if m else 0.0
 
 
 def check_words(stamps: list[dict], text: str, audio_s: float) -> None:
@@ -176,6 +182,22 @@ def test_tts_captions_are_a_subtitle_file_of_the_same_speech(server: ServerThrea
     sep = " " if fmt == "vtt" else ""
     shown = sep.join(line for c in cues for line in c.lines)
     assert "".join(shown.split()) == "".join(text.split())  # all of it, in order, as written
+
+
+def test_tts_captions_stream_cue_by_cue(server: ServerThread) -> None:
+    text = " ".join([PARAGRAPH] * 4)
+    before = done_count(server)
+    query = urllib.parse.urlencode({"text": text, "voice": "kokoro/af_heart", "captions": "vtt"})
+    with requests.get(f"{server.http}/tts?{query}", stream=True, timeout=300) as r:
+        assert r.status_code == 200 and "content-length" not in r.headers
+        chunks = r.iter_content(chunk_size=None)
+        got = b""
+        while b"-->" not in got:
+            got += next(chunks)
+        assert done_count(server) == before  # a cue in hand, the speech not finished
+        got += b"".join(chunks)
+    cues = read_vtt(got.decode())
+    assert len(cues) >= 8 and "".join(" ".join(line for c in cues for line in c.lines).split()) == "".join(text.split())
 
 
 def test_tts_captions_refusals_and_head(server: ServerThread) -> None:
