@@ -184,6 +184,18 @@ def test_tts_captions_are_a_subtitle_file_of_the_same_speech(server: ServerThrea
     assert "".join(shown.split()) == "".join(text.split())  # all of it, in order, as written
 
 
+def test_tts_captions_leave_markup_out_and_its_pause_between_cues(server: ServerThread) -> None:
+    text = ('Doors closing <break time="1.5s"/> now. Next stop: <sub alias="Central">Ctrl</sub> Station &amp; the '
+            '<say-as interpret-as="characters">UN</say-as> plaza.')
+    query = urllib.parse.urlencode({"text": text, "voice": "kokoro/af_heart", "captions": "vtt"})
+    status, _, body = fetch(f"{server.http}/tts?{query}")
+    assert status == 200
+    assert "Station &amp; the UN plaza." in body.decode()  # the text as shown, escaped as WebVTT wants
+    cues = read_vtt(body.decode())
+    assert [c.lines for c in cues] == [("Doors closing",), ("now.",), ("Next stop: Ctrl Station & the UN plaza.",)]
+    assert cues[1].start_ms - cues[0].end_ms >= 1500 - 1000 * FRAME_S  # the break, in the timing
+
+
 def test_tts_captions_stream_cue_by_cue(server: ServerThread) -> None:
     text = " ".join([PARAGRAPH] * 4)
     before = done_count(server)
