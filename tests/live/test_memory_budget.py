@@ -111,6 +111,14 @@ def test_a_voice_that_cannot_fit_is_refused_and_the_connection_goes_on(tmp_path:
         with pytest.raises(openai.APIStatusError) as failed:
             api.audio.speech.create(model="tts-1", voice="alloy", input=TEXTS["en"], response_format="wav")
         assert failed.value.status_code == 503 and failed.value.body["code"] == "memory_budget"  # type: ignore[index]
+        # So do the captioned routes: Kokoro-FastAPI's, streamed, and /tts's subtitles.
+        with pytest.raises(openai.APIStatusError) as failed:
+            openai.OpenAI(base_url=server.http, api_key="none", max_retries=0).post(
+                "/dev/captioned_speech", cast_to=object, body={"input": TEXTS["zh"], "stream": True})
+        assert failed.value.status_code == 503 and failed.value.body["code"] == "memory_budget"  # type: ignore[index]
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(server.http + "/tts?captions=vtt&text=" + urllib.parse.quote(TEXTS["zh"]), timeout=60)
+        assert refused.value.code == 503 and refused.value.read().startswith(b"memory_budget:")
         state = readyz(server)["memory"]
         with urllib.request.urlopen(server.http + "/metrics", timeout=30) as r:
             metrics = r.read().decode()
