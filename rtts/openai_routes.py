@@ -14,6 +14,7 @@ connection slot for as long as its body streams.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from http import HTTPStatus
@@ -120,7 +121,6 @@ class OpenAIRoutes:
         headers = [("Content-Type", body.content_type())]
         return HttpResponse(HTTPStatus.OK.value, headers, _chunks(stream, body), on_done=done)
 
-
     async def _captioned(self, request: HttpRequest) -> HttpResponse:
         try:
             return await self._caption(request)
@@ -154,8 +154,9 @@ class OpenAIRoutes:
             body = CaptionedBody(ask)
             if not ask.stream:
                 # Whole: every failure is still answered with its status.
-                async for data in _captioned_lines(stream, body):
-                    pass
+                async with contextlib.aclosing(_captioned_lines(stream, body)) as lines:
+                    async for _ in lines:
+                        pass
                 whole = body.end()
         except protocol.ProtocolError as exc:
             done()
@@ -172,17 +173,19 @@ class OpenAIRoutes:
 
 async def _captioned_lines(stream: SpeechStream, body: CaptionedBody) -> AsyncIterator[bytes]:
     """The body's lines as the audio and its words come (raises what the speech raises)."""
-    async for item in stream.timed():
-        if isinstance(item, protocol.Words):
-            body.words(item, stream.sample_rate)
-        elif data := body.frame(audio.decode(item, "f32")):
-            yield data
+    async with contextlib.aclosing(stream.timed()) as items:
+        async for item in items:
+            if isinstance(item, protocol.Words):
+                body.words(item, stream.sample_rate)
+            elif data := body.frame(audio.decode(item, "f32")):
+                yield data
 
 
 async def _captioned_stream(stream: SpeechStream, body: CaptionedBody) -> AsyncIterator[bytes]:
     try:
-        async for data in _captioned_lines(stream, body):
-            yield data
+        async with contextlib.aclosing(_captioned_lines(stream, body)) as lines:
+            async for data in lines:
+                yield data
     except protocol.ProtocolError as exc:
         yield body.failed(openai_api.from_protocol(exc))
         return

@@ -622,9 +622,10 @@ async def _caption_stream(stream: SpeechStream, text: str, fmt: str) -> AsyncIte
         return "".join(subtitles.cue(fmt, i, c) for i, c in enumerate(done, first)).encode()
 
     yield subtitles.header(fmt).encode()
-    async for item in stream.timed():
-        if isinstance(item, protocol.Words):
-            yield out(cues.push(item.words))
+    async with contextlib.aclosing(stream.timed()) as items:
+        async for item in items:
+            if isinstance(item, protocol.Words):
+                yield out(cues.push(item.words))
     yield out(cues.finish())
 
 

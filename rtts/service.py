@@ -9,6 +9,7 @@ very same pipeline.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import time
@@ -338,11 +339,12 @@ class Service:
         timed: list[dict[str, Any]] = []
         try:
             await stream.start(text, voice, lang, speed, words)
-            async for item in stream.timed():
-                if isinstance(item, bytes):
-                    chunks.append(item)
-                else:
-                    timed += item.words
+            async with contextlib.aclosing(stream.timed()) as items:
+                async for item in items:
+                    if isinstance(item, bytes):
+                        chunks.append(item)
+                    else:
+                        timed += item.words
         finally:
             stream.close()
         assert stream.end is not None

@@ -69,9 +69,11 @@ class SpeechStream(Connection):
         return await self._started
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for item in self.timed():
-            if isinstance(item, bytes):
-                yield item
+        # Closed here, not left to the loop's finalizer: its sender is ended at once.
+        async with contextlib.aclosing(self.timed()) as items:
+            async for item in items:
+                if isinstance(item, bytes):
+                    yield item
 
     async def timed(self) -> AsyncIterator[bytes | protocol.Words]:
         """The audio frames, and the ``words`` messages each before the first frame it describes."""
