@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import openai
 import pytest
+import requests
 
 from rtts import codecs
 
@@ -82,3 +83,30 @@ def test_aborted_and_finished_requests_leave_no_encoder_open(server: ServerThrea
     for fmt in FORMATS:
         assert len(c.audio.speech.create(model="tts-1", voice="alloy", input="Done.", response_format=fmt).read()) > 100
     assert settled(server) == 0
+
+
+def test_captioned_requests_leave_no_encoder_open(server: ServerThread) -> None:
+    """Kokoro-FastAPI's route too: gone mid-body, refused, streamed or whole."""
+    port = server.server.port  # type: ignore[union-attr]
+    for i in range(8):
+        body = json.dumps({"input": "The train to Boston leaves from platform four at half past ten.",
+                           "voice": "af_heart", "response_format": FORMATS[i % len(FORMATS)]}).encode()
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+            sock.sendall(b"POST /dev/captioned_speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            got = b""
+            while b"\r\n\r\n" not in got:
+                got += sock.recv(4096)
+            assert got.startswith(b"HTTP/1.1 200")
+            if i % 2:
+                got += sock.recv(4096)
+    assert settled(server) == 0
+    url = server.http + "/dev/captioned_speech"
+    for i, fmt in enumerate(FORMATS):
+        refused = requests.post(url, json={"input": "안녕하세요", "response_format": fmt}, timeout=60)
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == "unsupported_language"
+        done = requests.post(url, json={"input": "Done.", "voice": "af_heart", "response_format": fmt,
+                                        "stream": bool(i % 2)}, timeout=120)
+        lines = [json.loads(line) for line in done.text.splitlines()]
+        assert done.status_code == 200 and lines and all(line["audio_format"] for line in lines)
+    assert settled(server) == 0 and codecs.open_encoders() == 0
