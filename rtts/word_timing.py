@@ -176,7 +176,7 @@ class Clock:
             if start >= g.end:
                 continue  # a word cut between two runs: its first run's entry has it
             out.extend(self._unsaid(part, start, g.pts_start))
-            joiner = "" if _CJK.search(raw[start : g.end]) else " "
+            joiner = "" if any(_CJK.search(piece) for piece in g.said) else " "
             out.append(Entry(raw[start : g.end], start, g.end, joiner.join(g.said), g.pts_start, g.pts_end))
             self.covered = g.end
         return out
