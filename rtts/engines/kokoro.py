@@ -33,7 +33,7 @@ from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, KEEP_PAD_FRAMES, CutEr
 from rtts.engines.trim import silence_bounds
 from rtts.g2p import espeak, kokoro_langs
 from rtts.g2p.split import first_words, split_phonemes
-from rtts.g2p.words import Word, locate, split_span, squeeze, with_origins, words_of
+from rtts.g2p.words import Word, front_end_words, squeeze, words_of
 from rtts.host.client import Host, RemoteSession
 from rtts.native import snake_library
 from rtts.text.normalize_en import normalize_en
@@ -41,7 +41,6 @@ from rtts.text.normalize_ja import normalize_ja
 from rtts.text.normalize_romance import normalize_romance
 from rtts.text.lexicon import split_phonemes as lexicon_pieces
 from rtts.text.normalize_zh import normalize_zh
-from rtts.text.origins import aligned
 
 __all__ = [
     "LANGS",
@@ -467,12 +466,7 @@ class KokoroEngine:
             return words_of(piece, normalize, phonemize)
         normalized = normalize(piece)
         whole, found = self._host.call(_WORDS, lang, normalized, self._cache_str())
-        spans = locate([p for _, _, p, _ in found], whole)
-        items = []
-        for i, ((start, end, alone, chars), (p_start, p_end)) in enumerate(zip(found, spans, strict=True)):
-            word = Word(start, end, normalized[start:end], p_start, p_end, i)
-            items.extend(split_span(word, normalized, chars if "".join(chars) == alone else []))
-        return whole, with_origins(items, aligned(piece, normalized))
+        return whole, front_end_words(piece, normalized, whole, found)
 
     def _cache_str(self) -> str | None:
         return None if self._cache_dir is None else str(self._cache_dir)
