@@ -94,6 +94,11 @@ RUN_BASE_MB = 10.0
 RUN_MB_PER_AUDIO_S = 30.0
 AUDIO_S_PER_TOKEN = 0.065
 MIN_RUN_TOKENS = 24  # a few words: shorter runs lose their intonation
+# A phoneme's sound begins (and ends) about one frame (25 ms) before the frames the
+# predictor gives it: word onsets after a silence were heard 20-30 ms before the frame
+# count says, and ends 40-55 ms before it (in en, zh and ja; docs/benchmarks.md, "Word
+# timing"), so word times are read one frame early.
+SOUND_LEAD_FRAMES = 1
 
 # espeak phonemes (multi-letter ones joined by the "^" tie) respelled in Kokoro v1.0's
 # alphabet, after misaki's EspeakFallback. Longest first, so "e^ɪ" is taken before "e".
@@ -580,7 +585,7 @@ class KokoroEngine:
         if frames is None:  # uncut: no durations to be had
             bounds = np.linspace(first, last, len(tokens) + 1)
         else:
-            bounds = frames * per_frame
+            bounds = (frames - SOUND_LEAD_FRAMES) * per_frame
         bounds = np.clip(np.rint(bounds).astype(np.int64) - first, 0, last - first)
         return np.clip(audio[first:last], -1.0, 1.0), bounds
 
