@@ -30,7 +30,7 @@ from rtts import voicepacks
 from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, Memory, Spoken, Timing, VoiceInfo
 from rtts.engines.graph_cut import whole_second
 from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, KEEP_PAD_FRAMES, CutError, cached_kokoro_cut, drop_pad_frames
-from rtts.engines.trim import silence_bounds
+from rtts.engines.trim import PAD_S, silence_bounds
 from rtts.g2p import espeak, kokoro_langs
 from rtts.g2p.split import first_words, split_phonemes
 from rtts.g2p.words import Word, front_end_words, squeeze, words_of
@@ -586,7 +586,10 @@ class KokoroEngine:
             bounds = np.linspace(first, last, len(tokens) + 1)
         else:
             bounds = (frames - SOUND_LEAD_FRAMES) * per_frame
-        bounds = np.clip(np.rint(bounds).astype(np.int64) - first, 0, last - first)
+        # Nothing is heard in the near-silence the trim keeps at the end (the last word
+        # ends where its sound does), nor past the audio.
+        heard = last - first - (round(PAD_S * SAMPLE_RATE) if last < audio.size else 0)
+        bounds = np.clip(np.rint(bounds).astype(np.int64) - first, 0, max(0, heard))
         return np.clip(audio[first:last], -1.0, 1.0), bounds
 
     def _style(self, name: str) -> np.ndarray:
