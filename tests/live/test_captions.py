@@ -124,6 +124,25 @@ def test_english_as_kokoro_fastapis_readme_asks_keeps_the_words_as_written(serve
     assert "twenty-three dollars" in said["$23.50"].lower() and "thirty" in said["10:30"]
 
 
+def test_kokoro_fastapis_streaming_example_as_its_readme_has_it(server: ServerThread) -> None:
+    av = pytest.importorskip("av", reason="the codecs extra (PyAV) is part of the test install")
+    text = "Hello world! Welcome to the captioned speech system."
+    response = requests.post(f"{server.http}/dev/captioned_speech", json={
+        "model": "kokoro", "input": text, "voice": "af_bella", "speed": 1.0, "response_format": "mp3", "stream": True,
+    }, stream=True, timeout=300)
+    mp3, stamps = b"", []
+    for chunk in response.iter_lines(decode_unicode=True):
+        if chunk:
+            chunk_json = json.loads(chunk)
+            mp3 += base64.b64decode(chunk_json["audio"].encode("utf-8"))
+            stamps += chunk_json["timestamps"]
+    with av.open(io.BytesIO(mp3)) as f:
+        frames = list(f.decode(audio=0))
+    seconds = sum(fr.samples for fr in frames) / frames[0].sample_rate
+    check_words(stamps, text, seconds)
+    assert [s["word"].rstrip("!.") for s in stamps] == text.replace("!", "").replace(".", "").split()
+
+
 def test_english_streamed_with_piper(server: ServerThread) -> None:
     samples, stamps, sent_before = streamed(captioned(server, input=ENGLISH, voice="piper/en_US-joe-medium",
                                                       response_format="pcm"))
