@@ -32,6 +32,7 @@ pytestmark = pytest.mark.slow
 
 RATE = 24000
 FRAME = RATE * 20 // 1000  # one 20 ms frame of slack, in samples
+QUANTUM = 128  # the samples an AudioWorklet renders at a time
 PUBLISH_TOKEN = "pub-secret"
 # The client's text as the caption shows it: markup dropped, entities decoded (words.js).
 _TAG = re.compile(r"</?[A-Za-z][^<>]*>")
@@ -66,6 +67,7 @@ RECORDER = """() => {
             textStart: el.dataset.textStart, textEnd: el.dataset.textEnd,
             lit: now ? now.textContent : null, lits: el.querySelectorAll('.word.now').length,
             caption: el.textContent, statusId: st.id, played: st.pos, statusFrame: st.frame, frame,
+            playing: st.playing, buffered: st.buffered,
             latency: Math.max(((ctx.baseLatency || 0) + (ctx.outputLatency || 0)) * rate,
                               ts.contextTime > 0 ? frame - ts.contextTime * rate : 0),
             firstPts: (window.rtts.utterances.get(el.dataset.utterance) || {}).firstPts || 0,
@@ -115,10 +117,12 @@ def check_highlight(page: Page, utt: str, text: str) -> dict:  # type: ignore[ty
             assert s["lits"] == 1 and s["lit"] == shown(text[w["text_start"]:w["text_end"]]), (s, w, text)
         assert " ".join(s["caption"].split()) in " ".join(shown(text).split()), (s["caption"], text)
         # The position is what the worklet has played (its last status, moved on by the
-        # frames rendered since) less the output's latency, within a frame.
+        # frames rendered since while it plays) less the output's latency, within a frame.
         played = s["played"] + s["firstPts"]
-        assert pos <= played + max(0.0, s["frame"] - s["statusFrame"]) + FRAME, s
-        assert pos >= played - s["latency"] - FRAME, s
+        since = s["frame"] - s["statusFrame"] - QUANTUM
+        ahead = min(since, s["buffered"]) if s["playing"] else 0
+        assert pos <= played + max(0.0, since) + FRAME, s
+        assert pos >= played + max(0.0, ahead) - s["latency"] - FRAME, s
     # Every word long enough to be seen for a frame or two was lit at some point.
     for i, w in enumerate(words):
         following = words[i + 1]["start"] if i + 1 < len(words) else w["end"]
