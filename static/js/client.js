@@ -369,6 +369,7 @@ export class RttsClient extends EventTarget {
       rec.received = Math.max(rec.received, received);
       rec.played = played;
       rec.soundDone = true;
+      rec.cps = null; // the caption's copy of the text; an unattended page keeps 200 records
     }
     if (this.caption && this.caption.id === id) this._setCaption(null);
     this._emit("sounddone", { id, flushed: Boolean(flushed) });
@@ -415,8 +416,9 @@ export class RttsClient extends EventTarget {
   _wordCaption() {
     const id = this.player.status.id;
     const rec = id !== null ? this.utterances.get(id) : undefined;
-    // The worklet's `done` may come before its next status: the caption is over then.
-    if (!rec || rec.soundDone) return;
+    // The worklet's `done` may come before its next status, and Stop before either: the
+    // caption is over then.
+    if (!rec || rec.soundDone || rec.cancelled) return;
     const heard = this.player.heard(id);
     if (heard === null) return;
     const pos = heard + (rec.firstPts || 0); // on the utterance's pts clock, as the words are

@@ -1,5 +1,5 @@
 // Word timing on the pages: which word is being heard, and the caption around it, from
-// the server's `words` messages (docs/protocol.md, "Word timing"). Pure functions: the
+// the server's `words` messages (docs/protocol.md). Pure functions (and one renderer): the
 // client calls them with the utterance's text, its words so far and the playback position.
 //
 // A word's text_start/text_end count Unicode code points of the utterance's text, while a
@@ -50,7 +50,7 @@ function sentenceEndAfter(cps, words, j) {
 }
 
 // The sentence around word `index`: [start, end) in code points, and its first and last
-// word, the caption's unit (a kiosk shows the sentence being heard, not the whole text).
+// word: the caption's unit (a kiosk shows the sentence being heard, not the whole text).
 export function sentenceOf(cps, words, index) {
   let first = index;
   while (first > 0 && sentenceEndAfter(cps, words, first - 1) < 0) first--;
@@ -61,7 +61,7 @@ export function sentenceOf(cps, words, index) {
   return { start, end: stop < 0 ? cps.length : stop, first, last };
 }
 
-// The caption of the sentence around word `index`, built from the client's text (its
+// The caption of the sentence around word `now`, built from the client's text (its
 // spacing and punctuation as written; nothing added between CJK words): a list of parts
 // {text, word, said, now} where `word` is the word's index (null for the text between
 // words). `now` is the word being heard (-1: none yet, the first sentence unlit); the words
@@ -80,7 +80,10 @@ export function captionParts(cps, words, now) {
     parts.push({ text: shown(cps.slice(w.text_start, w.text_end).join("")), word: k, said: k < now, now: k === now });
     at = w.text_end;
   }
-  between(at, s.end, s.last <= now);
+  // After the last word timed so far the rest of the sentence may be words still to come
+  // (their timing not sent yet): said only if it is punctuation.
+  const tail = cps.slice(at, s.end).join("");
+  between(at, s.end, s.last <= now && !/[\p{L}\p{N}]/u.test(shown(tail)));
   // The spaces between this sentence and its neighbours are not the caption's.
   if (parts.length && parts[0].word === null) parts[0].text = parts[0].text.trimStart();
   if (parts.length && parts[parts.length - 1].word === null) parts[parts.length - 1].text = parts[parts.length - 1].text.trimEnd();
@@ -92,14 +95,23 @@ export function captionParts(cps, words, now) {
 // word's index and span in the element's data attributes (the tests compare them with the
 // `words` received).
 export function renderCaption(el, caption) {
-  const nodes = caption.parts.map((p) => {
-    const span = document.createElement("span");
-    span.className = `${p.word === null ? "gap" : "word"}${p.said ? " said" : ""}${p.now ? " now" : ""}`;
-    if (p.word !== null) span.dataset.word = String(p.word);
-    span.textContent = p.text;
-    return span;
-  });
-  el.replaceChildren(...nodes);
+  const kind = (p) => `${p.word === null ? "gap" : "word"}${p.said ? " said" : ""}${p.now ? " now" : ""}`;
+  const kids = el.children;
+  const same = kids.length === caption.parts.length && el.childNodes.length === kids.length
+    && caption.parts.every((p, i) => kids[i].textContent === p.text && kids[i].dataset.word === (p.word === null ? undefined : String(p.word)));
+  if (same) {
+    // The same sentence, the highlight moved on: only classes change, the nodes (and the
+    // text's layout) stay.
+    caption.parts.forEach((p, i) => { kids[i].className = kind(p); });
+  } else {
+    el.replaceChildren(...caption.parts.map((p) => {
+      const span = document.createElement("span");
+      span.className = kind(p);
+      if (p.word !== null) span.dataset.word = String(p.word);
+      span.textContent = p.text;
+      return span;
+    }));
+  }
   const w = caption.word >= 0 ? caption.words[caption.word] : null;
   el.dataset.utterance = caption.id;
   el.dataset.word = String(caption.word);

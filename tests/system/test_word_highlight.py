@@ -170,6 +170,8 @@ def test_the_caption_functions_count_code_points_and_keep_the_text(server: Serve
                 enFirst: text(enCap(2)), enSecond: text(enCap(6)), enLit: lit(enCap(2)),
                 // Only the first word known so far: the sentence still ends at the text's full stop.
                 enEarly: text(captionParts(cps(en), enWords.slice(0, 1), 0)),
+                enEarlySaid: captionParts(cps(en), enWords.slice(0, 1), 0).parts.filter((p) => p.said).map((p) => p.text),
+                jaEndSaid: cap(6).parts.filter((p) => p.said).map((p) => p.text),
                 // No punctuation after the last word: the sentence runs to the end of the text.
                 open: sentenceOf(cps('No stop here'), [w('No', 0, 2, 0, 1), w('stop', 3, 7, 1, 2)], 1).end,
             };
@@ -187,6 +189,8 @@ def test_the_caption_functions_count_code_points_and_keep_the_text(server: Serve
     assert result["enSecond"] == "The 10:30 train leaves & arrives."
     assert result["enLit"] == ["$23.50"]
     assert result["enEarly"] == "It costs $23.50 today."
+    assert result["enEarlySaid"] == [], "words not timed yet are not said"
+    assert result["jaEndSaid"] == ["次", "は", "渋谷", "。"], "the full stop after the last word is"
     assert result["open"] == len("No stop here")
 
 
@@ -214,7 +218,8 @@ def test_the_page_lights_the_word_being_heard_in_japanese_and_english(server: Se
     en = "Good morning 😀 everyone. The 10:30 train to Boston costs $23.50 today."
     utt = speak_from_page(page, en)
     page.wait_for_function("() => document.querySelector('#caption .word.now')", timeout=120_000)
-    page.wait_for_function("() => document.querySelector('#caption').textContent.includes('Boston')", timeout=60_000)
+    page.wait_for_function("() => (document.querySelector('#caption .word.now') || {}).textContent === 'Boston'",
+                           timeout=60_000)
     shoot(page, "index-words-1280x720.png")
     rec = wait_played_out(page, utt)
     assert rec["reason"] == "done" and rec["words"] > 0
@@ -241,7 +246,7 @@ def test_the_kiosk_lights_mandarin_words_and_a_channels(server: ServerThread, ne
     page.goto(kiosk_url(server, channel="lobby", queue=zh))
     wait_ready(page)
     page.evaluate(RECORDER)
-    page.wait_for_function("() => document.querySelector('#caption .word.now')", timeout=120_000)
+    page.wait_for_function("() => Number(document.getElementById('caption').dataset.word) >= 6", timeout=120_000)
     assert page.get_attribute("#caption", "lang") == "zh"
     shoot(page, "kiosk-words-1280x720.png")
     utt = page.evaluate("[...window.rtts.utterances.keys()][0]")
