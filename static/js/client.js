@@ -438,6 +438,7 @@ export class RttsClient extends EventTarget {
       });
     }
     this.caption.pos = pos;
+    this.caption.heardAt = performance.now(); // when `pos` was so (the tests allow for the time since)
     this._emit("heard", { id: rec.id, pos, word });
   }
 

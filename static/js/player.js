@@ -126,7 +126,9 @@ export class Player extends EventTarget {
     let now = ctx.currentTime * rate - ((ctx.baseLatency || 0) + (ctx.outputLatency || 0)) * rate;
     const ts = ctx.getOutputTimestamp ? ctx.getOutputTimestamp() : null;
     if (ts && ts.contextTime > 0 && ts.performanceTime > 0) {
-      now = (ts.contextTime + Math.max(0, performance.now() - ts.performanceTime) / 1000) * rate;
+      // Moved on by the time since that frame was played (the timestamp is renewed once a
+      // device callback, ~10 ms); back, if the browser dates it ahead.
+      now = (ts.contextTime + (performance.now() - ts.performanceTime) / 1000) * rate;
     }
     // The status's `pos` counts the quantum that began at its `frame`; at most what was
     // queued then can have played since, and nothing while the worklet waits to refill.
