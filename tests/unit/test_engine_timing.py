@@ -1,0 +1,187 @@
+"""Piper's and Hibari's word timing, the pure parts: ids back to phonemes, durations to
+samples, words handed out window by window, the durations found in a graph."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from rtts.engines.hibari import HOP, id_frames, phoneme_samples
+from rtts.engines.piper import PiperConfig, id_positions, id_samples, phoneme_ids
+from rtts.engines.timed_windows import WindowedWords
+from rtts.g2p.words import Word, kept, spoken, with_lexicon
+from rtts.text.lexicon import PHONEMES_CLOSE, PHONEMES_OPEN
+
+_CONFIG = PiperConfig(
+    sample_rate=22050,
+    espeak_voice="en-us",
+    # "_" pad, "^" BOS, "$" EOS; "ɔ̃" decomposes into "ɔ" and a combining tilde.
+    phoneme_id_map={"_": (0,), "^": (1,), "$": (2,), " ": (3,), "a": (4,), "b": (5,), "ɔ": (6,), "\u0303": (7,)},
+    phoneme_map={"x": ("a", "b")},
+)
+
+
+@pytest.mark.parametrize("phonemes", ["ab ba", "", "a?b", "xa", "bɔ̃ a", "a\u0303\u0303b"])
+def test_id_positions_are_where_each_symbol_starts(phonemes: str) -> None:
+    ids, where = id_positions(phonemes, _CONFIG)
+    assert ids == phoneme_ids(phonemes, _CONFIG)
+    assert len(where) == len(phonemes) + 1 and where == sorted(where)
+    assert where[0] == 2 and where[-1] == len(ids) - 1  # after BOS and its pad; at EOS
+    for i, ch in enumerate(phonemes):
+        mine = ids[where[i] : where[i + 1]]
+        if ch == "?":  # missing from the map: no ids
+            assert mine == []
+        else:  # its ids, then a pad after each
+            assert mine[-1] == 0 and mine[0] != 0
+
+
+def test_id_samples_follow_the_durations_or_share_equally() -> None:
+    starts = id_samples(np.array([[[3, 1, 2]]]), 3, 6 * 256, 256)
+    assert starts.tolist() == [0, 768, 1024, 1536]
+    assert id_samples(None, 4, 1000, 0).tolist() == [0, 250, 500, 750, 1000]
+    assert id_samples(np.array([5, 5]), 2, 2000, 256).tolist() == [0, 1280, 2000]  # never past the audio
+
+
+def _words(n: int) -> list[Word]:
+    return [Word(2 * i, 2 * i + 1, f"w{i}", i, i + 1, i) for i in range(n)]
+
+
+def test_windowed_words_go_out_before_the_chunk_their_start_is_in() -> None:
+    # Four one-symbol words at 100, 200, 300, 400 (the last ends at 500, in trailing silence).
+    timer = WindowedWords(_words(4), 0, np.array([100, 200, 300, 400, 500]))
+    first = timer.before(50, 250, last=False)  # leading silence trimmed to 50
+    assert first is not None and [(s.said, s.start, s.end) for s in first.spoken] == [("w0", 50, 150), ("w1", 150, 250)]
+    assert timer.before(250, 290, last=False) is None  # nothing starts in it
+    last = timer.before(290, 420, last=True)  # trimmed at 420: the last word ends with the audio
+    assert last is not None and [(s.said, s.start, s.end) for s in last.spoken] == [("w2", 10, 110), ("w3", 110, 130)]
+
+
+def test_windowed_words_all_go_out_once_whatever_the_windows() -> None:
+    bounds = np.cumsum(np.r_[40, np.full(30, 17)])
+    for cuts in ([0, 100, 101, 300, 500], [0, 600], [30, 35, 36, 37, 300, 510]):
+        timer = WindowedWords(_words(30), 0, bounds)
+        sent = []
+        for i, (a, b) in enumerate(zip(cuts, cuts[1:])):
+            timing = timer.before(a, b, last=i == len(cuts) - 2)
+            for s in timing.spoken if timing else ():
+                assert 0 <= s.start <= s.end and a + s.start < b or s.start == b - a
+                sent.append(s.said)
+        assert sent == [f"w{i}" for i in range(30)]
+
+
+def test_a_last_chunk_trimmed_to_nothing_still_names_its_words() -> None:
+    timer = WindowedWords(_words(2), 0, np.array([100, 200, 300]))
+    assert timer.before(100, 150, last=False) is not None
+    rest = timer.before(260, 260, last=True)
+    assert rest is not None and [(s.said, s.start, s.end) for s in rest.spoken] == [("w1", 0, 0)]
+
+
+def test_spoken_takes_a_piece_of_the_phonemes() -> None:
+    words = [Word(0, 3, "one", 0, 3, 0), Word(4, 7, "two", 4, 7, 1), Word(8, 13, "three", 8, 13, 2)]
+    # The piece "two three" of "one two three", at 4.
+    items = spoken(words, 4, np.arange(10) * 10)
+    assert [(s.said, s.start, s.end) for s in items] == [("two", 0, 30), ("three", 40, 90)]
+
+
+def test_with_lexicon_joins_as_the_engines_do_and_an_entry_is_one_word() -> None:
+    text = f"Say {PHONEMES_OPEN}həlˈO{PHONEMES_CLOSE} twice."
+
+    def piece_words(piece: str) -> tuple[str, list[Word]]:
+        phonemes = " " + " ".join(w.upper() for w in piece.split()) + " "
+        found, at = [], 1
+        for i, w in enumerate(piece.split()):
+            start = piece.index(w)
+            found.append(Word(start, start + len(w), w, at, at + len(w), i))
+            at += len(w) + 1
+        return phonemes, found
+
+    phonemes, words = with_lexicon(text, piece_words)
+    assert phonemes == "SAY həlˈO TWICE."
+    assert [(text[w.text_start : w.text_end], phonemes[w.start : w.end], w.word) for w in words] == [
+        ("Say", "SAY", 0),
+        (f"{PHONEMES_OPEN}həlˈO{PHONEMES_CLOSE}", "həlˈO", 1),
+        ("twice.", "TWICE.", 2),
+    ]
+
+
+def test_kept_drops_unknown_symbols_and_keeps_spaces() -> None:
+    assert kept("a?b  c", set("abc ")) == ("ab  c", [0, 1, 1, 2, 3, 4, 5])
+
+
+def test_hibari_ids_to_samples() -> None:
+    # Durations of pad, two phonemes, pad; the model upsamples its frames twice.
+    frames = id_frames(np.array([3, 2, 4, 1]), 20)
+    assert frames.tolist() == [0, 6, 10, 18, 20]
+    samples = phoneme_samples(frames.tolist(), 4, 20)
+    assert samples.tolist() == [6 * HOP - HOP // 2, 10 * HOP - HOP // 2, 18 * HOP - HOP // 2]
+    assert phoneme_samples(None, 4, 20).tolist() == [5 * HOP - HOP // 2, 10 * HOP - HOP // 2, 15 * HOP - HOP // 2]
+
+
+def test_the_durations_are_found_in_a_graph() -> None:
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    from rtts.engines.hibari_timed import TimedError, with_durations
+    from rtts.engines.vits_split import find_durations
+
+    def graph(nodes: list, output: str, elem: int = TensorProto.FLOAT):  # type: ignore[no-untyped-def]
+        g = helper.make_graph(
+            nodes, "g", [helper.make_tensor_value_info("w", TensorProto.FLOAT, [3])],
+            [helper.make_tensor_value_info(output, elem, None)],
+            [helper.make_tensor("axis", TensorProto.INT64, [], [0])],
+        )  # fmt: skip
+        return helper.make_model(g)
+
+    vits = graph([helper.make_node("Ceil", ["w"], ["c"]), helper.make_node("CumSum", ["c", "axis"], ["s"])], "s")
+    assert find_durations(vits.graph) == "c"
+    assert find_durations(graph([helper.make_node("Ceil", ["w"], ["c"])], "c").graph) is None
+
+    hibari = graph(
+        [helper.make_node("Cast", ["w"], ["d"], to=TensorProto.INT64), helper.make_node("CumSum", ["d", "axis"], ["s"])],
+        "s",
+        TensorProto.INT64,
+    )
+    timed, meta = with_durations(hibari)
+    assert meta["durations"] == "d" and [o.name for o in timed.graph.output] == ["s", "d"]
+    assert timed.graph.output[1].type.tensor_type.elem_type == TensorProto.INT64
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(timed.SerializeToString(), providers=["CPUExecutionProvider"])
+    sums, durations = session.run(None, {"w": np.array([2.0, 1.0, 3.0], np.float32)})
+    assert durations.tolist() == [2, 1, 3] and sums.tolist() == [2, 3, 6]
+    with pytest.raises(TimedError, match="one CumSum"):
+        with_durations(graph([helper.make_node("Ceil", ["w"], ["c"])], "c"))
+
+
+@pytest.fixture(scope="module")
+def hibari_g2p():  # type: ignore[no-untyped-def]
+    g2p = pytest.importorskip("hibari.g2p")
+    return g2p.G2P()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Hello there.",
+        "I can't believe it's 5 o'clock, Dr. Smith!",
+        "twenty-three dollars and fifty cents for the \u201cbig\u201d show; then home.",
+        "The U.S. team (and the U.K. one) won 3-2 at 7:30 pm.",
+        "  spaced   out  ",
+        "...",
+    ],
+)
+def test_hibari_token_words_are_its_own_phonemes(hibari_g2p, text: str) -> None:  # type: ignore[no-untyped-def]
+    from rtts.engines.hibari import token_words
+
+    whole, words = token_words(hibari_g2p, text)
+    assert whole == hibari_g2p(text)  # the same phonemes as its G2P makes
+    previous_start = previous_end = 0
+    for start, end, said, p_start, p_end in words:
+        assert previous_start <= start < end <= len(text) and previous_end <= p_start < p_end <= len(whole)
+        assert text[start:end].strip() and said.strip()
+        previous_start, previous_end = start, p_end
+    # Every written word has something read for it.
+    for m in re.finditer(r"\S*\w\S*", text):
+        assert any(start < m.end() and m.start() < end for start, end, *_ in words), m.group(0)
