@@ -440,10 +440,17 @@ class HibariEngine:
         run's phonemes are in theirs), each word's ``Timing`` before the chunk it starts in."""
         unit = next(self._units)
         frames, id_start = self._host.call(_START, self._spec, unit, ids, speed)
-        sizes = window_sizes(frames, first)
+        windows = self._windows(unit, window_sizes(frames, first))
+        if timed is None:
+            yield from (audio for audio, _, _ in windows if audio.size)
+        else:
+            yield from WindowedWords(*timed, phoneme_samples(id_start, len(ids), frames)).chunks(windows)
+
+    def _windows(self, unit: int, sizes: list[int]) -> Iterator[tuple[np.ndarray, int, bool]]:
+        """A run's windows of ``sizes`` frames: each one's audio, where it starts in the
+        run's audio, and whether it is the last."""
         started = finished = False
         made = 0  # samples the run made before this window, trimmed or not
-        windowed = None if timed is None else WindowedWords(*timed, phoneme_samples(id_start, len(ids), frames))
         try:
             for n, count in enumerate(sizes):
                 audio = self._host.call(_TAKE, unit, count)
@@ -454,13 +461,8 @@ class HibariEngine:
                 if not started or finished:
                     cut, end = silence_bounds(audio, SAMPLE_RATE, start=not started, end=finished)
                     audio = audio[cut:end]
-                if windowed is not None and (audio.size or finished):
-                    timing = windowed.before(made + cut, made + cut + audio.size, finished)
-                    if timing is not None:
-                        yield timing
-                if audio.size:
-                    started = True
-                    yield np.clip(audio, -1.0, 1.0)
+                started = started or bool(audio.size)
+                yield np.clip(audio, -1.0, 1.0), made + cut, finished
                 made += size
         finally:
             if not finished:  # stopped inside the unit: the inference process forgets it

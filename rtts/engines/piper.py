@@ -440,15 +440,32 @@ class PiperEngine:
         if self._prior is None:
             latent, durations = self._encode(ids, speaker, speed)
             z_p = mask = None
-            frames = ready = latent.shape[-1]
+            frames = latent.shape[-1]
         else:
             z_p, mask, durations = self.prior(ids, speaker, speed)
-            frames, ready = z_p.shape[-1], 0
+            frames = z_p.shape[-1]
             latent = z_p[:, :, :0]
+        windows = self._windows(latent, z_p, mask, frames, speaker, dry)
+        if timed is None:
+            yield from (audio for audio, _, _ in windows if audio.size)
+        else:
+            yield from timed.windowed(id_samples(durations, len(ids), frames * self.hop, self.hop)).chunks(windows)
+
+    def _windows(
+        self,
+        latent: np.ndarray,
+        z_p: np.ndarray | None,
+        mask: np.ndarray | None,
+        frames: int,
+        speaker: int | None,
+        dry: list[float],
+    ) -> Iterator[tuple[np.ndarray, int, bool]]:
+        """``_stream``'s windows: each one's audio, where it starts in the piece's, and
+        whether it is the last. ``latent`` holds the frames through the flow so far (all
+        of them without a flow cut; then ``z_p`` is None)."""
+        ready = latent.shape[-1]
         start = previous = 0
         leading = True
-        if timed is not None:
-            windowed = timed.windowed(id_samples(durations, len(ids), frames * self.hop, self.hop))
         while start < frames:
             budget = _SPEND * (dry[0] - time.perf_counter() - _HELD_BACK_S) - _RUN_S
             rest_s = self._cost["flow"] * (frames - ready + self._flow_margin)
@@ -480,14 +497,8 @@ class PiperEngine:
             # Only what is left after trimming counts: a first window may lose half of
             # its 116 ms to leading silence.
             dry[0] = max(dry[0], time.perf_counter()) + audio.size / self.sample_rate
-            if timed is not None and (audio.size or last):
-                at = start * self.hop + first
-                timing = windowed.before(at, at + audio.size, last)
-                if timing is not None:
-                    yield timing
-            if audio.size:
-                leading = False
-                yield audio
+            leading = leading and not audio.size
+            yield audio, start * self.hop + first, last
             previous, start = stop - start, stop
 
     def _call(
@@ -597,12 +608,11 @@ class PiperEngine:
         out = self._call(self._session, "inference", None, self._feeds(ids, speaker, speed))[0]
         audio = np.clip(np.asarray(out, dtype=np.float32).ravel(), -1.0, 1.0)
         first, last = silence_bounds(audio, self.sample_rate)
-        if timed is not None:
-            timing = timed.windowed(id_samples(None, len(ids), audio.size, 0)).before(first, last, True)
-            if timing is not None:
-                yield timing
-        if last > first:
-            yield audio[first:last]
+        whole = iter([(audio[first:last], first, True)])
+        if timed is None:
+            yield from (a for a, _, _ in whole if a.size)
+        else:
+            yield from timed.windowed(id_samples(None, len(ids), audio.size, 0)).chunks(whole)
 
 
 def id_samples(durations: np.ndarray | None, count: int, total: int, hop: int) -> np.ndarray:

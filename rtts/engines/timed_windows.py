@@ -4,13 +4,15 @@ An engine that streams inside a piece knows every word's place in the piece's au
 from the one model run (its durations), but not yet where that audio will end: the
 last window is trimmed of its trailing silence only once it is made, and a model may
 put that silence in the last phoneme's duration (Hibari gives a sentence's last vowel
-~0.4 s). So each word goes out just before the chunk its start is in, and those that
-start in the last chunk are held to where it ends: the last word ends with the audio.
+~0.4 s). So each word goes out just before the chunk its start is in, and from the
+chunk the last word starts in, the chunks are held until the last is made (for a
+client that asked for words only, and only the end of a piece): the last word then
+ends with the audio. The audio is the same; only when its end leaves changes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -29,22 +31,65 @@ class WindowedWords:
         self._items = spoken(words, at, bounds)
         self._sent = 0
 
-    def before(self, start: int, end: int, last: bool) -> Timing | None:
+    def chunks(self, windows: Iterator[tuple[np.ndarray, int, bool]]) -> Iterator[np.ndarray | Timing]:
+        """The audio of ``windows`` (each chunk, where it starts in the piece's audio, and
+        whether it is the last) with the words' ``Timing`` before the chunks they start in."""
+        held: list[tuple[np.ndarray, int]] = []
+        hold_from = self._last_word_start()
+        try:
+            for audio, start, last in windows:
+                if not last and (held or (hold_from is not None and start + audio.size > hold_from)):
+                    held.append((audio, start))
+                    continue
+                final = start + audio.size if last else None
+                for chunk, at in [*held, (audio, start)]:
+                    ends = chunk is audio and last
+                    if not chunk.size and not ends:
+                        continue  # nothing of it left after trimming: the next chunk's words wait
+                    timing = self.before(at, at + chunk.size, ends, final)
+                    if timing is not None:
+                        yield timing
+                    if chunk.size:
+                        yield chunk
+                held = []
+        finally:
+            close = getattr(windows, "close", None)
+            if close is not None:
+                close()  # stopped early: the engine's windows end now, not when collected
+
+    def _last_word_start(self) -> int | None:
+        """Where the items of the last written word start (they go out together)."""
+        items = self._items
+        if not items:
+            return None
+        i = len(items) - 1
+        while i > 0 and items[i].text_start < items[i - 1].text_end:
+            i -= 1
+        return items[i].start
+
+    def before(self, start: int, end: int, last: bool, final: int | None = None) -> Timing | None:
         """The items for the chunk ``start`` … ``end`` of the piece's audio, about to be
-        yielded: those starting before its end (all that are left, for the ``last``),
-        from its first sample; on the last, within its end. None when there are none."""
+        yielded: those starting before its end and the rest of their written words (all
+        that are left, for the ``last``), from its first sample, within ``final`` (where
+        the piece's audio ends, once known; on the last, its end). None when there are none."""
         items = self._items
         stop = len(items)
         if not last:
             stop = self._sent
             while stop < len(items) and items[stop].start < end:
                 stop += 1
-        limit = end - start if last else None
+            # The items of one written word ("$23.50" read as five words, "2026" as two) go
+            # out together: the session makes them one entry of a words message.
+            while 0 < stop < len(items) and items[stop].text_start < items[stop - 1].text_end:
+                stop += 1
+        if last:
+            final = end
+        limit = None if final is None else final - start
         out = []
         for s in items[self._sent : stop]:
-            first, final = max(0, s.start - start), max(0, s.end - start)
+            a, b = max(0, s.start - start), max(0, s.end - start)
             if limit is not None:
-                first, final = min(first, limit), min(final, limit)
-            out.append(Spoken(s.text_start, s.text_end, s.said, first, max(first, final), s.word))
+                a, b = min(a, limit), min(b, limit)
+            out.append(Spoken(s.text_start, s.text_end, s.said, a, max(a, b), s.word))
         self._sent = stop
         return Timing(tuple(out)) if out else None

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from rtts.engines.hibari import HOP, id_frames, phoneme_samples
+from rtts.engines.base import Timing
 from rtts.engines.piper import PiperConfig, id_positions, id_samples, phoneme_ids
 from rtts.engines.timed_windows import WindowedWords
 from rtts.g2p.words import Word, kept, spoken, with_lexicon
@@ -185,3 +186,42 @@ def test_hibari_token_words_are_its_own_phonemes(hibari_g2p, text: str) -> None:
     # Every written word has something read for it.
     for m in re.finditer(r"\S*\w\S*", text):
         assert any(start < m.end() and m.start() < end for start, end, *_ in words), m.group(0)
+
+
+def test_the_items_of_one_written_word_go_out_together() -> None:
+    # "$23.50" read as "twenty-three dollars": two items of one span, then "now".
+    words = [Word(0, 6, "twenty-three", 0, 1, 0), Word(0, 6, "dollars", 1, 2, 1), Word(7, 10, "now", 2, 3, 2)]
+    timer = WindowedWords(words, 0, np.array([0, 100, 200, 300]))
+    first = timer.before(0, 50, last=False)
+    assert first is not None and [s.said for s in first.spoken] == ["twenty-three", "dollars"]
+    rest = timer.before(50, 300, last=True)
+    assert rest is not None and [s.said for s in rest.spoken] == ["now"]
+
+
+def test_the_chunks_from_the_last_word_on_wait_for_the_end() -> None:
+    # Three words; the last ("w2") starts at 300 and its duration runs to 600, but the
+    # last chunk is trimmed at 450: it ends there, though it started in the chunk before.
+    timer = WindowedWords(_words(3), 0, np.array([100, 200, 300, 600]))
+    chunk = np.zeros  # the samples do not matter, their count does
+    windows = [(chunk(0), 0, False), (chunk(150), 100, False), (chunk(100), 250, False), (chunk(100), 350, True)]
+    out = list(timer.chunks(iter(windows)))
+    kinds = ["T" if isinstance(o, Timing) else o.size for o in out]
+    assert kinds == ["T", 150, "T", 100, 100]
+    last = out[2]
+    assert isinstance(last, Timing) and [(s.said, s.start, s.end) for s in last.spoken] == [("w2", 50, 200)]
+
+
+def test_stopping_the_chunks_stops_the_windows() -> None:
+    closed = []
+
+    def windows():  # type: ignore[no-untyped-def]
+        try:
+            for i in range(5):
+                yield np.zeros(10), 10 * i, i == 4
+        finally:
+            closed.append(True)
+
+    out = WindowedWords(_words(1), 0, np.array([0, 45])).chunks(windows())
+    next(out)
+    out.close()
+    assert closed == [True]
