@@ -20,7 +20,7 @@ from rtts import protocol
 from rtts.engines.base import Spoken, Timing, VoiceInfo
 from rtts.engines.hibari import HIBARI, HibariEngine, HibariWork
 from rtts.engines.hibari_timed import cached_timed
-from rtts.engines.piper import PiperEngine
+from rtts.engines.piper import PiperEngine, phoneme_ids
 from rtts.engines.vits_split import SplitError
 from rtts.host.client import Host
 from rtts.voices import VoiceRegistry
@@ -92,6 +92,17 @@ def test_piper_words_cover_the_text_within_its_audio(piper: tuple[PiperEngine, V
     said = [s.said for s, _, _ in items]
     assert said[said.index("paid") + 1 : said.index("for")] == ["twenty-three", "dollars", "and", "fifty", "cents"]
     assert all(TEXT[s.text_start : s.text_end] == "$23.50" for s, _, _ in items if s.said in ("dollars", "cents"))
+
+
+def test_piper_durations_come_from_its_encoder(piper: tuple[PiperEngine, VoiceInfo]) -> None:
+    engine, _ = piper
+    engine.load()
+    ids = phoneme_ids(engine.phonemize(TEXT), engine.config)
+    z_p, _, durations = engine.prior(ids, None, 1.0)
+    assert durations is not None and durations.shape == (1, 1, len(ids))
+    assert int(durations.sum()) == z_p.shape[-1] and durations.min() >= 1  # frames, rounded up
+    _, slower = engine._encode(ids, None, 0.5)  # half the speed: about twice the frames (each rounded up)
+    assert slower is not None and 1.6 < slower.sum() / durations.sum() < 2.1
 
 
 def test_piper_audio_is_the_same_with_and_without_words(piper: tuple[PiperEngine, VoiceInfo]) -> None:
