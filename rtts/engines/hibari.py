@@ -159,7 +159,6 @@ class Windows:
         return hops[first:last].reshape(-1)
 
 
-
 def phoneme_samples(id_start: list[int] | None, ids: int, frames: int) -> np.ndarray:
     """Where each phoneme of a run (one id each, between the two pads) starts in its audio
     of ``frames`` (and the last ends), in samples: from where each id starts in frames
@@ -168,6 +167,7 @@ def phoneme_samples(id_start: list[int] | None, ids: int, frames: int) -> np.nda
     starts = np.asarray(id_start if id_start is not None else np.linspace(0, frames, ids + 1), np.float64)
     samples = np.clip(np.rint(starts * HOP - HOP / 2), 0, frames * HOP).astype(np.int64)
     return samples[1:-1]  # phoneme i is id i + 1; the end, where the last pad starts
+
 
 # ---------------------------------------------------------------- in the inference process
 
@@ -441,10 +441,13 @@ class HibariEngine:
         unit = next(self._units)
         frames, id_start = self._host.call(_START, self._spec, unit, ids, speed)
         windows = self._windows(unit, window_sizes(frames, first))
-        if timed is None:
-            yield from (audio for audio, _, _ in windows if audio.size)
-        else:
-            yield from WindowedWords(*timed, phoneme_samples(id_start, len(ids), frames)).chunks(windows)
+        try:
+            if timed is None:
+                yield from (audio for audio, _, _ in windows if audio.size)
+            else:
+                yield from WindowedWords(*timed, phoneme_samples(id_start, len(ids), frames)).chunks(windows)
+        finally:
+            windows.close()  # stopped inside the unit: now, not when the windows are collected
 
     def _windows(self, unit: int, sizes: list[int]) -> Iterator[tuple[np.ndarray, int, bool]]:
         """A run's windows of ``sizes`` frames: each one's audio, where it starts in the

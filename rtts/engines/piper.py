@@ -391,8 +391,8 @@ class PiperEngine:
     def synthesize(
         self, text: str, voice: VoiceInfo, lang: str, speed: float, lead_s: float = 0.0, words: bool = False
     ) -> Iterator[np.ndarray | Timing]:
-        """See ``Engine.synthesize``; with ``words``, each piece's ``Timing`` comes before
-        its first chunk."""
+        """See ``Engine.synthesize``; with ``words``, each word's ``Timing`` comes before the
+        chunk its start is in."""
         if not (math.isfinite(speed) and speed > 0):
             raise ValueError(f"speed must be a positive number, not {speed!r}")
         if lang not in voice.langs:
