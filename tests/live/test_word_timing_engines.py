@@ -23,6 +23,7 @@ from rtts.engines.hibari_timed import cached_timed
 from rtts.engines.piper import PiperEngine, phoneme_ids
 from rtts.engines.vits_split import SplitError
 from rtts.host.client import Host
+from rtts.text.lexicon import PHONEMES_CLOSE, PHONEMES_OPEN
 from rtts.voices import VoiceRegistry
 from tests.conftest import Client
 from tests.texts import LONG_TEXT
@@ -92,6 +93,31 @@ def test_piper_words_cover_the_text_within_its_audio(piper: tuple[PiperEngine, V
     said = [s.said for s, _, _ in items]
     assert said[said.index("paid") + 1 : said.index("for")] == ["twenty-three", "dollars", "and", "fifty", "cents"]
     assert all(TEXT[s.text_start : s.text_end] == "$23.50" for s, _, _ in items if s.said in ("dollars", "cents"))
+
+
+_TEXTS = [
+    TEXT,
+    LONG_SENTENCE,
+    f"Say {PHONEMES_OPEN}həlˈO{PHONEMES_CLOSE} to {PHONEMES_OPEN}ðə wˈɜːld{PHONEMES_CLOSE}, twice!",
+    "It's 40-60°C at 7:30 pm on 2026-03-15, isn't it?",
+]
+
+
+@pytest.mark.parametrize("text", _TEXTS)
+def test_the_words_are_found_in_the_phonemes_spoken_as_before(
+    piper: tuple[PiperEngine, VoiceInfo], hibari: tuple[HibariEngine, VoiceInfo], text: str
+) -> None:
+    for engine in (piper[0], hibari[0]):
+        phonemes, words = engine.phonemize_words(text)
+        assert phonemes == engine.phonemize(text)  # timing changes nothing that is said
+        spans = [(w.start, w.end) for w in words]
+        assert spans == sorted(spans) and all(0 <= a <= b <= len(phonemes) for a, b in spans)
+        for m in _WRITTEN.finditer(text):
+            assert any(w.text_start < m.end() and m.start() < w.text_end for w in words), (engine.key, m.group(0))
+        entries = [w for w in words if text[w.text_start] == PHONEMES_OPEN]
+        if PHONEMES_OPEN in text:  # a lexicon entry's phonemes are one word, sentinels and all
+            assert [text[w.text_start + 1 : w.text_end - 1] for w in entries] == ["həlˈO", "ðə wˈɜːld"]
+            assert [phonemes[w.start : w.end] for w in entries] == ["həlˈO", "ðə wˈɜːld"]
 
 
 def test_piper_durations_come_from_its_encoder(piper: tuple[PiperEngine, VoiceInfo]) -> None:
