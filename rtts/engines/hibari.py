@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, Memory, Timing, VoiceInfo
-from rtts.engines.timed_windows import WindowedWords
+from rtts.engines.timed_windows import WindowedWords, heard
 from rtts.engines.trim import silence_bounds
 from rtts.g2p.split import split_phonemes
 from rtts.g2p.words import PUNCTUATION, Word, kept, with_lexicon
@@ -59,6 +59,10 @@ logger = logging.getLogger(__name__)
 
 SAMPLE_RATE = 24000
 HOP = 300  # samples per frame (hibari.dsp.HOP), known here without importing it (scipy)
+# A phoneme's sound is heard about two frames (25 ms) before the frames its duration
+# gives it (a frame's 50 ms synthesis window reaches that far back): word onsets after a
+# silence came 29 ms (median) after the sound without this (benchmarks/word_onsets.py).
+SOUND_LEAD_FRAMES = 2
 VOICE = "heart"  # the one voice inside the package; the others are downloaded, out of reach here
 # Hibari's own limit per model run (hibari.tts.MAX_PHONEMES): longer units are cut at a break.
 MAX_PHONEMES = 400
@@ -163,9 +167,10 @@ def phoneme_samples(id_start: list[int] | None, ids: int, frames: int) -> np.nda
     """Where each phoneme of a run (one id each, between the two pads) starts in its audio
     of ``frames`` (and the last ends), in samples: from where each id starts in frames
     (``id_start``), else in equal shares. A frame's samples are centred on it (the STFT's
-    ``center``), so a boundary between two frames is half a hop before the second."""
+    ``center``), so a boundary between two frames is half a hop before the second; and
+    its sound is heard ``SOUND_LEAD_FRAMES`` earlier still."""
     starts = np.asarray(id_start if id_start is not None else np.linspace(0, frames, ids + 1), np.float64)
-    samples = np.clip(np.rint(starts * HOP - HOP / 2), 0, frames * HOP).astype(np.int64)
+    samples = np.clip(np.rint((starts - SOUND_LEAD_FRAMES) * HOP - HOP / 2), 0, frames * HOP).astype(np.int64)
     return samples[1:-1]  # phoneme i is id i + 1; the end, where the last pad starts
 
 
@@ -449,23 +454,24 @@ class HibariEngine:
         finally:
             windows.close()  # stopped inside the unit: now, not when the windows are collected
 
-    def _windows(self, unit: int, sizes: list[int]) -> Iterator[tuple[np.ndarray, int, bool]]:
+    def _windows(self, unit: int, sizes: list[int]) -> Iterator[tuple[np.ndarray, int, int | None]]:
         """A run's windows of ``sizes`` frames: each one's audio, where it starts in the
-        run's audio, and whether it is the last."""
+        run's audio, and for the last how much of it is heard (``timed_windows.heard``)."""
         started = finished = False
         made = 0  # samples the run made before this window, trimmed or not
         try:
             for n, count in enumerate(sizes):
                 audio = self._host.call(_TAKE, unit, count)
                 finished = n == len(sizes) - 1
-                size, cut = audio.size, 0
+                size, cut, end = audio.size, 0, audio.size
                 # The model's pads are silence: cut it before the first sound and after the
                 # last (a silent pause between words is kept as it is).
                 if not started or finished:
                     cut, end = silence_bounds(audio, SAMPLE_RATE, start=not started, end=finished)
                     audio = audio[cut:end]
                 started = started or bool(audio.size)
-                yield np.clip(audio, -1.0, 1.0), made + cut, finished
+                kept = heard(audio.size, end < size, SAMPLE_RATE) if finished else None
+                yield np.clip(audio, -1.0, 1.0), made + cut, kept
                 made += size
         finally:
             if not finished:  # stopped inside the unit: the inference process forgets it

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, Memory, Timing, VoiceInfo
-from rtts.engines.timed_windows import WindowedWords
+from rtts.engines.timed_windows import WindowedWords, heard
 from rtts.engines.vits_flow import cached_flow_cut
 from rtts.engines.vits_split import SplitError, cached_split, split_vits
 from rtts.estimates import fold
@@ -414,11 +414,12 @@ class PiperEngine:
         # When the listener runs out of audio (perf_counter time); moved on by every window.
         dry = [time.perf_counter() + lead_s]
         at = 0  # where the piece is in ``phonemes``: the cuts dropped only whitespace
+        pad = len(self.config.phoneme_id_map[_PAD])
         for sentence in _SENTENCE_END.split(phonemes):
             for piece in split_phonemes(sentence, _MAX_PHONEMES):
                 at = phonemes.index(piece, at)
                 ids, where = id_positions(piece, self.config)
-                timed = None if words is None else _PieceWords(words, at, np.asarray(where))
+                timed = None if words is None else _PieceWords(words, at, np.asarray(where), pad)
                 at += len(piece)
                 if self._decoder is None:
                     yield from self._run(ids, speaker, speed, timed)
@@ -459,10 +460,10 @@ class PiperEngine:
         frames: int,
         speaker: int | None,
         dry: list[float],
-    ) -> Iterator[tuple[np.ndarray, int, bool]]:
-        """``_stream``'s windows: each one's audio, where it starts in the piece's, and
-        whether it is the last. ``latent`` holds the frames through the flow so far (all
-        of them without a flow cut; then ``z_p`` is None)."""
+    ) -> Iterator[tuple[np.ndarray, int, int | None]]:
+        """``_stream``'s windows: each one's audio, where it starts in the piece's, and for
+        the last how much of it is heard (``timed_windows.heard``). ``latent`` holds the
+        frames through the flow so far (all of them without a flow cut; then ``z_p`` is None)."""
         ready = latent.shape[-1]
         start = previous = 0
         leading = True
@@ -489,16 +490,18 @@ class PiperEngine:
             (audio,) = self.decode_windows(latent, speaker, [(start, stop)])
             audio = np.clip(audio, -1.0, 1.0)
             last = stop == frames
-            first = 0
+            first, end = 0, audio.size
+            trimmed_end = False
             if leading or last:
                 first, end = silence_bounds(audio, self.sample_rate, start=leading, end=last)
+                trimmed_end = end < audio.size
                 audio = audio[first:end]
             # As the scheduler reckons it: playback (re)starts now if the listener ran dry.
             # Only what is left after trimming counts: a first window may lose half of
             # its 116 ms to leading silence.
             dry[0] = max(dry[0], time.perf_counter()) + audio.size / self.sample_rate
             leading = leading and not audio.size
-            yield audio, start * self.hop + first, last
+            yield audio, start * self.hop + first, heard(audio.size, trimmed_end, self.sample_rate) if last else None
             previous, start = stop - start, stop
 
     def _call(
@@ -608,7 +611,7 @@ class PiperEngine:
         out = self._call(self._session, "inference", None, self._feeds(ids, speaker, speed))[0]
         audio = np.clip(np.asarray(out, dtype=np.float32).ravel(), -1.0, 1.0)
         first, last = silence_bounds(audio, self.sample_rate)
-        whole = iter([(audio[first:last], first, True)])
+        whole = iter([(audio[first:last], first, heard(last - first, last < audio.size, self.sample_rate))])
         if timed is None:
             yield from (a for a, _, _ in whole if a.size)
         else:
@@ -627,15 +630,19 @@ def id_samples(durations: np.ndarray | None, count: int, total: int, hop: int) -
 @dataclass(frozen=True)
 class _PieceWords:
     """The words of one piece of a unit's phonemes: ``at`` in them, ``where`` from
-    ``id_positions``."""
+    ``id_positions``, ``pad`` ids after each symbol."""
 
     words: list[Word]
     at: int
     where: np.ndarray
+    pad: int
 
     def windowed(self, id_start: np.ndarray) -> WindowedWords:
-        """Its words, where each id starts at ``id_start`` of the piece's audio."""
-        return WindowedWords(self.words, self.at, id_start[self.where])
+        """Its words, where each id starts at ``id_start`` of the piece's audio. A word ends
+        with its last phoneme, before the pad after it (the pause between words, as the
+        space is): its ends were 30-40 ms past its sound with the pad in."""
+        before_pad = np.maximum(self.where - self.pad, np.r_[self.where[:1], self.where[:-1]])
+        return WindowedWords(self.words, self.at, id_start[self.where], id_start[before_pad])
 
 
 # ---------------------------------------------------------------- as rtts finds it

@@ -163,11 +163,16 @@ def with_origins(words: Sequence[Word], origins: Origins) -> list[Word]:
     return out
 
 
-def spoken(words: Sequence[Word], at: int, bounds: Sequence[int]) -> tuple[Spoken, ...]:
+def spoken(
+    words: Sequence[Word], at: int, bounds: Sequence[int], ends: Sequence[int] | None = None
+) -> tuple[Spoken, ...]:
     """The words in the piece of phonemes ``at`` … ``at + len(bounds) - 1``, timed by
-    ``bounds`` (the first sample of each of its phonemes, and the piece's end); a word cut
-    between two pieces is in both, with its part of each. (Kokoro's ``_spoken``, for the
-    engines that time pieces of a unit's phonemes the same way.)"""
+    ``bounds`` (the first sample of each of its phonemes, and the piece's end) or, for
+    where they end, ``ends`` (the last sample of the phoneme before each, when that is
+    not the next one's first); a word cut between two pieces is in both, with its part of
+    each. (Kokoro's ``_spoken``, for the engines that time pieces of a unit's phonemes
+    the same way.)"""
+    ends = bounds if ends is None else ends
     symbols = len(bounds) - 1
     out = []
     for w in words:
@@ -175,7 +180,8 @@ def spoken(words: Sequence[Word], at: int, bounds: Sequence[int]) -> tuple[Spoke
         if end <= 0 or start >= symbols or (start == end and not 0 <= start < symbols):
             continue
         start, end = max(0, start), min(symbols, end)
-        first, last = int(bounds[start]), int(bounds[max(start, end)])
+        first = int(bounds[start])
+        last = max(first, int(ends[max(start, end)]))
         out.append(Spoken(w.text_start, w.text_end, w.said, first, last, w.word))
     return tuple(out)
 

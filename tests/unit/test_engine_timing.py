@@ -8,10 +8,11 @@ import re
 import numpy as np
 import pytest
 
-from rtts.engines.hibari import HOP, id_frames, phoneme_samples
+from rtts.engines.hibari import HOP, SOUND_LEAD_FRAMES, id_frames, phoneme_samples
 from rtts.engines.base import Timing
 from rtts.engines.piper import PiperConfig, id_positions, id_samples, phoneme_ids
-from rtts.engines.timed_windows import WindowedWords
+from rtts.engines.timed_windows import WindowedWords, heard
+from rtts.engines.trim import PAD_S
 from rtts.g2p.words import Word, kept, spoken, with_lexicon
 from rtts.text.lexicon import PHONEMES_CLOSE, PHONEMES_OPEN
 
@@ -115,9 +116,11 @@ def test_hibari_ids_to_samples() -> None:
     # Durations of pad, two phonemes, pad; the model upsamples its frames twice.
     frames = id_frames(np.array([3, 2, 4, 1]), 20)
     assert frames.tolist() == [0, 6, 10, 18, 20]
+    lead = SOUND_LEAD_FRAMES * HOP + HOP // 2  # heard before its frames; a frame centred on its hop
     samples = phoneme_samples(frames.tolist(), 4, 20)
-    assert samples.tolist() == [6 * HOP - HOP // 2, 10 * HOP - HOP // 2, 18 * HOP - HOP // 2]
-    assert phoneme_samples(None, 4, 20).tolist() == [5 * HOP - HOP // 2, 10 * HOP - HOP // 2, 15 * HOP - HOP // 2]
+    assert samples.tolist() == [6 * HOP - lead, 10 * HOP - lead, 18 * HOP - lead]
+    assert phoneme_samples(None, 4, 20).tolist() == [5 * HOP - lead, 10 * HOP - lead, 15 * HOP - lead]
+    assert phoneme_samples([0, 1, 3, 4, 6], 4, 6)[0] == 0  # never before the audio
 
 
 def test_the_durations_are_found_in_a_graph() -> None:
@@ -203,12 +206,16 @@ def test_the_chunks_from_the_last_word_on_wait_for_the_end() -> None:
     # last chunk is trimmed at 450: it ends there, though it started in the chunk before.
     timer = WindowedWords(_words(3), 0, np.array([100, 200, 300, 600]))
     chunk = np.zeros  # the samples do not matter, their count does
-    windows = [(chunk(0), 0, False), (chunk(150), 100, False), (chunk(100), 250, False), (chunk(100), 350, True)]
+    windows = [(chunk(0), 0, None), (chunk(150), 100, None), (chunk(100), 250, None), (chunk(100), 350, 100)]
     out = list(timer.chunks(iter(windows)))
     kinds = ["T" if isinstance(o, Timing) else o.size for o in out]
     assert kinds == ["T", 150, "T", 100, 100]
     last = out[2]
     assert isinstance(last, Timing) and [(s.said, s.start, s.end) for s in last.spoken] == [("w2", 50, 200)]
+    # The trim kept near-silence after the sound: only 60 of the last chunk's 100 are heard.
+    timer = WindowedWords(_words(3), 0, np.array([100, 200, 300, 600]))
+    out = list(timer.chunks(iter([*windows[:3], (chunk(100), 350, 60)])))
+    assert [(s.said, s.start, s.end) for s in out[2].spoken] == [("w2", 50, 160)]  # type: ignore[union-attr]
 
 
 def test_stopping_the_chunks_stops_the_windows() -> None:
@@ -217,7 +224,7 @@ def test_stopping_the_chunks_stops_the_windows() -> None:
     def windows():  # type: ignore[no-untyped-def]
         try:
             for i in range(5):
-                yield np.zeros(10), 10 * i, i == 4
+                yield np.zeros(10), 10 * i, 10 if i == 4 else None
         finally:
             closed.append(True)
 
@@ -225,3 +232,27 @@ def test_stopping_the_chunks_stops_the_windows() -> None:
     next(out)
     out.close()
     assert closed == [True]
+
+
+def test_what_is_heard_of_a_last_chunk() -> None:
+    assert heard(1000, False, 24000) == 1000  # the audio's own end: all of it
+    assert heard(1000, True, 24000) == 1000 - round(PAD_S * 24000)  # not the near-silence kept
+    assert heard(100, True, 24000) == 0
+
+
+def test_a_piper_word_ends_before_the_pad_after_its_last_phoneme() -> None:
+    from rtts.engines.piper import _PieceWords
+
+    ids, where = id_positions("ab ba", _CONFIG)  # ^ _ a _ b _ " " _ b _ a _ $
+    frames = np.arange(len(ids) + 1) * 10  # every id 10 samples long
+    words = [Word(0, 2, "ab", 0, 2, 0), Word(3, 5, "ba", 3, 5, 1)]
+    timing = _PieceWords(words, 0, np.asarray(where), 1).windowed(frames).before(0, 10_000, last=False)
+    assert timing is not None
+    assert [(s.start, s.end) for s in timing.spoken] == [(20, 50), (80, 110)]  # "a" starts at id 2, "b" ends at 5
+
+
+def test_the_last_word_of_a_piece_holds_the_sound_after_its_phonemes() -> None:
+    # Its phonemes end at 300; what is heard goes on to 340 (a release into the pad).
+    timer = WindowedWords(_words(2), 0, np.array([100, 200, 300]))
+    timing = timer.before(100, 400, last=True, final=340)
+    assert timing is not None and [(s.said, s.start, s.end) for s in timing.spoken] == [("w0", 0, 100), ("w1", 100, 240)]
