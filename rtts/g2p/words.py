@@ -170,8 +170,7 @@ def spoken(
     ``bounds`` (the first sample of each of its phonemes, and the piece's end) or, for
     where they end, ``ends`` (the last sample of the phoneme before each, when that is
     not the next one's first); a word cut between two pieces is in both, with its part of
-    each. (Kokoro's ``_spoken``, for the engines that time pieces of a unit's phonemes
-    the same way.)"""
+    each."""
     ends = bounds if ends is None else ends
     symbols = len(bounds) - 1
     out = []
@@ -187,10 +186,10 @@ def spoken(
 
 
 def with_lexicon(text: str, piece_words: Callable[[str], tuple[str, list[Word]]]) -> tuple[str, list[Word]]:
-    """The phonemes of ``text`` as Piper and Hibari join them (each piece's stripped, with a
+    """The phonemes of ``text`` as the engines join them (each piece's stripped, with a
     space between; a lexicon entry's phonemes as written) and its words in them:
     ``piece_words`` gives those of a piece of text without entries, and an entry is one
-    word, its sentinels included. (Kokoro's ``phonemize_words`` joins the same way.)"""
+    word, its sentinels included."""
     parts: list[str] = []
     words: list[Word] = []
     at = cursor = number = 0  # in the joined phonemes, in text; the next word's number
