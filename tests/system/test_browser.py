@@ -231,7 +231,9 @@ def test_page_speaks_and_the_worklet_receives_the_samples(server: ServerThread, 
     page.keyboard.press("Control+Enter")
     page.wait_for_function("window.rtts.utterances.size === 2")
     utt = last_id(page)
-    page.wait_for_function("window.rtts.stats.caption !== null", timeout=60_000)
+    # With word timing, once a word or two has been heard.
+    page.wait_for_function("window.rtts.caption !== null && (!window.rtts.caption.parts || window.rtts.caption.word >= 1)",
+                           timeout=60_000)
     shoot(page, "index-1280x720.png")
     assert wait_played_out(page, utt)["reason"] == "done"
 
