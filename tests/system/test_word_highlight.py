@@ -231,12 +231,13 @@ def test_the_page_lights_the_word_being_heard_in_japanese_and_english(server: Se
 
 def test_the_page_lights_words_typed_along_and_over_opus(server: ServerThread, new_page) -> None:  # noqa: F811
     """Two other paths to the same highlight: type-along, whose words count code points of
-    all the text appended so far, and Opus, decoded at 48 kHz, the clock its words are on."""
+    all the text appended so far (read by the default voice, Hibari), and Opus, decoded at
+    48 kHz, the clock its words are on."""
     page = new_page()
     page.goto(server.http + "/")
     wait_ready(page)
     page.evaluate(RECORDER)
-    page.select_option("#voice", "kokoro/af_heart")
+    assert page.input_value("#voice") == "hibari/heart"
     page.check("#typealong")
     page.click("#text")
     first = "Typed along, word by word. "
