@@ -2,6 +2,7 @@
 
 import { RttsClient, watchReadyz } from "./client.js";
 import { wavBlob } from "./wav.js";
+import { clearWordData, renderCaption } from "./words.js";
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -14,12 +15,15 @@ const client = new RttsClient({
   speed: Number(saved.speed || 1),
   sampleRate: Number(params.get("rate") || saved.sampleRate || 24000),
   format: params.get("format") || saved.format || "pcm16",
+  // Word timing (the caption follows each word): on unless switched off here or in the URL.
+  words: (params.get("words") ?? (saved.words === false ? "0" : "1")) !== "0",
 });
 window.rtts = client; // the tests (and curious people) read window.rtts.stats
 
 const els = {
   text: $("text"), voice: $("voice"), lang: $("lang"), speed: $("speed"), speedOut: $("speed-out"),
   rate: $("rate"), format: $("format"), speak: $("speak"), stop: $("stop"), typealong: $("typealong"), download: $("download"),
+  words: $("words"),
   caption: $("caption"), notice: $("notice"), conn: $("conn"), retry: $("retry"), token: $("token"),
   history: $("history"), connSettings: $("conn-settings"),
 };
@@ -36,7 +40,7 @@ function loadSettings() {
 
 function saveSettings() {
   const s = client.settings;
-  const keep = { voice: s.voice, lang: s.lang, speed: s.speed, sampleRate: s.sampleRate, format: s.format, token: s.token };
+  const keep = { voice: s.voice, lang: s.lang, speed: s.speed, sampleRate: s.sampleRate, format: s.format, token: s.token, words: s.words };
   try {
     localStorage.setItem("rtts.settings", JSON.stringify(keep));
   } catch {
@@ -48,6 +52,7 @@ els.speed.value = client.settings.speed;
 els.rate.value = String(client.settings.sampleRate);
 els.format.value = client.settings.format === "opus" ? "opus" : "pcm16";
 els.token.value = client.settings.token;
+els.words.checked = client.settings.words;
 showSpeed();
 
 function showSpeed() {
@@ -78,6 +83,10 @@ els.format.addEventListener("change", () => {
   client.configure({ format: els.format.value });
   saveSettings();
   location.reload();
+});
+els.words.addEventListener("change", () => {
+  client.configure({ words: els.words.checked }); // a new `hello`: for the next utterances
+  saveSettings();
 });
 els.token.addEventListener("change", () => {
   client.configure({ token: els.token.value.trim() });
@@ -361,11 +370,21 @@ for (const type of ["status", "state", "utterance", "firstaudio", "end", "stoppe
   client.addEventListener(type, refresh);
 }
 
+// The sentence being heard: from the marks, or with word timing word by word (the words
+// heard so far marked, the one being heard lit).
 client.addEventListener("caption", (e) => {
-  els.caption.textContent = e.detail ? e.detail.text : "";
-  if (e.detail && e.detail.lang) els.caption.lang = e.detail.lang;
+  const cap = e.detail;
+  if (cap && cap.parts) {
+    renderCaption(els.caption, cap);
+  } else {
+    clearWordData(els.caption);
+    els.caption.textContent = cap ? cap.text : "";
+  }
+  if (cap && cap.lang) els.caption.lang = cap.lang;
   else els.caption.removeAttribute("lang");
 });
+// The playback position the highlight was chosen by, for the tests.
+client.addEventListener("heard", (e) => { els.caption.dataset.pos = String(e.detail.pos); });
 
 function historyRow(rec) {
   const tr = document.createElement("tr");

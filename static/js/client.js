@@ -9,6 +9,7 @@
 import { Connection, wsUrl } from "./connection.js";
 import { Player, decodeFrame } from "./player.js";
 import { OPUS_RATE, OpusStream, opusSupported } from "./opus.js";
+import { captionParts, wordAt } from "./words.js";
 
 let counter = 0;
 function newId(prefix) {
@@ -21,16 +22,18 @@ const CJK_END = /[\u3000-\u9fff\uff00-\uffef]$/u;
 const CJK_START = /^[\u3000-\u9fff\uff00-\uffef]/u;
 
 export class RttsClient extends EventTarget {
-  // settings: {token, voice, lang, speed, sampleRate, format, prebufferMs}; voice/lang/speed
-  // go with each utterance, sampleRate, format and token with `hello`. format "opus" is
+  // settings: {token, voice, lang, speed, sampleRate, format, prebufferMs, words}; voice/lang/speed
+  // go with each utterance, sampleRate, format, token and words with `hello`. format "opus" is
   // used when both this browser (WebCodecs) and the server (ready.formats) can; else pcm16.
+  // words (true, "word" or "char"): ask for word timing, and caption word by word.
   constructor(settings = {}) {
     super();
     this.settings = { prebufferMs: 60, ...settings };
     this.utterances = new Map(); // id -> record, in creation order
     this.live = new Set(); // ids the server has not ended yet
     this.last = null; // {id, rate, chunks} audio of the most recent utterance, for WAV
-    this.caption = null; // {id, text, index}
+    this.caption = null; // {id, text, index} from marks; with words also {word, parts, pos}
+    this._following = null; // the requestAnimationFrame that moves the word highlight
     this.player = new Player({ prebufferMs: this.settings.prebufferMs });
     this.conn = new Connection({ url: settings.url || wsUrl(), hello: () => this._hello() });
     this.conn.addEventListener("message", (e) => this._onMessage(e.detail));
@@ -96,7 +99,8 @@ export class RttsClient extends EventTarget {
   // Applies new settings; a new sample rate or token needs a new `hello`.
   configure(changes) {
     const rehello = ("sampleRate" in changes && changes.sampleRate !== this.settings.sampleRate)
-      || ("token" in changes && changes.token !== this.settings.token);
+      || ("token" in changes && changes.token !== this.settings.token)
+      || ("words" in changes && changes.words !== this.settings.words);
     Object.assign(this.settings, changes);
     if (rehello) this.conn.rehello();
   }
@@ -106,6 +110,7 @@ export class RttsClient extends EventTarget {
     const format = this.wireFormat;
     const msg = { format, frame_ms: 20 };
     if (s.token) msg.token = s.token;
+    if (s.words) msg.words = s.words; // left out when off: the `hello` of before
     if (format === "opus") msg.sample_rate = OPUS_RATE;
     else if (s.sampleRate) msg.sample_rate = Number(s.sampleRate);
     return msg;
@@ -123,7 +128,7 @@ export class RttsClient extends EventTarget {
   _record(id, text, mode) {
     const rec = {
       id, text, mode, sentAt: performance.now(), flushAt: null,
-      started: false, voice: null, marks: [], sent: 0, received: 0, played: 0,
+      started: false, voice: null, marks: [], words: [], cps: null, firstPts: null, sent: 0, received: 0, played: 0,
       ttfaMs: null, firstSoundMs: null, serverTtfaMs: null, firstFrameAt: null, expectedWaitMs: null,
       reason: null, stats: null, error: null, cancelled: false, stopMs: null,
     };
@@ -248,6 +253,12 @@ export class RttsClient extends EventTarget {
       case "mark":
         if (rec) rec.marks.push({ pts: msg.pts, text: msg.text, lang: msg.lang });
         break;
+      case "words":
+        if (rec) {
+          for (const w of msg.words) rec.words.push(w);
+          this._emit("words", { id: rec.id, words: msg.words });
+        }
+        break;
       case "end":
         if (rec) {
           const finish = () => {
@@ -291,6 +302,7 @@ export class RttsClient extends EventTarget {
 
   _onAudio(rec, msg) {
     rec.bytes = (rec.bytes || 0) + msg.data.length;
+    if (rec.firstPts === null) rec.firstPts = msg.pts || 0; // a subscriber may join an announcement late
     if (rec.firstFrameAt === null) {
       rec.firstFrameAt = performance.now();
       rec.ttfaMs = rec.firstFrameAt - rec.sentAt;
@@ -339,7 +351,8 @@ export class RttsClient extends EventTarget {
       const rec = this.utterances.get(st.id);
       if (rec) {
         rec.played = st.pos;
-        this._updateCaption(rec, st.pos);
+        if (rec.words.length) this._followWords();
+        else this._updateCaption(rec, st.pos);
       }
     }
     this._emit("status", st);
@@ -355,6 +368,8 @@ export class RttsClient extends EventTarget {
     if (rec) {
       rec.received = Math.max(rec.received, received);
       rec.played = played;
+      rec.soundDone = true;
+      rec.cps = null; // the caption's copy of the text; an unattended page keeps 200 records
     }
     if (this.caption && this.caption.id === id) this._setCaption(null);
     this._emit("sounddone", { id, flushed: Boolean(flushed) });
@@ -383,6 +398,50 @@ export class RttsClient extends EventTarget {
     this._setCaption({ id: rec.id, index, text, lang, pts: rec.marks[index].pts });
   }
 
+  // With words, the caption follows the word being heard, from the position the player
+  // says the listener is at (not its last status, ~40 ms old), once per animation frame
+  // while a worded utterance plays; hidden pages get no frames but still get statuses.
+  _followWords() {
+    this._wordCaption();
+    if (this._following === null && typeof requestAnimationFrame === "function") {
+      this._following = requestAnimationFrame(() => {
+        this._following = null;
+        const st = this.player.status;
+        const rec = st.id !== null ? this.utterances.get(st.id) : undefined;
+        if (rec && rec.words.length) this._followWords();
+      });
+    }
+  }
+
+  _wordCaption() {
+    const id = this.player.status.id;
+    const rec = id !== null ? this.utterances.get(id) : undefined;
+    // The worklet's `done` may come before its next status, and Stop before either: the
+    // caption is over then.
+    if (!rec || rec.soundDone || rec.cancelled) return;
+    const heard = this.player.heard(id);
+    if (heard === null) return;
+    const pos = heard + (rec.firstPts || 0); // on the utterance's pts clock, as the words are
+    const word = wordAt(rec.words, pos);
+    const c = this.caption;
+    if (!(c && c.id === rec.id && c.word === word && c.wordCount === rec.words.length && c.textLength === rec.text.length)) {
+      // The text of an appended utterance grows; a new words message may end the sentence.
+      if (!rec.cps || rec.cps.length !== Array.from(rec.text).length) rec.cps = Array.from(rec.text);
+      const cap = captionParts(rec.cps, rec.words, word);
+      const at = rec.words[Math.max(word, 0)].start;
+      let lang = null;
+      for (const m of rec.marks) if (m.pts <= at) lang = m.lang;
+      this._setCaption({
+        id: rec.id, text: cap.parts.map((p) => p.text).join(""), lang, index: null, pts: at,
+        word, words: rec.words, parts: cap.parts, start: cap.start, end: cap.end, pos,
+        wordCount: rec.words.length, textLength: rec.text.length,
+      });
+    }
+    this.caption.pos = pos;
+    this.caption.heardAt = performance.now(); // when `pos` was so (the tests allow for the time since)
+    this._emit("heard", { id: rec.id, pos, word });
+  }
+
   _setCaption(caption) {
     this.caption = caption;
     this._emit("caption", caption);
@@ -397,7 +456,7 @@ export class RttsClient extends EventTarget {
         ttfaMs: r.ttfaMs, firstSoundMs: r.firstSoundMs, serverTtfaMs: r.serverTtfaMs,
         reason: r.reason, stats: r.stats, error: r.error, stopMs: r.stopMs, format: r.format ?? null, bytes: r.bytes ?? 0,
         marks: r.marks.length, firstFrameAt: r.firstFrameAt, flushAt: r.flushAt, expectedWaitMs: r.expectedWaitMs,
-        channel: r.channel ?? null, priority: r.priority ?? null,
+        channel: r.channel ?? null, priority: r.priority ?? null, words: r.words.length,
       };
     }
     const st = this.player.status;

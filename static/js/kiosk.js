@@ -9,6 +9,8 @@
 //   title=TEXT        the heading in the corner
 //   channel=NAME      hear the announcements published to this channel (repeat for more);
 //                     subscribed again on every reconnection, with what was missed shown
+//   words=0           caption by sentence only; by default the kiosk asks for word timing
+//                     (its own announcements and its channels') and lights the word heard
 //
 // More announcements come from window.rtts.announce(text, {priority: "high"}) or a
 // same-origin postMessage({type: "rtts-announce", text, priority}). A high-priority
@@ -17,6 +19,7 @@
 // high-priority announcement.
 
 import { RttsClient } from "./client.js";
+import { clearWordData, renderCaption } from "./words.js";
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -37,6 +40,7 @@ const client = new RttsClient({
   speed: number("speed", 1),
   sampleRate: number("rate", 24000),
   format: params.get("format") || "pcm16", // "opus" for thin links (WebCodecs; pcm16 where missing)
+  words: params.get("words") !== "0", // in `hello`, so a channel's announcements carry them too
 });
 
 const urlQueue = params.getAll("queue").map(parseItem).filter((item) => item.text);
@@ -180,7 +184,17 @@ function showCaption() {
   const local = Boolean(cap && current && cap.id === current.id);
   const announced = cap ? client.utterances.get(cap.id) : null;
   if (cap && (local || (announced && announced.channel))) {
-    if (caption.textContent !== cap.text) {
+    if (cap.parts) {
+      // Word timing: the announcement's own text, sentence by sentence, the word heard lit.
+      if (last.text !== cap.text) {
+        if (last.text) show(prev, last.text, last.lang);
+        last = { text: cap.text, lang: cap.lang };
+      }
+      renderCaption(caption, cap);
+      if (cap.lang) caption.lang = cap.lang;
+      else caption.removeAttribute("lang");
+    } else if (caption.textContent !== cap.text) {
+      clearWordData(caption);
       if (last.text && last.text !== cap.text) show(prev, last.text, last.lang);
       show(caption, cap.text, cap.lang);
       last = { text: cap.text, lang: cap.lang };
@@ -188,6 +202,7 @@ function showCaption() {
     caption.classList.remove("idle");
     caption.classList.toggle("high", (local ? current.priority : announced.priority) === "high");
   } else if (!current) {
+    clearWordData(caption);
     show(caption, "Waiting for announcements", null);
     caption.classList.add("idle");
     caption.classList.remove("high");
@@ -196,6 +211,10 @@ function showCaption() {
 }
 
 client.addEventListener("caption", showCaption);
+// The playback position the highlight was chosen by, for the tests.
+client.addEventListener("heard", (e) => {
+  if (caption.dataset.utterance === e.detail.id) caption.dataset.pos = String(e.detail.pos);
+});
 
 function showQueue() {
   const waiting = [...queue.high, ...queue.normal];

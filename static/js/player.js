@@ -2,6 +2,7 @@
 // (so `pts` and sample counts mean the same thing on both ends) and the worklet node.
 
 const WORKLET_URL = new URL("./worklet.js", import.meta.url);
+const QUANTUM = 128; // samples an AudioWorklet renders per call
 
 export function decodeFrame(data, format) {
   // msgpack hands back a view into the message buffer that may sit at an odd offset;
@@ -109,6 +110,30 @@ export class Player extends EventTarget {
     // before its next render.
     if (!this.running) return Promise.resolve({ dropped: 0 });
     return new Promise((resolve) => this._flushWaiters.push(resolve));
+  }
+
+  // How many samples of utterance `id` have reached the listener, now: what the worklet
+  // had played at its last status, moved on by the frames rendered since (statuses come
+  // every ~40 ms, a word lasts a few hundred), less the output's latency. The context's
+  // output timestamp says which frame the device plays at this moment, latency included;
+  // where the browser gives none, currentTime less the latencies it reports. null when
+  // `id` is not what the worklet is playing.
+  heard(id) {
+    const st = this.status;
+    const ctx = this.ctx;
+    if (!ctx || st.id !== id || st.frame === undefined) return null;
+    const rate = this.sampleRate;
+    let now = ctx.currentTime * rate - ((ctx.baseLatency || 0) + (ctx.outputLatency || 0)) * rate;
+    const ts = ctx.getOutputTimestamp ? ctx.getOutputTimestamp() : null;
+    if (ts && ts.contextTime > 0 && ts.performanceTime > 0) {
+      // Moved on by the time since that frame was played (the timestamp is renewed once a
+      // device callback, ~10 ms); back, if the browser dates it ahead.
+      now = (ts.contextTime + (performance.now() - ts.performanceTime) / 1000) * rate;
+    }
+    // The status's `pos` counts the quantum that began at its `frame`; at most what was
+    // queued then can have played since, and nothing while the worklet waits to refill.
+    const ahead = Math.min(now - (st.frame + QUANTUM), st.playing ? st.buffered : 0);
+    return Math.max(0, Math.round(st.pos + ahead));
   }
 
   bufferedMs() {
