@@ -143,9 +143,9 @@ def test_kokoro_fastapis_streaming_example_as_its_readme_has_it(server: ServerTh
     assert [s["word"].rstrip("!.") for s in stamps] == text.replace("!", "").replace(".", "").split()
 
 
-def test_english_streamed_with_piper(server: ServerThread) -> None:
-    samples, stamps, sent_before = streamed(captioned(server, input=ENGLISH, voice="piper/en_US-joe-medium",
-                                                      response_format="pcm"))
+@pytest.mark.parametrize("voice", ["piper/en_US-joe-medium", "hibari/heart"])
+def test_english_streamed_with_piper_and_hibari(server: ServerThread, voice: str) -> None:
+    samples, stamps, sent_before = streamed(captioned(server, input=ENGLISH, voice=voice, response_format="pcm"))
     check_words(stamps, ENGLISH, len(samples) / 24000)
     assert all(s["start_time"] >= before - FRAME_S for s, before in zip(stamps, sent_before))
 
@@ -236,6 +236,30 @@ def test_tts_captions_refusals_and_head(server: ServerThread) -> None:
     assert status == 400 and body.startswith(b"bad_message")
     r = requests.head(f"{server.http}/tts?text=hi&captions=vtt", timeout=30)
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/vtt")
+
+
+def test_rtts_say_with_the_default_voice(tmp_path: Path) -> None:
+    """English with no voice named: Hibari, whose durations are drawn at random, so the
+    subtitles must come from the very synthesis the WAV holds."""
+    out, srt = tmp_path / "b.wav", tmp_path / "b.srt"
+    models = tmp_path / "models"
+    models.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run(
+        [sys.executable, "-m", "rtts", "say", ENGLISH, "-o", str(out), "--srt", str(srt),
+         "--models-dir", str(models), "--cache-dir", str(_CACHE)],
+        capture_output=True, text=True, timeout=300, env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    cues = read_srt(srt.read_text(encoding="utf-8"))
+    samples = audio.decode(out.read_bytes()[44:], "pcm16")
+    rate = int.from_bytes(out.read_bytes()[24:28], "little")
+    assert cues[-1].end_ms / 1000 <= len(samples) / rate + FRAME_S
+    assert " ".join(line for c in cues for line in c.lines) == ENGLISH
+    # Each cue lies over speech in that WAV, not over its pauses.
+    for c in cues:
+        part = samples[c.start_ms * rate // 1000:c.end_ms * rate // 1000]
+        assert float(np.sqrt(np.mean(part**2))) > 0.01, c
 
 
 def test_rtts_say_writes_the_subtitles_beside_the_wav(tmp_path: Path) -> None:
