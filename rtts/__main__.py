@@ -128,7 +128,7 @@ async def _say(cfg: config.Config, args: argparse.Namespace) -> int:
     Path(args.output).write_bytes(audio.wav_bytes(samples, rate))
     if captions:
         # From the same synthesis as the WAV: a voice that draws its durations at random
-        # (Piper, Hibari) speaks a text differently each time.
+        # (Piper's noise_w) speaks a text differently each time.
         cues = subtitles.cues(words, args.text, rate)
         for fmt, path in captions.items():
             Path(path).write_text(subtitles.render(fmt, cues), encoding="utf-8")
