@@ -46,10 +46,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import audio, memory
-from .engines.base import EngineError, EngineKind, Memory, VoiceInfo
+from .engines.base import EngineError, EngineKind, Memory, Timing, VoiceInfo
 from .estimates import fold
 from .host.client import Host
-from .jobs import Job, JobAudio, JobDone, JobEvent, JobFailed
+from .jobs import Job, JobAudio, JobDone, JobEvent, JobFailed, JobWords
 from .phrase_cache import PhraseCache
 from .protocol import ErrorCode
 from .voices import VoiceRegistry
@@ -94,9 +94,9 @@ class _Entry:
     control: Callable[[], None] | None = field(compare=False, default=None)
     # A job put back on the heap between chunks: its suspended iterator and the compute
     # time it has used so far.
-    chunks: Iterator[np.ndarray] | None = field(compare=False, default=None)
+    chunks: Iterator[np.ndarray | Timing] | None = field(compare=False, default=None)
     compute_s: float = field(compare=False, default=0.0)
-    kept: list[np.ndarray] | None = field(compare=False, default=None)  # chunks for the phrase cache
+    kept: list[np.ndarray | Timing] | None = field(compare=False, default=None)  # chunks for the phrase cache
     samples: int = field(compare=False, default=0)
     last_chunk_s: float = field(compare=False, default=0.0)  # compute of the latest chunk
 
@@ -190,10 +190,10 @@ class InferenceWorker:
             heapq.heappush(self._heap, _Entry(job.deadline, job.seq, job))
             self._cond.notify()
 
-    def _replay(self, job: Job, chunks: tuple[np.ndarray, ...]) -> None:
+    def _replay(self, job: Job, chunks: tuple[np.ndarray | Timing, ...]) -> None:
         """Answer a job from the phrase cache, on the event loop, without queueing."""
         for chunk in chunks:
-            self._emit(job, JobAudio(chunk))
+            self._emit(job, JobWords(chunk.spoken) if isinstance(chunk, Timing) else JobAudio(chunk))
         self._emit(job, JobDone(0.0))
 
     def _pause(self, job: Job) -> None:
@@ -259,8 +259,8 @@ class InferenceWorker:
         return self._rtf(job.voice) * len(job.text) * _SPEECH_S_PER_CHAR / job.speed
 
     @staticmethod
-    def _cache_key(job: Job) -> tuple[str, str, float, str]:
-        return PhraseCache.key(job.voice.id, job.lang, job.speed, job.text)
+    def _cache_key(job: Job) -> tuple[str, str, float, str, bool]:
+        return PhraseCache.key(job.voice.id, job.lang, job.speed, job.text, job.words)
 
     def drop(self, job: Job) -> None:
         """Cancel a job; if queued it is skipped, if running it stops at the next chunk."""
@@ -583,7 +583,10 @@ class InferenceWorker:
                 engine = self._registry.engine_for(job.voice)
                 # Audio the client holds that this job's first chunk may take its time behind.
                 lead_s = 0.0 if job.opens else max(0.0, job.deadline - time.monotonic())
-                entry.chunks = iter(engine.synthesize(job.text, job.voice, job.lang, job.speed, lead_s))
+                if job.words:
+                    entry.chunks = iter(engine.synthesize(job.text, job.voice, job.lang, job.speed, lead_s, words=True))
+                else:  # as before the seam had words: an engine outside rtts need not know of them
+                    entry.chunks = iter(engine.synthesize(job.text, job.voice, job.lang, job.speed, lead_s))
                 self._note_use(job)  # synthesize has phonemized: the job's front end is loaded
                 if self.cache.cacheable(job.text):
                     entry.kept = []
@@ -591,6 +594,11 @@ class InferenceWorker:
             for chunk in entry.chunks:
                 if job.cancelled:
                     break
+                if isinstance(chunk, Timing):  # words come before the audio they describe
+                    self._emit(job, JobWords(chunk.spoken))
+                    if entry.kept is not None:
+                        entry.kept.append(chunk)
+                    continue
                 now_pc = time.perf_counter()
                 if entry.samples == 0 and job.text:
                     fold(self.first_s_per_char, job.voice.engine, (now_pc - t0) / len(job.text))

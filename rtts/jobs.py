@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .engines.base import VoiceInfo
+from .engines.base import Spoken, VoiceInfo
 
 _ids = itertools.count(1)
 
@@ -21,6 +21,14 @@ _ids = itertools.count(1)
 @dataclass(frozen=True)
 class JobAudio:
     samples: np.ndarray  # float32 mono at the engine's native rate
+
+
+@dataclass(frozen=True)
+class JobWords:
+    """The words of the audio that follows (``Timing``), in the engine's samples from the
+    next ``JobAudio`` on and spans of the job's ``text``."""
+
+    spoken: tuple[Spoken, ...]
 
 
 @dataclass(frozen=True)
@@ -34,7 +42,7 @@ class JobFailed:
     message: str
 
 
-JobEvent = JobAudio | JobDone | JobFailed
+JobEvent = JobAudio | JobWords | JobDone | JobFailed
 
 
 @dataclass(eq=False)
@@ -59,6 +67,8 @@ class Job:
     # A channel announcement's job: (announcement id, its place in the announcement). Every
     # subscriber's session makes the same jobs; ``channels.SharedJobs`` runs each once.
     shared: tuple[str, int] | None = None
+    # The client asked for word timing: the engine also reports ``JobWords``.
+    words: bool = False
     # Written by the event loop, read by the inference thread between chunks; a plain
     # bool is enough because it only ever goes False → True.
     cancelled: bool = False

@@ -3,7 +3,7 @@
 A kiosk says "Please mind the gap." hundreds of times a day; synthesizing it once
 and replaying the samples costs nothing and starts at once. Entries are whole text
 units (what a ``Job`` speaks) keyed by everything that changes the audio: voice,
-language, speed and the text itself. Least recently used entries are dropped first
+language, speed and the text itself (and whether its word timing is kept with it). Least recently used entries are dropped first
 once the samples held pass ``max_bytes``. Used from the event loop (lookups) and the
 inference thread (stores), hence the lock.
 """
@@ -15,9 +15,12 @@ from collections import OrderedDict
 
 import numpy as np
 
+from rtts.engines.base import Timing
+
 __all__ = ["PhraseCache"]
 
-Key = tuple[str, str, float, str]
+Key = tuple[str, str, float, str, bool]
+Chunk = np.ndarray | Timing
 
 
 class PhraseCache:
@@ -25,20 +28,20 @@ class PhraseCache:
         self.max_bytes = max_bytes
         # Long texts are rarely repeated word for word; keeping them would only evict the short ones.
         self.max_chars = max_chars
-        self._entries: OrderedDict[Key, tuple[np.ndarray, ...]] = OrderedDict()
+        self._entries: OrderedDict[Key, tuple[Chunk, ...]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
     @staticmethod
-    def key(voice: str, lang: str, speed: float, text: str) -> Key:
-        return (voice, lang, round(float(speed), 3), text)
+    def key(voice: str, lang: str, speed: float, text: str, words: bool = False) -> Key:
+        return (voice, lang, round(float(speed), 3), text, words)
 
     def cacheable(self, text: str) -> bool:
         return self.max_bytes > 0 and 0 < len(text) <= self.max_chars
 
-    def get(self, key: Key) -> tuple[np.ndarray, ...] | None:
+    def get(self, key: Key) -> tuple[Chunk, ...] | None:
         """The chunks spoken for ``key`` (counted as a hit or a miss)."""
         with self._lock:
             chunks = self._entries.get(key)
@@ -54,24 +57,27 @@ class PhraseCache:
         with self._lock:
             return key in self._entries
 
-    def put(self, key: Key, chunks: list[np.ndarray]) -> None:
-        size = sum(c.nbytes for c in chunks)
+    def put(self, key: Key, chunks: list[Chunk]) -> None:
+        size = _size(chunks)
         if size > self.max_bytes or not chunks:
             return
-        frozen = []
+        frozen: list[Chunk] = []
         for chunk in chunks:
+            if isinstance(chunk, Timing):
+                frozen.append(chunk)
+                continue
             copy = np.array(chunk, dtype=np.float32, copy=True)
             copy.flags.writeable = False  # every replay shares these arrays
             frozen.append(copy)
         with self._lock:
             old = self._entries.pop(key, None)
             if old is not None:
-                self._bytes -= sum(c.nbytes for c in old)
+                self._bytes -= _size(old)
             self._entries[key] = tuple(frozen)
             self._bytes += size
             while self._bytes > self.max_bytes:
                 _, dropped = self._entries.popitem(last=False)
-                self._bytes -= sum(c.nbytes for c in dropped)
+                self._bytes -= _size(dropped)
 
     def clear(self) -> None:
         with self._lock:
@@ -84,3 +90,8 @@ class PhraseCache:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def _size(chunks: "list[Chunk] | tuple[Chunk, ...]") -> int:
+    """Bytes of the samples held (a Timing's few words are not counted)."""
+    return sum(c.nbytes for c in chunks if isinstance(c, np.ndarray))

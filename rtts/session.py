@@ -20,11 +20,11 @@ from typing import Protocol as TypingProtocol
 
 import numpy as np
 
-from . import access, audio, codecs, protocol
+from . import access, audio, codecs, protocol, word_timing
 from .announcements import Announcement, Draft
 from .config import Config
-from .engines.base import VoiceInfo
-from .jobs import Job, JobAudio, JobDone, JobEvent, JobFailed
+from .engines.base import Spoken, VoiceInfo
+from .jobs import Job, JobAudio, JobDone, JobEvent, JobFailed, JobWords
 from .protocol import ErrorCode, ProtocolError
 from .ratelimit import MessageRate, Verdict
 from .text import markup
@@ -86,6 +86,15 @@ def _spoken_lang(lang: str, utt_id: str | None) -> str:
 def _implied_lang(voice: VoiceInfo) -> str | None:
     """The language a voice made for a Latin-script language other than English implies."""
     return voice.langs[0] if voice.langs and voice.langs[0] in _IMPLIED_LANGS else None
+
+
+def _word_unit(asked: bool | str | None, default: str) -> str:
+    """``words`` as one of protocol.WORD_UNITS ("word", "char", "none")."""
+    if asked is None:
+        return default
+    if isinstance(asked, bool):
+        return "word" if asked else "none"
+    return asked
 
 
 def _says_something(text: str) -> bool:
@@ -163,6 +172,7 @@ class Part:
     voice: VoiceInfo
     unit: Unit
     first: bool  # the unit's first part: the pause between units goes before it
+    timing: word_timing.Part | None = None  # where its text came from, when words are asked for
 
 
 @dataclass(eq=False)
@@ -192,6 +202,7 @@ class Utterance:
     # instance (Job.shared), so its jobs are numbered.
     announcement: Announcement | None = None
     shared_jobs: int = 0
+    clock: word_timing.Clock | None = None  # word timing, when asked for (``words``)
 
     @property
     def audio_s(self) -> float:
@@ -219,6 +230,7 @@ class Session:
         self.voice = catalog.default_voice
         self.lang: str | None = None
         self.speed = 1.0
+        self.words = "none"  # hello.words: protocol.WORD_UNITS
         self.out = Output(config.sample_rate, config.format, config.frame_ms)
         self.utterances: OrderedDict[str, Utterance] = OrderedDict()
         # When the client will have played everything sent so far (monotonic seconds).
@@ -291,6 +303,9 @@ class Session:
             return []  # the utterance was cancelled while this job ran
         if isinstance(event, JobAudio):
             return self._audio(utt, event.samples)
+        if isinstance(event, JobWords):
+            return self._words(utt, event.spoken)
+        done = utt.job_part
         utt.job = None
         if isinstance(event, JobFailed):
             del self.utterances[utt.id]
@@ -299,9 +314,12 @@ class Session:
             return effects + self._pump()
         assert isinstance(event, JobDone)
         utt.compute_s += event.compute_s
-        if utt.job_part is not None:
-            utt.prev_unit = utt.job_part.unit
-        return self._pump()
+        effects = []
+        if done is not None:
+            utt.prev_unit = done.unit
+            if utt.clock is not None and done.timing is not None and utt.track is not None:
+                effects = self._send_words(utt, utt.clock.finish(done.timing, utt.track.position))
+        return effects + self._pump()
 
     def close(self) -> list[Effect]:
         """The connection went away: give back every job."""
@@ -317,13 +335,13 @@ class Session:
             return self._hello(msg)
         if isinstance(msg, protocol.Speak):
             effects = self._cancel_all() if msg.interrupt else []
-            utt = self._new_utterance(msg.id, msg.text, *self._defaults(msg.voice, msg.lang, msg.speed))
+            utt = self._new_utterance(msg.id, msg.text, *self._defaults(msg.voice, msg.lang, msg.speed), msg.words)
             self._whole(utt, msg.text)
             return effects + self._pump()
         if isinstance(msg, protocol.Append):
             utt = self.utterances.get(msg.id)
             if utt is None:
-                utt = self._new_utterance(msg.id, msg.text, *self._defaults(msg.voice, msg.lang, msg.speed))
+                utt = self._new_utterance(msg.id, msg.text, *self._defaults(msg.voice, msg.lang, msg.speed), msg.words)
                 utt.buffer = UnitBuffer(first_max_chars=self._first_unit_chars(utt, msg.text))
                 utt.markup = markup.MarkupStream()
                 self.utterances[utt.id] = utt
@@ -333,13 +351,23 @@ class Session:
                 self._check_length(utt.chars + len(msg.text), msg.id)
                 utt.chars += len(msg.text)  # counted once accepted: a refused append leaves no trace
             assert utt.markup is not None
-            utt.units.extend(utt.buffer.feed(utt.markup.feed(msg.text)))
+            if utt.clock is None:
+                rendered = utt.markup.feed(msg.text)
+            else:
+                rendered, origins = utt.markup.feed_mapped(msg.text)
+                utt.clock.add(msg.text, rendered, origins)
+            utt.units.extend(utt.buffer.feed(rendered))
             return self._pump()
         if isinstance(msg, protocol.Flush):
             utt = self._live(msg.id)
             if utt.buffer is not None:
                 assert utt.markup is not None
-                utt.buffer.feed(utt.markup.flush())
+                if utt.clock is None:
+                    rendered = utt.markup.flush()
+                else:
+                    rendered, origins = utt.markup.flush_mapped()
+                    utt.clock.add("", rendered, origins)
+                utt.buffer.feed(rendered)
                 utt.units.extend(utt.buffer.flush())
                 utt.buffer = None
             return self._pump()
@@ -358,7 +386,11 @@ class Session:
 
     def _whole(self, utt: Utterance, raw: str) -> None:
         """Queue a whole text as the utterance's units; refuse what cannot be spoken before any audio."""
-        text = markup.render(raw)
+        if utt.clock is None:
+            text = markup.render(raw)
+        else:
+            text, origins = markup.render_mapped(raw)
+            utt.clock.add(raw, text, origins)
         utt.units.extend(split_units(text, first_max_chars=self._first_unit_chars(utt, text)))
         if not any(_says_something(u.text) for u in utt.units):
             raise ProtocolError(ErrorCode.BAD_MESSAGE, "text has nothing to speak", utt.id)
@@ -394,7 +426,7 @@ class Session:
         and speed, so every subscriber makes the same jobs and shares their synthesis."""
         effects = self._cancel_all() if ann.high else []
         try:
-            utt = self._new_utterance(ann.id, ann.text, ann.voice, ann.lang, ann.speed)
+            utt = self._new_utterance(ann.id, ann.text, ann.voice, ann.lang, ann.speed, self.words)
             utt.announcement = ann
             self._whole(utt, ann.text)
         except ProtocolError as exc:
@@ -421,6 +453,7 @@ class Session:
         self.out = Output(rate, fmt, frame_ms)
         self.lang = _spoken_lang(msg.lang, None) if msg.lang is not None else self.lang
         self.speed = msg.speed if msg.speed is not None else self.speed
+        self.words = _word_unit(msg.words, self.words)
         return [Send(self._ready())]
 
     def _ready(self) -> protocol.Ready:
@@ -446,7 +479,9 @@ class Session:
             speed if speed is not None else self.speed,
         )
 
-    def _new_utterance(self, utt_id: str, text: str, voice: str, lang: str | None, speed: float) -> Utterance:
+    def _new_utterance(
+        self, utt_id: str, text: str, voice: str, lang: str | None, speed: float, words: bool | str | None = None
+    ) -> Utterance:
         if utt_id in self.utterances:
             raise ProtocolError(ErrorCode.DUPLICATE_ID, f"utterance {utt_id!r} is still live", utt_id)
         self._check_length(len(text), utt_id)
@@ -464,6 +499,7 @@ class Session:
             created=self._clock(),
             chars=len(text),
             pause_left_ms=round(self._config.max_pause * 1000),
+            clock=None if (unit := _word_unit(words, self.words)) == "none" else word_timing.Clock(unit),
         )
 
     def _pump(self) -> list[Effect]:
@@ -507,8 +543,13 @@ class Session:
                 if not seg.text.strip():
                     continue
                 voice = self._voice_for(utt, seg.lang)
-                speak = self._lexicon.apply(seg.text.strip())
-                utt.parts.append(Part(seg.lang, seg.text.strip(), speak, voice, unit, first))
+                text = seg.text.strip()
+                if utt.clock is None:
+                    utt.parts.append(Part(seg.lang, text, self._lexicon.apply(text), voice, unit, first))
+                else:
+                    speak, origins = self._lexicon.apply_mapped(text)
+                    timing = utt.clock.part(text, origins)
+                    utt.parts.append(Part(seg.lang, text, speak, voice, unit, first, timing))
                 first = False
         if first:  # only breaks: the unit's pause still separates it from the next
             utt.prev_unit = unit
@@ -559,7 +600,10 @@ class Session:
             job = Job(utt.id, "", voice, voice.langs[0], utt.speed, deadline, opens=not utt.started, pause_ms=head)
         else:
             part, voice = head, head.voice
-            job = Job(utt.id, part.speak, voice, part.lang, utt.speed, deadline, opens=not utt.started)
+            job = Job(
+                utt.id, part.speak, voice, part.lang, utt.speed, deadline, opens=not utt.started,
+                words=utt.clock is not None,
+            )  # fmt: skip
             if utt.announcement is not None:
                 job.shared = (utt.announcement.id, utt.shared_jobs)
                 utt.shared_jobs += 1
@@ -600,10 +644,7 @@ class Session:
         samples, bad = audio.sanitize(samples)
         if bad:
             log.warning("session %s: %d non-finite samples from %s", self.id, bad, voice.id)
-        pause = 0
-        if not utt.part_started and part is not None and part.first and utt.prev_unit is not None:
-            # The pause goes before a unit rather than after, so none trails the last one.
-            pause = pause_ms(utt.prev_unit)
+        pause = self._pause_before(utt)
         if utt.audio_s + pause / 1000 + len(samples) / voice.native_rate > self._config.max_audio:
             return self._too_long(utt)
         if not utt.part_started:
@@ -620,6 +661,29 @@ class Session:
                 effects.append(Send(mark))
         effects.extend(self._frames(utt, track.push(samples)))
         return effects
+
+    def _pause_before(self, utt: Utterance) -> int:
+        """Milliseconds of silence the running part's first audio will come after."""
+        part = utt.job_part
+        if not utt.part_started and part is not None and part.first and utt.prev_unit is not None:
+            # The pause goes before a unit rather than after, so none trails the last one.
+            return pause_ms(utt.prev_unit)
+        return 0
+
+    def _words(self, utt: Utterance, spoken: tuple[Spoken, ...]) -> list[Effect]:
+        """An engine's timed items of the running part, as a ``words`` message."""
+        part, track, clock = utt.job_part, utt.track, utt.clock
+        if part is None or part.timing is None or track is None or clock is None or utt.job is None:
+            return []  # no words asked for (a shared announcement's run has them anyway)
+        rate = utt.out.sample_rate
+        at = track.position + self._pause_before(utt) * rate // 1000
+        return self._send_words(utt, clock.entries(part.timing, spoken, at, rate / utt.job.voice.native_rate))
+
+    def _send_words(self, utt: Utterance, entries: list[word_timing.Entry]) -> list[Effect]:
+        if not entries:
+            return []
+        channel = utt.announcement.channel if utt.announcement is not None else None
+        return [Send(protocol.Words(utt.id, [e.as_dict() for e in entries], channel=channel))]
 
     def _too_long(self, utt: Utterance) -> list[Effect]:
         """The utterance would pass limits.max_audio_ms: it ends here, with an error."""

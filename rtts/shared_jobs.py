@@ -87,7 +87,11 @@ class SharedJobs:
             self._worker.submit(job)
             return
         if run is None:
-            run = _Run(Job(announcement, job.text, job.voice, job.lang, job.speed, job.deadline, opens=job.opens))
+            # With its words, whoever asked: a subscriber that wants them may join later,
+            # and a session that did not ask ignores them.
+            run = _Run(
+                Job(announcement, job.text, job.voice, job.lang, job.speed, job.deadline, opens=job.opens, words=True)
+            )
             run.job.sink = lambda _, event, run=run: self._fan_out(run, event)
             held.runs[index] = run
             run.listeners.append(job)

@@ -304,8 +304,8 @@ class HibariEngine:
         pass  # a unit's spectra are small; its DSP runs in windows
 
     def synthesize(
-        self, text: str, voice: VoiceInfo, lang: str, speed: float, lead_s: float = 0.0
-    ) -> Iterator[np.ndarray]:
+        self, text: str, voice: VoiceInfo, lang: str, speed: float, lead_s: float = 0.0, words: bool = False
+    ) -> Iterator[np.ndarray]:  # words: not timed yet (issue 23)
         """See ``Engine.synthesize``. A listener who already holds a second of audio gets
         larger windows (fewer, cheaper per second); one who waits, the first sound early."""
         if not (math.isfinite(speed) and speed > 0):

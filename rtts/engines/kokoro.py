@@ -27,18 +27,21 @@ from pathlib import Path
 import numpy as np
 
 from rtts import voicepacks
-from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, Memory, VoiceInfo
+from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, Memory, Spoken, Timing, VoiceInfo
 from rtts.engines.graph_cut import whole_second
-from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, CutError, cached_kokoro_cut, drop_pad_frames
-from rtts.engines.trim import trim_silence
+from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, KEEP_PAD_FRAMES, CutError, cached_kokoro_cut, drop_pad_frames
+from rtts.engines.trim import silence_bounds
 from rtts.g2p import espeak, kokoro_langs
 from rtts.g2p.split import first_words, split_phonemes
+from rtts.g2p.words import Word, locate, split_span, squeeze, with_origins, words_of
 from rtts.host.client import Host, RemoteSession
 from rtts.native import snake_library
 from rtts.text.normalize_en import normalize_en
 from rtts.text.normalize_ja import normalize_ja
 from rtts.text.normalize_romance import normalize_romance
+from rtts.text.lexicon import split_phonemes as lexicon_pieces
 from rtts.text.normalize_zh import normalize_zh
+from rtts.text.origins import aligned
 
 __all__ = [
     "LANGS",
@@ -67,7 +70,7 @@ LANGS = ("en", "en-gb", "zh", "ja", "es", "fr", "it", "pt-br")
 # Languages whose front end runs in the inference process (rtts.g2p.kokoro_langs), after
 # normalizing here; and its requests there.
 _NORMALIZE = {"zh": normalize_zh, "ja": normalize_ja}
-_G2P, _WARM = "kokoro.g2p", "kokoro.warm"
+_G2P, _WORDS, _WARM = "kokoro.g2p", "kokoro.g2p_words", "kokoro.warm"
 # A Kokoro run yields nothing until it has decoded all of it (~0.25 s of compute per
 # second of speech here), so when the listener holds less than QUICK_START_LEAD_S of
 # audio, a Mandarin unit's first run is only its first words: (shortest, longest)
@@ -402,35 +405,81 @@ class KokoroEngine:
 
     def phonemize(self, text: str, voice: VoiceInfo | str, lang: str) -> str:
         """Kokoro phonemes for ``text``; ``voice`` is a VoiceInfo or a style name."""
+        normalize, phonemize = self._front(voice, lang)
+        return self._keep_known(kokoro_langs.with_lexicon(text, lambda piece: phonemize(normalize(piece))))
+
+    def phonemize_words(self, text: str, voice: VoiceInfo | str, lang: str) -> tuple[str, list[Word]]:
+        """``phonemize``'s phonemes (the same), and where in them each word of ``text`` is.
+
+        Chinese and Japanese words come as one item per character (``Word.word`` tells
+        them apart): a client may ask for either."""
+        front = self._front(voice, lang)
+        parts: list[str] = []
+        words: list[Word] = []
+        at = cursor = number = 0  # in the joined phonemes, in text; the next word's number
+        for is_phonemes, piece in lexicon_pieces(text):
+            offset = text.find(piece, cursor)
+            cursor = offset + len(piece)
+            if is_phonemes:  # a lexicon entry's phonemes: one word, its sentinels included
+                phonemes, found = piece, [Word(offset - 1, cursor + 1, f"/{piece.strip()}/", 0, len(piece))]
+            else:
+                phonemes, found = self._piece_words(piece, front, lang)
+            stripped = phonemes.strip()
+            if not stripped:
+                continue
+            at += 1 if parts else 0
+            lead = len(phonemes) - len(phonemes.lstrip())
+            for w in found:
+                start, end = (max(0, min(len(stripped), p - lead)) + at for p in (w.start, w.end))
+                words.append(Word(w.text_start + offset, w.text_end + offset, w.said, start, end, w.word + number))
+            number = max((w.word for w in words), default=-1) + 1
+            parts.append(stripped)
+            at += len(stripped)
+        phonemes, where = squeeze(" ".join(parts), self._get_vocab())
+        return phonemes, [Word(w.text_start, w.text_end, w.said, where[w.start], where[w.end], w.word) for w in words]
+
+    def _front(self, voice: VoiceInfo | str, lang: str) -> tuple[Callable[[str], str], Callable[[str], str]]:
+        """(normalize, phonemize normalized text) in ``lang``, for text without lexicon entries."""
         if lang not in LANGS:
             raise ValueError(f"Kokoro speaks {', '.join(LANGS)} here, not {lang!r}")
         name = voice.speaker if isinstance(voice, VoiceInfo) else voice
         if lang in ESPEAK_VOICES:
-
-            def romance(piece: str) -> str:
-                return espeak_to_kokoro(espeak.phonemize(normalize_romance(piece, lang), ESPEAK_VOICES[lang], tie="^"))
-
-            return self._keep_known(kokoro_langs.with_lexicon(text, romance))
+            return (
+                lambda text: normalize_romance(text, lang),
+                lambda text: espeak_to_kokoro(espeak.phonemize(text, ESPEAK_VOICES[lang], tie="^")),
+            )
         if lang in _NORMALIZE:
-            normalize = _NORMALIZE[lang]
             # The front end itself runs in the inference process (its memory goes with it),
             # over compact tables in the cache directory where it has them.
-            cache = None if self._cache_dir is None else str(self._cache_dir)
-            return self._keep_known(
-                kokoro_langs.with_lexicon(text, lambda piece: str(self._host.call(_G2P, lang, normalize(piece), cache)))
-            )
+            cache = self._cache_str()
+            return _NORMALIZE[lang], lambda text: str(self._host.call(_G2P, lang, text, cache))
         # Kokoro's British voices (bf_*, bm_*) were trained on British phonemes.
         british = lang == "en-gb" or name.startswith("b")
+        espeak_voice = "en-gb" if british else "en-us"
+        return normalize_en, lambda text: to_kokoro_phonemes(espeak.phonemize(text, espeak_voice, tie="^"), british)
 
-        def english(piece: str) -> str:
-            ipa = espeak.phonemize(normalize_en(piece), "en-gb" if british else "en-us", tie="^")
-            return to_kokoro_phonemes(ipa, british)
+    def _piece_words(
+        self, piece: str, front: tuple[Callable[[str], str], Callable[[str], str]], lang: str
+    ) -> tuple[str, list[Word]]:
+        """The phonemes of ``piece`` and its words in them."""
+        normalize, phonemize = front
+        if lang not in _NORMALIZE:
+            return words_of(piece, normalize, phonemize)
+        normalized = normalize(piece)
+        whole, found = self._host.call(_WORDS, lang, normalized, self._cache_str())
+        spans = locate([p for _, _, p, _ in found], whole)
+        items = []
+        for i, ((start, end, alone, chars), (p_start, p_end)) in enumerate(zip(found, spans, strict=True)):
+            word = Word(start, end, normalized[start:end], p_start, p_end, i)
+            items.extend(split_span(word, normalized, chars if "".join(chars) == alone else []))
+        return whole, with_origins(items, aligned(piece, normalized))
 
-        return self._keep_known(kokoro_langs.with_lexicon(text, english))
+    def _cache_str(self) -> str | None:
+        return None if self._cache_dir is None else str(self._cache_dir)
 
     def synthesize(
-        self, text: str, voice: VoiceInfo, lang: str, speed: float, lead_s: float = 0.0
-    ) -> Iterator[np.ndarray]:
+        self, text: str, voice: VoiceInfo, lang: str, speed: float, lead_s: float = 0.0, words: bool = False
+    ) -> Iterator[np.ndarray | Timing]:
         """See ``Engine.synthesize``; a Kokoro unit is one run, so ``lead_s`` changes nothing."""
         if not (math.isfinite(speed) and speed > 0):
             raise ValueError(f"speed must be a positive number, not {speed!r}")
@@ -441,8 +490,11 @@ class KokoroEngine:
         # meanwhile instead of after them. Validate and phonemize now rather than on
         # the generator's first step.
         self.load()
-        phonemes = self.phonemize(text, voice, lang)
-        return self._generate(phonemes, voice.speaker, speed, self._first_symbols(lang, lead_s), lang)
+        if not words:
+            phonemes = self.phonemize(text, voice, lang)
+            return self._generate(phonemes, voice.speaker, speed, self._first_symbols(lang, lead_s), lang)
+        phonemes, found = self.phonemize_words(text, voice, lang)
+        return self._generate(phonemes, voice.speaker, speed, self._first_symbols(lang, lead_s), lang, found)
 
     def limit_run_memory(self, mb: float | None) -> None:
         self._run_mb = mb
@@ -460,8 +512,16 @@ class KokoroEngine:
         return self.quick_start.get(lang) if lead_s < QUICK_START_LEAD_S else None
 
     def _generate(
-        self, phonemes: str, style_name: str, speed: float, first: tuple[int, int] | None = None, lang: str = "en"
-    ) -> Iterator[np.ndarray]:
+        self,
+        phonemes: str,
+        style_name: str,
+        speed: float,
+        first: tuple[int, int] | None = None,
+        lang: str = "en",
+        words: list[Word] | None = None,
+    ) -> Iterator[np.ndarray | Timing]:
+        """The audio of ``phonemes``, a run at a time; with ``words`` (where each word is in
+        ``phonemes``), each run's ``Timing`` before its audio."""
         if not phonemes:
             return
         self.load()
@@ -472,12 +532,17 @@ class KokoroEngine:
             head, rest = first_words(pieces[0], first[1], first[0])
             if len(rest) >= QUICK_START_MIN_REST:
                 pieces[:1] = [head, rest]
+        at = 0  # where the piece is in ``phonemes``: the cuts dropped only spaces
         for piece in pieces:
+            at = phonemes.index(piece, at)
             tokens = [vocab[ch] for ch in piece]
-            audio = self._run(tokens, style, speed)
+            audio, bounds = self._run(tokens, style, speed)
             self._learn_length(lang, len(tokens), audio.size / SAMPLE_RATE * speed)
             if audio.size:
+                if words is not None:
+                    yield Timing(_spoken(words, at, bounds))
                 yield audio
+            at += len(piece)
 
     def _learn_length(self, lang: str, tokens: int, audio_s: float) -> None:
         """Fold a run's audio per phoneme (at speed 1, trimmed) into its language's figure;
@@ -486,7 +551,9 @@ class KokoroEngine:
             old = self._s_per_token.get(lang, AUDIO_S_PER_TOKEN)
             self._s_per_token[lang] = 0.8 * old + 0.2 * audio_s / tokens
 
-    def _run(self, tokens: list[int], style: np.ndarray, speed: float) -> np.ndarray:
+    def _run(self, tokens: list[int], style: np.ndarray, speed: float) -> tuple[np.ndarray, np.ndarray]:
+        """A run's audio, and where in it each token starts (and the last ends): from the
+        predictor's durations when cut, else in equal shares."""
         session = self._session
         if session is None:
             raise EngineError("Kokoro was unloaded during synthesis")
@@ -496,11 +563,16 @@ class KokoroEngine:
             "style": style[min(len(tokens), MAX_TOKENS) - 1][np.newaxis, :],
             "speed": np.array([speed], dtype=np.float32),
         }
+        frames = None  # the decoder's frame of each token boundary
         try:
             if self._decoder is not None:
                 durations, features, f0, energy = session.run(None, feeds)
+                total = features.shape[-1]
                 features, f0, energy = drop_pad_frames(durations, features, f0, energy)
+                d = np.asarray(durations).ravel().astype(np.int64)
+                frames = np.concatenate(([0], np.cumsum(d[1:-1]))) + d[0] - _lead_dropped(d, total)
                 out = self._decoder.run(None, {FEATURES: features, F0: f0, ENERGY: energy, "style": feeds["style"]})[0]
+                per_frame = np.asarray(out).size / max(1, features.shape[-1])
             else:
                 out = session.run(None, feeds)[0]
         except Exception as exc:  # ORT's own exception types
@@ -510,7 +582,13 @@ class KokoroEngine:
             # Seen only with styles voicepacks.check_style refuses (values like 3e38): an
             # engine failure, not NaN samples sent on to the client's decoder.
             raise EngineError("Kokoro made non-finite audio: the voice's style is unusable")
-        return trim_silence(np.clip(audio, -1.0, 1.0), SAMPLE_RATE)
+        first, last = silence_bounds(audio, SAMPLE_RATE)
+        if frames is None:  # uncut: no durations to be had
+            bounds = np.linspace(first, last, len(tokens) + 1)
+        else:
+            bounds = frames * per_frame
+        bounds = np.clip(np.rint(bounds).astype(np.int64) - first, 0, last - first)
+        return np.clip(audio[first:last], -1.0, 1.0), bounds
 
     def _style(self, name: str) -> np.ndarray:
         style = self._styles.get(name)
@@ -550,6 +628,28 @@ class KokoroEngine:
         if self._pack is None:
             self._pack = KokoroPack.find()
         return self._pack
+
+
+def _lead_dropped(durations: np.ndarray, total: int) -> int:
+    """Frames ``drop_pad_frames`` cut from the start of a run of ``total`` frames."""
+    lead = max(0, int(durations[0]) - KEEP_PAD_FRAMES)
+    trail = max(0, int(durations[-1]) - KEEP_PAD_FRAMES) if durations.size > 1 else 0
+    return 0 if lead + trail >= total else lead
+
+
+def _spoken(words: list[Word], at: int, bounds: np.ndarray) -> tuple[Spoken, ...]:
+    """The words in the run of phonemes ``at`` … ``at + len(bounds) - 1``, timed by
+    ``bounds`` (each token's first sample, and the run's end); a word cut between two
+    runs is in both, with its part of each."""
+    tokens = len(bounds) - 1
+    out = []
+    for w in words:
+        start, end = w.start - at, w.end - at
+        if end <= 0 or start >= tokens or (start == end and not 0 <= start < tokens):
+            continue
+        start, end = max(0, start), min(tokens, end)
+        out.append(Spoken(w.text_start, w.text_end, w.said, int(bounds[start]), int(bounds[max(start, end)]), w.word))
+    return tuple(out)
 
 
 # ---------------------------------------------------------------- as rtts finds it
@@ -672,7 +772,11 @@ class KokoroKind:
     # zf_xiaoxiao, a native Mandarin voice, reads Mandarin best of those measured
     # (docs/benchmarks.md, "Native voices").
     lang_voices = (("zh", "kokoro/zf_xiaoxiao"), ("ja", "kokoro/jf_alpha"))
-    host_ops = {_G2P: "rtts.g2p.kokoro_langs:FrontEnds.phonemes", _WARM: "rtts.g2p.kokoro_langs:FrontEnds.warm_up"}
+    host_ops = {
+        _G2P: "rtts.g2p.kokoro_langs:FrontEnds.phonemes",
+        _WORDS: "rtts.g2p.kokoro_langs:FrontEnds.words",
+        _WARM: "rtts.g2p.kokoro_langs:FrontEnds.warm_up",
+    }
 
     def scanner(self) -> _Scan:
         return _Scan()

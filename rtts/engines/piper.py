@@ -342,8 +342,8 @@ class PiperEngine:
         pass  # its units decode in windows already; a window's activations are small and fixed
 
     def synthesize(
-        self, text: str, voice: VoiceInfo, lang: str, speed: float, lead_s: float = 0.0
-    ) -> Iterator[np.ndarray]:
+        self, text: str, voice: VoiceInfo, lang: str, speed: float, lead_s: float = 0.0, words: bool = False
+    ) -> Iterator[np.ndarray]:  # words: not timed yet (issue 23)
         if not (math.isfinite(speed) and speed > 0):
             raise ValueError(f"speed must be a positive number, not {speed!r}")
         if lang not in voice.langs:

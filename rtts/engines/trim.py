@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["trim_silence"]
+__all__ = ["silence_bounds", "trim_silence"]
 
 _FRAME_S = 0.010
 # A frame counts as sound when its RMS is within 40 dB of the loudest frame: relative,
@@ -17,7 +17,17 @@ _FLOOR_RMS = 1e-4
 def trim_silence(
     audio: np.ndarray, sample_rate: int, pad_s: float = 0.025, *, start: bool = True, end: bool = True
 ) -> np.ndarray:
-    """Return ``audio`` without its leading and trailing near-silence, keeping ``pad_s`` of it.
+    """Return ``audio`` without its leading and trailing near-silence, keeping ``pad_s`` of it
+    (``audio[slice(*silence_bounds(...))]``)."""
+    first, last = silence_bounds(audio, sample_rate, pad_s, start=start, end=end)
+    return audio[first:last]
+
+
+def silence_bounds(
+    audio: np.ndarray, sample_rate: int, pad_s: float = 0.025, *, start: bool = True, end: bool = True
+) -> tuple[int, int]:
+    """Where ``audio`` starts and ends once its leading and trailing near-silence is cut,
+    keeping ``pad_s`` of it.
 
     The caller adds its own pauses between units, so only a short pad is kept to avoid
     clipping the onset of the first phoneme. All-silent audio becomes empty. A streaming
@@ -32,15 +42,15 @@ def trim_silence(
     n_frames = len(audio) // frame
     level = np.abs(np.nan_to_num(audio, nan=0.0, posinf=0.0, neginf=0.0))
     if n_frames == 0:
-        return audio if np.max(level, initial=0.0) > _FLOOR_RMS else audio[:0]
+        return (0, len(audio)) if np.max(level, initial=0.0) > _FLOOR_RMS else (0, 0)
     frames = level[: n_frames * frame].reshape(n_frames, frame).astype(np.float64)
     rms = np.sqrt(np.mean(frames * frames, axis=1))
     peak = float(rms.max())
     if not peak >= _FLOOR_RMS:
-        return audio[:0]
+        return 0, 0
     loud = np.flatnonzero(rms >= peak * 10 ** (_RELATIVE_DB / 20))
     pad = int(sample_rate * pad_s)
     first = max(0, int(loud[0]) * frame - pad) if start else 0
     # The tail after the last whole frame is kept when the last frame is loud.
     last = len(audio) if loud[-1] == n_frames - 1 or not end else min(len(audio), (int(loud[-1]) + 1) * frame + pad)
-    return audio[first:last]
+    return first, last

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import subprocess
 import threading
 import warnings
@@ -55,6 +56,18 @@ class FrontEnds:
             result = self._front_end(lang, cache_dir)(text)
         phonemes = result[0] if isinstance(result, tuple) else result
         return phonemes or ""
+
+    def words(
+        self, lang: str, text: str, cache_dir: str | None = None
+    ) -> tuple[str, list[tuple[int, int, str, list[str]]]]:
+        """``phonemes(lang, text)`` and the front end's words of ``text``, in order,
+        punctuation left out: (start, end, the word's phonemes alone, its characters'
+        phonemes when known). Mandarin's are the jieba words misaki phonemizes one by one,
+        each the pinyin of its characters; Japanese's OpenJTalk's morphemes."""
+        whole = self.phonemes(lang, text, cache_dir)
+        if lang == "zh":
+            return whole, [(start, end, *_zh_syllables(text[start:end])) for start, end in _zh_words(text)]
+        return whole, [(start, end, self.phonemes(lang, text[start:end], cache_dir), []) for start, end in _ja_words(text)]
 
     def warm_up(self, langs: list[str] | None = None, cache_dir: str | None = None) -> None:
         """Load the front ends of ``langs`` (default: zh and ja, in that order) in a daemon
@@ -96,6 +109,56 @@ class FrontEnds:
                 fe = JAG2P()
             self._made[lang] = fe
         return fe
+
+
+# misaki's Mandarin G2P cuts runs of these into jieba words (ZHG2P.legacy_call).
+_HAN_RUN = re.compile("[\u4e00-\u9fff]+")
+
+
+def _zh_words(text: str) -> list[tuple[int, int]]:
+    import jieba
+
+    spans = []
+    for run in _HAN_RUN.finditer(text):
+        at = run.start()
+        for word in jieba.lcut(run.group(0), cut_all=False):
+            spans.append((at, at + len(word)))
+            at += len(word)
+    return spans
+
+
+def _zh_syllables(word: str) -> tuple[str, list[str]]:
+    """A jieba word's phonemes as misaki makes them (ZHG2P.word2ipa), and each character's."""
+    from misaki.zh import ZHG2P
+    from pypinyin import Style, lazy_pinyin
+
+    syllables = [ZHG2P.py2ipa(py) for py in lazy_pinyin(word, style=Style.TONE3, neutral_tone_with_five=True)]
+    return "".join(syllables).replace(chr(815), ""), [s.replace(chr(815), "") for s in syllables]
+
+
+def _ja_words(text: str) -> list[tuple[int, int]]:
+    """OpenJTalk's words of ``text``; the ones it rewrote (digits read out, full-width
+    forms) are one span with the text they replaced."""
+    import pyopenjtalk
+
+    spans = []
+    at = 0
+    pending = False  # words OpenJTalk made that are not in the text: they stand for what is next
+    for feature in pyopenjtalk.run_frontend(text):
+        surface = feature["string"]
+        found = text.find(surface, at) if surface.strip() else -1
+        if found < 0:
+            pending = pending or bool(surface.strip())
+            continue
+        if pending and text[at:found].strip():
+            spans.append((at, found))
+        pending = False
+        at = found + len(surface)
+        if feature["pos"] != "記号":
+            spans.append((found, at))
+    if pending and text[at:].strip():
+        spans.append((at, len(text)))
+    return spans
 
 
 def _compact(lang: str, cache_dir: Path) -> None:

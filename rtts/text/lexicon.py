@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Final
 
 from rtts.files import read_regular
+from rtts.text.origins import Origins, block, identity
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,22 @@ class Lexicon:
         if not self.entries:
             return text
         return self._pattern().sub(lambda m: self._lookup(m.group(0)), text)
+
+    def apply_mapped(self, text: str) -> tuple[str, Origins]:
+        """``apply(text)``, and where each of its characters came from: a replacement from
+        the word it replaced."""
+        if not self.entries:
+            return text, identity(len(text))
+        pieces: list[str] = []
+        origins = identity(0)
+        at = 0
+        for m in self._pattern().finditer(text):
+            replacement = self._lookup(m.group(0))
+            pieces.extend((text[at : m.start()], replacement))
+            origins = origins + identity(m.start() - at, at) + block(len(replacement), m.start(), m.end())
+            at = m.end()
+        pieces.append(text[at:])
+        return "".join(pieces), origins + identity(len(text) - at, at)
 
     def _lookup(self, found: str) -> str:
         return self.entries.get(found) or self._folded()[found.lower()]

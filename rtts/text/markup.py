@@ -22,6 +22,7 @@ import re
 from typing import Final
 
 from .normalize_en import LETTERS
+from .origins import Origins, block, identity
 
 BREAK_OPEN: Final = "\ue000"
 BREAK_CLOSE: Final = "\ue001"
@@ -82,11 +83,19 @@ def render(text: str) -> str:
     text = _PRIVATE.sub("", text)
     if "<" not in text and "&" not in text:
         return text
-    out: list[str] = []
+    return render_mapped(text)[0]
+
+
+def render_mapped(raw: str, base: int = 0) -> tuple[str, Origins]:
+    """``render(raw)`` and where each of its characters came from in ``raw`` (offset by
+    ``base``): the content of a ``<sub>`` or ``<say-as>`` for what was read for it, the tag
+    for a break, the entity for its character."""
+    text = _PRIVATE.sub("", raw)
+    out: list[tuple[str, Origins]] = []
     stack: list[tuple[str, str | None, int]] = []  # (tag, action, index in out where its content starts)
     pos = 0
     for m in _TAG.finditer(text):
-        out.append(_ENTITY.sub(lambda e: _ENTITIES[e.group(0)], text[pos : m.start()]))
+        out.append(_decoded(text, pos, m.start()))
         pos = m.end()
         name = m.group("name").lower()
         attrs = _attrs(m.group("attrs"))
@@ -95,11 +104,12 @@ def render(text: str) -> str:
                 if stack[i][0] == name:
                     _, action, start = stack[i]
                     del stack[i:]
-                    _apply(out, action, start)
+                    _apply(out, action, start, m.start())
                     break
             continue
         if name == "break":
-            out.append(f" {break_text(_break_ms(attrs))} ")
+            pause = f" {break_text(_break_ms(attrs))} "
+            out.append((pause, block(len(pause), m.start(), m.end())))
             continue
         if m.group("empty"):
             continue
@@ -109,19 +119,40 @@ def render(text: str) -> str:
         elif name == "sub" and "alias" in attrs:
             action = "alias:" + attrs["alias"]
         stack.append((name, action, len(out)))
-    out.append(_ENTITY.sub(lambda e: _ENTITIES[e.group(0)], text[pos:]))
+    out.append(_decoded(text, pos, len(text)))
     while stack:  # unclosed tags still apply to the rest of the text
         _, action, start = stack.pop()
-        _apply(out, action, start)
-    return "".join(out)
+        _apply(out, action, start, len(text))
+    origins = sum((o for _, o in out), identity(0))
+    if len(text) < len(raw):  # private-use characters were dropped first
+        kept = [i for i, ch in enumerate(raw) if not _PRIVATE.match(ch)]
+        origins = origins.then(Origins(tuple(kept), tuple(i + 1 for i in kept)))
+    return "".join(t for t, _ in out), origins.shifted(base)
 
 
-def _apply(out: list[str], action: str | None, start: int) -> None:
+def _decoded(text: str, start: int, end: int) -> tuple[str, Origins]:
+    """``text[start:end]`` with its entities decoded, and its origins."""
+    chars: list[str] = []
+    origins = identity(0)
+    at = start
+    for e in _ENTITY.finditer(text, start, end):
+        chars.extend((text[at : e.start()], _ENTITIES[e.group(0)]))
+        origins = origins + identity(e.start() - at, at) + block(1, e.start(), e.end())
+        at = e.end()
+    chars.append(text[at:end])
+    return "".join(chars), origins + identity(end - at, at)
+
+
+def _apply(out: list[tuple[str, Origins]], action: str | None, start: int, close: int) -> None:
+    """A say-as or sub closed at ``close``: its content (``out[start:]``) replaced by what is read."""
     if action is None:
         return
-    content = "".join(out[start:])
+    content = "".join(t for t, _ in out[start:])
+    spans = [o.span(0, len(o)) for _, o in out[start:] if len(o)]
+    first, last = (spans[0][0], spans[-1][1]) if spans else (close, close)
     del out[start:]
-    out.append(spell_out(content) if action == "spell" else action.removeprefix("alias:"))
+    said = spell_out(content) if action == "spell" else action.removeprefix("alias:")
+    out.append((said, block(len(said), first, last)))
 
 
 def pieces(unit_text: str) -> list[str | int]:
@@ -140,19 +171,32 @@ class MarkupStream:
 
     def __init__(self) -> None:
         self._held = ""
+        self._at = 0  # where the held text starts in all the text fed
 
     def feed(self, text: str) -> str:
-        text = self._held + text
-        cut = _unfinished(text)
-        if cut is None or len(text) - cut > _HOLD_MAX:
-            self._held = ""
-            return render(text)
-        self._held = text[cut:]
-        return render(text[:cut])
+        return render(self._take(text))
 
     def flush(self) -> str:
-        text, self._held = self._held, ""
-        return render(text)
+        return render(self._take(None))
+
+    def feed_mapped(self, text: str) -> tuple[str, Origins]:
+        """``feed``, with the origins of what it returns in all the text fed so far."""
+        at = self._at
+        return render_mapped(self._take(text), at)
+
+    def flush_mapped(self) -> tuple[str, Origins]:
+        at = self._at
+        return render_mapped(self._take(None), at)
+
+    def _take(self, text: str | None) -> str:
+        """What can be rendered now (everything at the end: ``text`` None)."""
+        whole = self._held + (text or "")
+        cut = None if text is None else _unfinished(whole)
+        if cut is None or len(whole) - cut > _HOLD_MAX:
+            cut = len(whole)
+        self._held = whole[cut:]
+        self._at += cut
+        return whole[:cut]
 
 
 def _unfinished(text: str) -> int | None:

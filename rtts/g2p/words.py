@@ -1,0 +1,153 @@
+"""Which phonemes of a unit were read for which word of its text.
+
+Engines phonemize a whole unit at once (stress, liaison, tone sandhi and merged words
+like espeak's "ʌvðə" for "of the" depend on the neighbours), and word timing must not
+change that: the phonemes spoken are the same whether or not a client asked for words.
+So each word is phonemized again on its own, and the words' phonemes are matched
+against the unit's (``locate``); where context changed them the match is by position.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import re
+from collections.abc import Callable, Container, Sequence
+from dataclasses import dataclass
+
+from rtts.text.origins import Origins, aligned
+
+__all__ = ["Word", "locate", "shifted", "split_span", "squeeze", "words_of"]
+
+# Phoneme symbols that are not part of a word's sound: the pauses around it.
+PUNCTUATION = frozenset(",.!?;:—…\"'“”«»()-")
+_WORD = re.compile(r"\S+")
+
+
+@dataclass(frozen=True)
+class Word:
+    """A word of a text and where its phonemes are in the text's phoneme string."""
+
+    text_start: int  # code points into the text
+    text_end: int
+    said: str  # the (normalized) text read for it
+    start: int  # positions in the phoneme string, end exclusive
+    end: int
+    word: int = 0  # items with the same number are one word (characters of a CJK word)
+
+
+def locate(pieces: Sequence[str], whole: str) -> list[tuple[int, int]]:
+    """Where each of ``pieces`` (the words' phonemes, each alone, in order) is in ``whole``
+    (the phonemes of them all together): spans that cover ``whole`` in order, without the
+    spaces and punctuation between words."""
+    joined, starts = [], []
+    at = 0
+    for piece in pieces:
+        starts.append(at)
+        joined.append(piece)
+        at += len(piece) + 1
+    position = _position_map(" ".join(joined), whole)
+    cuts = [0] + [position[s] for s in starts[1:]] + [len(whole)]
+    for i in range(1, len(cuts)):  # monotone, whatever the match did
+        cuts[i] = max(cuts[i], cuts[i - 1])
+    return [_trim(whole, cuts[i], cuts[i + 1]) for i in range(len(pieces))]
+
+
+def _position_map(a: str, b: str) -> list[int]:
+    """For each position 0..len(a) of ``a``, the matching position in ``b``."""
+    out = [0] * (len(a) + 1)
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        for i in range(i1, i2 + 1):
+            if tag == "equal":
+                out[i] = j1 + (i - i1)
+            elif tag == "replace":
+                out[i] = j1 + round((i - i1) * (j2 - j1) / (i2 - i1))
+            else:  # delete: a's characters have no counterpart; insert: a position
+                out[i] = j1 if i < i2 or tag == "insert" else j2
+    return out
+
+
+def _trim(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and (text[start].isspace() or text[start] in PUNCTUATION):
+        start += 1
+    while end > start and (text[end - 1].isspace() or text[end - 1] in PUNCTUATION):
+        end -= 1
+    return start, end
+
+
+def words_of(
+    text: str, normalize: Callable[[str], str], phonemize: Callable[[str], str]
+) -> tuple[str, list[Word]]:
+    """The phonemes of ``text`` (as ``phonemize(normalize(text))``: unchanged) and its
+    words: for languages written with spaces between words (espeak's)."""
+    normalized = normalize(text)
+    whole = phonemize(normalized)
+    found = list(_WORD.finditer(normalized))
+    spans = locate([phonemize(m.group(0)) for m in found], whole)
+    origins = aligned(text, normalized)
+    words = []
+    for i, (m, (start, end)) in enumerate(zip(found, spans, strict=True)):
+        text_start, text_end = origins.span(m.start(), m.end())
+        words.append(Word(text_start, text_end, m.group(0), start, end, i))
+    return whole, words
+
+
+def squeeze(text: str, keep: Container[str]) -> tuple[str, list[int]]:
+    """``" ".join(kept.split())`` where ``kept`` is ``text`` without the characters not in
+    ``keep``, and for each position of ``text`` (0..len) its position in the result."""
+    out: list[str] = []
+    where = []
+    space = False
+    for ch in text:
+        where.append(len(out) + (1 if space and out else 0))
+        if ch.isspace():
+            space = True
+            continue
+        if ch not in keep:
+            continue
+        if space and out:
+            out.append(" ")
+        space = False
+        out.append(ch)
+    where.append(len(out))
+    return "".join(out), where
+
+
+def shifted(words: Sequence[Word], text_offset: int, where: Sequence[int], phoneme_offset: int = 0) -> list[Word]:
+    """``words`` moved ``text_offset`` along their text, and their phoneme positions taken
+    through ``where`` (``squeeze``'s map) after ``phoneme_offset``."""
+    out = []
+    for w in words:
+        start, end = where[w.start + phoneme_offset], where[w.end + phoneme_offset]
+        out.append(Word(w.text_start + text_offset, w.text_end + text_offset, w.said, start, end, w.word))
+    return out
+
+
+def split_span(word: Word, text: str, chars: Sequence[str] = ()) -> list[Word]:
+    """A word as one item per character of ``text`` in it, tagged as one word: at the
+    characters' own phonemes (``chars``, one per character, as the word's phonemes were
+    made of them) when the word's phonemes are theirs, else in equal shares."""
+    n = word.text_end - word.text_start
+    if n <= 1:
+        return [word]
+    length = word.end - word.start
+    if len(chars) == n and sum(map(len, chars)) == length:
+        cuts = list(itertools.accumulate(map(len, chars)))
+    else:
+        cuts = [round(length * (i + 1) / n) for i in range(n)]
+    items = []
+    prev = 0
+    for i, cut in enumerate(cuts):
+        c = word.text_start + i
+        items.append(Word(c, c + 1, text[c], word.start + prev, word.start + cut, word.word))
+        prev = cut
+    return items
+
+
+def with_origins(words: Sequence[Word], origins: Origins) -> list[Word]:
+    """``words`` whose text spans point into the text ``origins`` lead back to."""
+    out = []
+    for w in words:
+        start, end = origins.span(w.text_start, w.text_end)
+        out.append(Word(start, end, w.said, w.start, w.end, w.word))
+    return out
