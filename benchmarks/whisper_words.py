@@ -10,8 +10,9 @@ Whisper base (int8 on the CPU, beam 5, no VAD: as ../shared/tools/asr_score.py d
 ``word_timestamps=True``): as it is, and after ``S`` seconds of digital silence put in
 front of it, so the caller can see how far Whisper's own timestamps move when nothing but
 the time origin does. ``OUT.json`` maps each key to ``{"plain": [...], "shifted": [...]}``,
-lists of ``{"word", "start", "end", "probability"}`` (seconds; the shifted run's times are
-left as Whisper gave them, offset included). Chinese words are folded to simplified
+lists of ``{"word", "start", "end", "probability", "first"}`` (seconds; the shifted run's
+times are left as Whisper gave them, offset included; ``first``: the first word of its
+segment, whose start Whisper pins to the segment's). Chinese words are folded to simplified
 characters here (zhconv, as the shared scorer folds them), because Whisper base writes
 Mandarin in traditional characters as often as not.
 """
@@ -34,9 +35,9 @@ def words(model: WhisperModel, samples: np.ndarray, lang: str) -> list[dict[str,
     segments, _ = model.transcribe(samples, language=lang, beam_size=5, word_timestamps=True, vad_filter=False)
     out = []
     for segment in segments:
-        for w in segment.words or ():
+        for k, w in enumerate(segment.words or ()):
             text = zhconv.convert(w.word, "zh-cn") if lang == "zh" else w.word
-            out.append({"word": text, "start": w.start, "end": w.end, "probability": w.probability})
+            out.append({"word": text, "start": w.start, "end": w.end, "probability": w.probability, "first": k == 0})
     return out
 
 

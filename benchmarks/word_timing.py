@@ -19,8 +19,8 @@ Whisper listens at) and ``words`` messages are kept.
 **The listener.** Whisper base (faster-whisper, int8, beam 5, no VAD: the shared scorer's
 model and settings) transcribes every WAV with ``word_timestamps=True``, in the scorer's
 venv (``--scorer-python``; benchmarks/whisper_words.py). Its words and ours are aligned by
-their text: both are folded (NFKC, lower case, punctuation dropped; Whisper's Mandarin to
-simplified characters) into tokens, words for the space-delimited languages and
+their text: both are folded (NFKC, lower case, punctuation dropped, katakana as hiragana;
+Whisper's Mandarin to simplified characters) into tokens, words for the space-delimited languages and
 characters for Chinese and Japanese, and difflib aligns the two token sequences. A word
 of ours is compared with a word of Whisper's at the start when their first tokens are
 aligned with each other, and at the end when their last tokens are: "$23.50" against
@@ -35,9 +35,9 @@ and are themselves off by tens of ms. To show how much, every WAV is transcribed
 time with 310 ms of digital silence in front (not a multiple of 20 ms, so the grid falls
 half a frame differently on the same speech): a perfect listener's times would move by
 exactly 310 ms. The spread is the median and p95 of |shifted - 310 ms - unshifted| over
-the words the two runs share (aligned the same way), leaving out each utterance's first
-word, which Whisper pins to the start of its segment (0.00 s, whatever silence comes
-first): that is an artefact of the added silence, not jitter. Differences between us and
+the words the two runs share (aligned the same way), leaving out the first word of each
+of Whisper's segments, whose start it pins to the segment's (0.00 s, whatever silence
+comes first): that is an artefact of the added silence, not jitter. Differences between us and
 Whisper of the order of this spread say nothing about us.
 
 **Exactness checks.** (1) Around each ``<break time="500ms"/>``: the gap between the end
@@ -62,6 +62,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import difflib
+import hashlib
 import json
 import os
 import re
@@ -188,7 +189,9 @@ def tokens(text: str, lang: str) -> list[str]:
     """What two spellings of a word are compared by: characters (zh, ja) or words, folded."""
     s = unicodedata.normalize("NFKC", text).lower().replace("\u2019", "'")
     if lang.split("-")[0] in CJK:
-        return [ch for ch in s if unicodedata.category(ch)[0] in "LN"]
+        # Katakana as hiragana: Whisper writes まもなく as マモナク as often as not.
+        return [chr(ord(ch) - 0x60) if "\u30a1" <= ch <= "\u30f6" else ch
+                for ch in s if unicodedata.category(ch)[0] in "LN"]
     return _SPACED_TOKEN.findall(s)
 
 
@@ -290,6 +293,15 @@ def break_check(
         "start_vs_silence_ms": 1000 * (nxt["start"] - pts0 - b) / rate,  # + : it starts after the sound is back
         "ok": abs(gap - (b - a)) <= frame,
     }
+
+
+def onset_check(words: list[dict[str, Any]], samples: np.ndarray, rate: int, pts0: int) -> dict[str, Any]:
+    """The first word's start against the audio's first sound (+: the word starts after it)."""
+    quiet = silences(samples, rate)
+    sound = quiet[0][1] if quiet and quiet[0][0] == 0 else 0
+    first = min(words, key=lambda w: w["start"])
+    after = first["start"] - pts0 - sound
+    return {"word": first["text"], "after_ms": 1000 * after / rate, "ok": abs(after) <= rate * FRAME_MS // 1000}
 
 
 def end_check(words: list[dict[str, Any]], n_samples: int, rate: int, pts0: int) -> dict[str, Any]:
@@ -414,14 +426,23 @@ async def speak_case(
 
 
 def listen(python: Path, whisper_dir: Path, utts: list[Utterance], work: Path) -> dict[str, Any]:
-    """Whisper's words for every utterance with audio, from the scorer's venv."""
+    """Whisper's words for every utterance with audio, from the scorer's venv.
+
+    Audio heard once already (the same text with "word" and "char" is the same audio)
+    is not transcribed again.
+    """
     job = work / "whisper-in.json"
     result = work / "whisper-out.json"
-    items = [{"key": u.key, "wav": u.wav, "lang": u.lang} for u in utts if u.wav]
+    first: dict[tuple[str, str], str] = {}  # (language, audio digest) -> the key it was heard under
+    same: dict[str, str] = {}
+    for u in utts:
+        same[u.key] = first.setdefault((u.lang, hashlib.sha1(Path(u.wav).read_bytes()).hexdigest()), u.key)
+    items = [{"key": u.key, "wav": u.wav, "lang": u.lang} for u in utts if same[u.key] == u.key]
     job.write_text(json.dumps({"shift_s": SHIFT_S, "items": items}, ensure_ascii=False), encoding="utf-8")
     env = dict(os.environ, WHISPER_DIR=str(whisper_dir))
     subprocess.run([str(python), str(LISTENER), str(job), str(result)], env=env, check=True)
-    return json.loads(result.read_text(encoding="utf-8"))
+    heard = json.loads(result.read_text(encoding="utf-8"))
+    return {key: heard[heard_as] for key, heard_as in same.items()}
 
 
 def compare(utt: Utterance) -> dict[str, list[float]]:
@@ -435,9 +456,11 @@ def compare(utt: Utterance) -> dict[str, list[float]]:
     pairs = align([tokens(w["text"], lang) for w in utt.words], [tokens(w["word"], lang) for w in heard])
     starts, ends = differences(ours, theirs, pairs)
     self_pairs = align([tokens(w["word"], lang) for w in shifted], [tokens(w["word"], lang) for w in heard])
-    # The first word Whisper hears is pinned to its segment's start: not jitter (docstring).
-    self_pairs = Alignment(tuple(p for p in self_pairs.starts if p[1] > 0),
-                           tuple(p for p in self_pairs.ends if p[1] > 0))
+    # A segment's first word is pinned to the segment's start: not jitter (docstring).
+    def jitter(pair: tuple[int, int]) -> bool:
+        return not (shifted[pair[0]].get("first") or heard[pair[1]].get("first"))
+
+    self_pairs = Alignment(tuple(filter(jitter, self_pairs.starts)), tuple(filter(jitter, self_pairs.ends)))
     spread_s, spread_e = differences([(w["start"], w["end"]) for w in shifted], theirs, self_pairs, -SHIFT_S)
     return {"start": starts, "end": ends, "spread_start": spread_s, "spread_end": spread_e}
 
@@ -460,6 +483,7 @@ class Row:
     late: int = 0
     order: list[str] = field(default_factory=list)
     breaks: list[dict[str, Any]] = field(default_factory=list)
+    onsets: list[dict[str, Any]] = field(default_factory=list)
     ends: list[dict[str, Any]] = field(default_factory=list)
     diffs: dict[str, list[float]] = field(
         default_factory=lambda: {"start": [], "end": [], "spread_start": [], "spread_end": []})
@@ -476,6 +500,7 @@ class Row:
         self.words += len(u.words)
         self.late += u.late
         self.order += [f"{u.key}: {p}" for p in order_problems(u.words)]
+        self.onsets.append({"key": u.key, **onset_check(u.words, samples, u.sample_rate, u.pts0)})
         self.ends.append({"key": u.key, **end_check(u.words, u.samples, u.sample_rate, u.pts0)})
         if "<break" in u.text:
             self.breaks.append({"key": u.key, **break_check(u.text, u.words, samples, u.sample_rate, u.pts0)})
@@ -520,6 +545,13 @@ def break_cell(b: dict[str, Any]) -> str:
     return cell if b["ok"] else cell + " **off**"
 
 
+def checks_cell(checks: list[dict[str, Any]], median: bool = False) -> str:
+    """``+M, worst +W (k/n within a frame)`` of ``after_ms`` checks."""
+    worst = max(checks, key=lambda c: abs(c["after_ms"]))["after_ms"]
+    head = f"{statistics.median(c['after_ms'] for c in checks):+.0f}, worst " if median else ""
+    return f"{head}{worst:+.0f} ({sum(c['ok'] for c in checks)}/{len(checks)} within {FRAME_MS} ms)"
+
+
 def markdown(rows: dict[str, Row]) -> str:
     out = ["| engine | lang | words | voices | sentences (timed) | compared: starts / ends "
            "| start: median / p95 ms | end: median / p95 ms | start bias ms "
@@ -534,18 +566,15 @@ def markdown(rows: dict[str, Row]) -> str:
             f"| {_ms(ss['median'])} / {_ms(ss['p95'])}, {_ms(se['median'])} / {_ms(se['p95'])} "
             f"| {verdict(r)} |")
     out += ["", "| engine | lang | words | break: gap in the timing vs silence in the audio, ms "
-            "(word end, word start vs the silence's edges) | last word's end: audio after it, ms (worst) "
-            "| in order | words late |",
-            "|---|---|---|---|---|---|---|"]
+            "(word end, word start vs the silence's edges) | first word's start vs the first sound, ms "
+            "(median, worst) | last word's end: audio after it, ms (worst) | in order | words late |",
+            "|---|---|---|---|---|---|---|---|"]
     for r in rows.values():
         if not r.timed:
             continue
-        worst = max(r.ends, key=lambda e: abs(e["after_ms"]))
-        ends_ok = sum(e["ok"] for e in r.ends)
-        order = "yes" if not r.order else f"**{len(r.order)} problems**"
         out.append(f"| {r.engine} | {r.lang} | {r.unit} | {'; '.join(map(break_cell, r.breaks)) or '–'} "
-                   f"| {worst['after_ms']:+.0f} ({ends_ok}/{len(r.ends)} within {FRAME_MS} ms) | {order} "
-                   f"| {r.late} of {r.words} |")
+                   f"| {checks_cell(r.onsets, median=True)} | {checks_cell(r.ends)} "
+                   f"| {'yes' if not r.order else f'**{len(r.order)} problems**'} | {r.late} of {r.words} |")
     return "\n".join(out)
 
 
@@ -589,7 +618,7 @@ def main(argv: list[str] | None = None) -> int:
     utts = [u for u, _ in spoken]
     audio = {u.key: a for u, a in spoken}
     # The server is stopped first, so Whisper has both cores.
-    timed = [u for u in utts if u.words]
+    timed = [u for u in utts if u.words and u.wav]
     heard = listen(args.scorer_python, args.whisper_dir, timed, work) if timed else {}
     for u in utts:
         u.whisper = heard.get(u.key, {})

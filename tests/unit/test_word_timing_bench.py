@@ -136,3 +136,15 @@ def test_order_problems() -> None:
 def test_spread_pick_keeps_the_ends_and_spaces_the_rest() -> None:
     assert wt.spread_pick(list("abcdefghi"), 3) == ["a", "e", "i"]
     assert wt.spread_pick(list("ab"), 5) == ["a", "b"]
+
+
+def test_katakana_is_compared_as_hiragana() -> None:
+    pairs = wt.align(toks(["まもなく", "電車"], "ja"), toks(["マ", "モ", "ナ", "ク", "電", "車"], "ja"))
+    assert pairs.starts == ((0, 0), (1, 4)) and pairs.ends == ((0, 3), (1, 5))
+
+
+def test_first_word_start_against_the_first_sound() -> None:
+    samples = np.concatenate([np.zeros(round(0.05 * RATE), np.int16), speech(0.5)])
+    got = wt.onset_check([word("a", 0, 0.08, 0.3), word("b", 2, 0.3, 0.55)], samples, RATE, 0)
+    assert got["word"] == "a" and got["after_ms"] == pytest.approx(30, abs=5) and not got["ok"]
+    assert wt.onset_check([word("a", 0, 0.06, 0.3)], samples, RATE, 0)["ok"]
