@@ -274,11 +274,11 @@ def break_check(
     """The words' gap around the first ``<break`` of ``text`` against the audio's silence there."""
     tag_start = text.index("<break")
     tag_end = text.index("/>", tag_start) + 2
-    before = [w for w in words if w["text_end"] <= tag_start]
-    after = [w for w in words if w["text_start"] >= tag_end]
+    before = [k for k, w in enumerate(words) if w["text_end"] <= tag_start]
+    after = [k for k, w in enumerate(words) if w["text_start"] >= tag_end]
     if not before or not after:
         return {"ok": False, "why": "no word on one side of the break"}
-    prev, nxt = before[-1], after[0]
+    prev, nxt = words[before[-1]], words[after[0]]
     gap = nxt["start"] - prev["end"]
     lo, hi = prev["start"] - pts0, nxt["end"] - pts0  # the silence is sought between the two words
     inside = [(a, b) for a, b in silences(samples, rate) if a < hi and b > lo]
@@ -287,7 +287,8 @@ def break_check(
     a, b = max(inside, key=lambda s: s[1] - s[0])
     frame = rate * FRAME_MS // 1000
     return {
-        "before": prev["text"], "after": nxt["text"],
+        "before": prev["text"], "after": nxt["text"], "indices": (before[-1], after[0]),
+        "silence_s": (a / rate, b / rate),
         "gap_ms": 1000 * gap / rate, "silence_ms": 1000 * (b - a) / rate,
         "end_vs_silence_ms": 1000 * (prev["end"] - pts0 - a) / rate,  # + : the word ends after the sound stops
         "start_vs_silence_ms": 1000 * (nxt["start"] - pts0 - b) / rate,  # + : it starts after the sound is back
@@ -309,6 +310,12 @@ def end_check(words: list[dict[str, Any]], n_samples: int, rate: int, pts0: int)
     last = max(words, key=lambda w: w["end"])
     after = n_samples - (last["end"] - pts0)
     return {"word": last["text"], "after_ms": 1000 * after / rate, "ok": abs(after) <= rate * FRAME_MS // 1000}
+
+
+def spoken_by(word: dict[str, Any], marks: list[tuple[int, str]]) -> str:
+    """The voice of the last mark at or before the word's middle ("" before any mark)."""
+    middle = (word["start"] + word["end"]) / 2
+    return next((voice for pts, voice in reversed(marks) if pts <= middle), "")
 
 
 def order_problems(words: list[dict[str, Any]]) -> list[str]:
@@ -335,6 +342,7 @@ class Utterance:
     unit: str
     reason: str = ""
     voices: list[str] = field(default_factory=list)  # who spoke it: the marks' voices, in order
+    marks: list[tuple[int, str]] = field(default_factory=list)  # (pts, voice) of each mark
     sample_rate: int = 0
     pts0: int = 0
     samples: int = 0
@@ -370,6 +378,7 @@ async def speak(ws: Any, utt: Utterance, timeout: float) -> np.ndarray:
         elif kind == "mark":
             if m.get("voice") and m["voice"] not in utt.voices:
                 utt.voices.append(m["voice"])
+            utt.marks.append((m["pts"], m.get("voice") or ""))
         elif kind == "words":
             for w in m["words"]:
                 utt.late += received is not None and w["start"] < received
@@ -445,15 +454,16 @@ def listen(python: Path, whisper_dir: Path, utts: list[Utterance], work: Path) -
     return {key: heard[heard_as] for key, heard_as in same.items()}
 
 
-def compare(utt: Utterance) -> dict[str, list[float]]:
-    """Signed differences of one utterance: ours vs Whisper's, and Whisper vs itself shifted."""
+def compare(utt: Utterance, words: list[dict[str, Any]]) -> tuple[dict[str, list[float]], Alignment]:
+    """Signed differences of one utterance's ``words``: ours vs Whisper's, and Whisper vs
+    itself shifted; and how ours and Whisper's were paired."""
     lang = utt.lang
     heard = utt.whisper.get("plain", [])
     shifted = utt.whisper.get("shifted", [])
     rate, pts0 = utt.sample_rate, utt.pts0
-    ours = [((w["start"] - pts0) / rate, (w["end"] - pts0) / rate) for w in utt.words]
+    ours = [((w["start"] - pts0) / rate, (w["end"] - pts0) / rate) for w in words]
     theirs = [(w["start"], w["end"]) for w in heard]
-    pairs = align([tokens(w["text"], lang) for w in utt.words], [tokens(w["word"], lang) for w in heard])
+    pairs = align([tokens(w["text"], lang) for w in words], [tokens(w["word"], lang) for w in heard])
     starts, ends = differences(ours, theirs, pairs)
     self_pairs = align([tokens(w["word"], lang) for w in shifted], [tokens(w["word"], lang) for w in heard])
     # A segment's first word is pinned to the segment's start: not jitter (docstring).
@@ -462,7 +472,21 @@ def compare(utt: Utterance) -> dict[str, list[float]]:
 
     self_pairs = Alignment(tuple(filter(jitter, self_pairs.starts)), tuple(filter(jitter, self_pairs.ends)))
     spread_s, spread_e = differences([(w["start"], w["end"]) for w in shifted], theirs, self_pairs, -SHIFT_S)
-    return {"start": starts, "end": ends, "spread_start": spread_s, "spread_end": spread_e}
+    return {"start": starts, "end": ends, "spread_start": spread_s, "spread_end": spread_e}, pairs
+
+
+def whisper_at_break(check: dict[str, Any], heard: list[dict[str, Any]], pairs: Alignment) -> dict[str, float]:
+    """Whisper's words around a break against the same silence (what it gets wrong where the truth is known)."""
+    before, after = check["indices"]
+    a, b = check["silence_s"]
+    out = {}
+    for i, j in pairs.ends:
+        if i == before:
+            out["whisper_end_vs_silence_ms"] = 1000 * (heard[j]["end"] - a)
+    for i, j in pairs.starts:
+        if i == after:
+            out["whisper_start_vs_silence_ms"] = 1000 * (heard[j]["start"] - b)
+    return out
 
 
 # ---------------------------------------------------------------- report
@@ -478,8 +502,9 @@ class Row:
     voices: set[str] = field(default_factory=set)
     sentences: int = 0
     failed: int = 0
-    timed: int = 0  # utterances that came with words
+    timed: int = 0  # utterances that came with timed words
     words: int = 0
+    untimed: int = 0  # words sent with start == end
     late: int = 0
     order: list[str] = field(default_factory=list)
     breaks: list[dict[str, Any]] = field(default_factory=list)
@@ -494,19 +519,31 @@ class Row:
         if u.reason != "done":
             self.failed += 1
             return
-        if not u.words:
+        # Only the words this row's engine spoke (a mixed sentence has another voice's), and
+        # of those only the timed: an engine that does not time yet sends its words with
+        # start == end (where its audio ends).
+        own = [w for w in u.words if spoken_by(w, u.marks).split("/")[0] == self.engine]
+        words = [w for w in own if w["end"] > w["start"]]
+        self.words += len(own)
+        self.untimed += len(own) - len(words)
+        if not words:
             return
         self.timed += 1
-        self.words += len(u.words)
         self.late += u.late
         self.order += [f"{u.key}: {p}" for p in order_problems(u.words)]
-        self.onsets.append({"key": u.key, **onset_check(u.words, samples, u.sample_rate, u.pts0)})
-        self.ends.append({"key": u.key, **end_check(u.words, u.samples, u.sample_rate, u.pts0)})
-        if "<break" in u.text:
-            self.breaks.append({"key": u.key, **break_check(u.text, u.words, samples, u.sample_rate, u.pts0)})
+        if words[0] is u.words[0]:  # the utterance's first sound is this engine's first word
+            self.onsets.append({"key": u.key, **onset_check(words, samples, u.sample_rate, u.pts0)})
+        self.ends.append({"key": u.key, **end_check(words, u.samples, u.sample_rate, u.pts0)})
+        pairs = None
         if u.whisper:
-            for k, v in compare(u).items():
+            diffs, pairs = compare(u, words)
+            for k, v in diffs.items():
                 self.diffs[k] += v
+        if "<break" in u.text:
+            check = {"key": u.key, **break_check(u.text, words, samples, u.sample_rate, u.pts0)}
+            if pairs is not None and "indices" in check:
+                check.update(whisper_at_break(check, u.whisper["plain"], pairs))
+            self.breaks.append(check)
 
     def stats(self) -> dict[str, dict[str, Any]]:
         return {k: summary(v) for k, v in self.diffs.items()}
@@ -526,6 +563,10 @@ def _ms(v: float | None) -> str:
     return "–" if v is None else f"{v:.0f}"
 
 
+def _signed(v: float | None) -> str:
+    return "–" if v is None else f"{v:+.0f}"
+
+
 def verdict(row: Row) -> str:
     s = row.stats()
     if not row.timed:
@@ -541,7 +582,8 @@ def break_cell(b: dict[str, Any]) -> str:
     if "silence_ms" not in b:
         return f"**{b['why']}**"
     cell = (f"{b['gap_ms']:.0f} vs {b['silence_ms']:.0f} "
-            f"({b['end_vs_silence_ms']:+.0f}, {b['start_vs_silence_ms']:+.0f})")
+            f"({b['end_vs_silence_ms']:+.0f}, {b['start_vs_silence_ms']:+.0f}; Whisper "
+            f"{_signed(b.get('whisper_end_vs_silence_ms'))}, {_signed(b.get('whisper_start_vs_silence_ms'))})")
     return cell if b["ok"] else cell + " **off**"
 
 
@@ -566,15 +608,16 @@ def markdown(rows: dict[str, Row]) -> str:
             f"| {_ms(ss['median'])} / {_ms(ss['p95'])}, {_ms(se['median'])} / {_ms(se['p95'])} "
             f"| {verdict(r)} |")
     out += ["", "| engine | lang | words | break: gap in the timing vs silence in the audio, ms "
-            "(word end, word start vs the silence's edges) | first word's start vs the first sound, ms "
-            "(median, worst) | last word's end: audio after it, ms (worst) | in order | words late |",
-            "|---|---|---|---|---|---|---|---|"]
+            "(ours, then Whisper's: word end, word start vs the silence's edges) | first word's start vs the first sound, ms "
+            "(median, worst) | last word's end: audio after it, ms (worst) | in order | words untimed | words late |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for r in rows.values():
         if not r.timed:
             continue
         out.append(f"| {r.engine} | {r.lang} | {r.unit} | {'; '.join(map(break_cell, r.breaks)) or '–'} "
                    f"| {checks_cell(r.onsets, median=True)} | {checks_cell(r.ends)} "
-                   f"| {'yes' if not r.order else f'**{len(r.order)} problems**'} | {r.late} of {r.words} |")
+                   f"| {'yes' if not r.order else f'**{len(r.order)} problems**'} | {r.untimed} of {r.words} "
+                   f"| {r.late} of {r.words} |")
     return "\n".join(out)
 
 
@@ -590,8 +633,38 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--url", help="a running server's WebSocket URL (default: start one)")
     p.add_argument("--scorer-python", type=Path, default=DEFAULT_SCORER_PYTHON, help="a python with faster-whisper")
     p.add_argument("--whisper-dir", type=Path, default=Path(os.environ.get("WHISPER_DIR", DEFAULT_WHISPER_DIR)))
+    p.add_argument("--reuse", type=Path, metavar="OUT_JSON",
+                   help="report again on an earlier run's --out (its WAVs and Whisper's words), speaking nothing")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for one message")
     return p.parse_args(argv)
+
+
+def speak_all(args: argparse.Namespace, cases: list[Case], work: Path) -> list[tuple[Utterance, np.ndarray]]:
+    """Every case's sentences through the server at ``--url``, or one started here."""
+    sizes = (2, 1, 1) if args.quick else (3, 5, 2)  # public, own, with a break: per case
+    server = None if args.url else latency.ServerProcess(600, work / "server.log", "--log-level", "warning")
+    url = args.url or server.url
+    spoken: list[tuple[Utterance, np.ndarray]] = []
+    try:
+        for case in cases:
+            spoken += asyncio.run(speak_case(url, case, sentences_for(case.lang, *sizes), work, args.timeout))
+    finally:
+        if server is not None:
+            server.stop()
+    return spoken
+
+
+def reuse(path: Path) -> list[tuple[Utterance, np.ndarray]]:
+    """The utterances of an earlier run's ``--out``, Whisper's words included, with their WAVs."""
+    spoken = []
+    for u in json.loads(path.read_text(encoding="utf-8"))["utterances"]:
+        utt = Utterance(**u)
+        samples = np.zeros(0, np.int16)
+        if utt.wav:
+            with wave.open(utt.wav) as w:
+                samples = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
+        spoken.append((utt, samples))
+    return spoken
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -602,28 +675,22 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"unknown cases {sorted(unknown)}; there are {[c.key for c in CASES]}", file=sys.stderr)
         return 2
-    work = args.work or Path(tempfile.mkdtemp(prefix="rtts-word-timing-"))
-    work.mkdir(parents=True, exist_ok=True)
-    sizes = (2, 1, 1) if args.quick else (3, 5, 2)  # public, own, with a break: per case
     probes = [latency.probe_ms()]
-    server = None if args.url else latency.ServerProcess(600, work / "server.log", "--log-level", "warning")
-    url = args.url or server.url
-    spoken: list[tuple[Utterance, np.ndarray]] = []
-    try:
-        for case in cases:
-            spoken += asyncio.run(speak_case(url, case, sentences_for(case.lang, *sizes), work, args.timeout))
-    finally:
-        if server is not None:
-            server.stop()
-    utts = [u for u, _ in spoken]
-    audio = {u.key: a for u, a in spoken}
-    # The server is stopped first, so Whisper has both cores.
-    timed = [u for u in utts if u.words and u.wav]
-    heard = listen(args.scorer_python, args.whisper_dir, timed, work) if timed else {}
-    for u in utts:
-        u.whisper = heard.get(u.key, {})
+    if args.reuse:
+        work = args.reuse.parent
+        spoken = [(u, a) for u, a in reuse(args.reuse) if u.case in wanted]
+    else:
+        work = args.work or Path(tempfile.mkdtemp(prefix="rtts-word-timing-"))
+        work.mkdir(parents=True, exist_ok=True)
+        spoken = speak_all(args, cases, work)
+        # The server is stopped first, so Whisper has both cores; only timed audio is heard.
+        timed = [u for u, _ in spoken if u.wav and any(w["end"] > w["start"] for w in u.words)]
+        heard = listen(args.scorer_python, args.whisper_dir, timed, work) if timed else {}
+        for u, _ in spoken:
+            u.whisper = heard.get(u.key, {})
     probes.append(latency.probe_ms())
-    rows = case_rows(utts, audio)
+    utts = [u for u, _ in spoken]
+    rows = case_rows(utts, {u.key: a for u, a in spoken})
     table = markdown(rows)
     print(f"\n{table}\n")
     print(f"host probe {', '.join(f'{p:.0f}' for p in probes)} ms (before, after); WAVs, transcripts in {work}")

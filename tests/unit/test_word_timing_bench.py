@@ -148,3 +148,10 @@ def test_first_word_start_against_the_first_sound() -> None:
     got = wt.onset_check([word("a", 0, 0.08, 0.3), word("b", 2, 0.3, 0.55)], samples, RATE, 0)
     assert got["word"] == "a" and got["after_ms"] == pytest.approx(30, abs=5) and not got["ok"]
     assert wt.onset_check([word("a", 0, 0.06, 0.3)], samples, RATE, 0)["ok"]
+
+
+def test_a_word_belongs_to_the_voice_of_the_mark_before_its_middle() -> None:
+    marks = [(0, "hibari/heart"), (8000, "kokoro/zf_xiaoxiao")]
+    assert wt.spoken_by(word("Hello", 0, 0.0, 0.45), marks) == "hibari/heart"
+    assert wt.spoken_by(word("欢迎", 6, 0.5, 0.9), marks) == "kokoro/zf_xiaoxiao"
+    assert wt.spoken_by(word("a", 0, 0.0, 0.1), []) == ""
