@@ -84,7 +84,8 @@ def test_summary_is_of_magnitudes_with_a_signed_bias() -> None:
     s = wt.summary([-10.0, 20.0, 30.0, -40.0, 50.0])
     assert s["n"] == 5 and s["median"] == 30.0 and s["bias"] == 20.0
     assert s["p95"] == pytest.approx(48.0)  # linear between 40 and 50
-    assert wt.summary([]) == {"n": 0, "median": None, "p95": None, "bias": None}
+    assert s["around_bias"] == 30.0  # |d - 20|: 30, 0, 10, 60, 30
+    assert wt.summary([])["n"] == 0 and wt.summary([])["median"] is None
 
 
 def speech(seconds: float, seed: int = 0) -> np.ndarray:
