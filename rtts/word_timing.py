@@ -29,6 +29,8 @@ __all__ = ["Clock", "Entry", "atoms", "locate"]
 # (the engine's items say which characters make one word).
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003ffff]")
 _RUN = re.compile(r"\S+")
+# What a reading keeps of the punctuation around a word ("fifteenth,"): not said.
+_PUNCTUATION = ".,;:!?()[]{}\"'“”‘’«»「」『』、。，！？：；…—–-"
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,11 @@ def _stripped(text: str, start: int, end: int) -> list[tuple[int, int]]:
     return [(start, end)]
 
 
+def _wordy(text: str) -> bool:
+    """Has a letter, a digit or a symbol ("$", "°"): something that is read."""
+    return any(unicodedata.category(ch)[0] in "LNS" for ch in text)
+
+
 def _edge(ch: str) -> bool:
     return unicodedata.category(ch)[0] == "P" or ch in BREAK_OPEN + BREAK_CLOSE
 
@@ -135,7 +142,7 @@ class Clock:
         words = []
         for a, b in atoms(text):
             start, end = to_raw.span(a, b)
-            if any(unicodedata.category(ch)[0] in "LNS" for ch in raw[start:end]):
+            if _wordy(raw[start:end]):
                 words.append((start, end))
         return Part(speak_origins.then(to_raw), tuple(words))
 
@@ -146,27 +153,30 @@ class Clock:
         groups: list[_Group] = []
         for item in spoken:
             start, end = part.origins.span(item.text_start, item.text_end)
-            if not any(unicodedata.category(ch)[0] in "LNS" for ch in raw[start:end]):
-                continue  # punctuation read as a pause: not a word
-            for a, b in part.words:  # a written word an item is in is wholly in its entry
-                if a < end and start < b:
-                    start, end = min(start, a), max(end, b)
+            if not _wordy(raw[start:end]) and not _wordy(item.said):
+                continue  # punctuation read as a pause: not a word ("&" read "and" is one)
+            # The written words an item was read for are its entry, whole (without the
+            # punctuation its reading kept: "fifteenth," for "15,").
+            touched = [(a, b) for a, b in part.words if a < end and start < b]
+            if touched:
+                start, end = touched[0][0], touched[-1][1]
             pts_start, pts_end = at + round(item.start * scale), at + round(item.end * scale)
             last = groups[-1] if groups else None
+            said = item.said.strip(_PUNCTUATION)
             if last is not None and ((self.unit == "word" and last.word == item.word) or start < last.end):
                 last.end = max(last.end, end)
-                last.said.append(item.said)
+                last.said.append(said)
                 last.pts_end = max(last.pts_end, pts_end)
                 last.word = item.word
             else:
-                groups.append(_Group(start, end, [item.said], pts_start, pts_end, item.word))
+                groups.append(_Group(start, end, [said], pts_start, pts_end, item.word))
         out: list[Entry] = []
         for g in groups:
             start = max(g.start, self.covered)
             if start >= g.end:
                 continue  # a word cut between two runs: its first run's entry has it
             out.extend(self._unsaid(part, start, g.pts_start))
-            joiner = "" if _CJK.search(raw[start : g.end]) else " "
+            joiner = "" if any(_CJK.search(piece) for piece in g.said) else " "
             out.append(Entry(raw[start : g.end], start, g.end, joiner.join(g.said), g.pts_start, g.pts_end))
             self.covered = g.end
         return out

@@ -30,10 +30,10 @@ from rtts import voicepacks
 from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, Memory, Spoken, Timing, VoiceInfo
 from rtts.engines.graph_cut import whole_second
 from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, KEEP_PAD_FRAMES, CutError, cached_kokoro_cut, drop_pad_frames
-from rtts.engines.trim import silence_bounds
+from rtts.engines.trim import PAD_S, silence_bounds
 from rtts.g2p import espeak, kokoro_langs
 from rtts.g2p.split import first_words, split_phonemes
-from rtts.g2p.words import Word, locate, split_span, squeeze, with_origins, words_of
+from rtts.g2p.words import Word, front_end_words, squeeze, words_of
 from rtts.host.client import Host, RemoteSession
 from rtts.native import snake_library
 from rtts.text.normalize_en import normalize_en
@@ -41,7 +41,6 @@ from rtts.text.normalize_ja import normalize_ja
 from rtts.text.normalize_romance import normalize_romance
 from rtts.text.lexicon import split_phonemes as lexicon_pieces
 from rtts.text.normalize_zh import normalize_zh
-from rtts.text.origins import aligned
 
 __all__ = [
     "LANGS",
@@ -95,6 +94,11 @@ RUN_BASE_MB = 10.0
 RUN_MB_PER_AUDIO_S = 30.0
 AUDIO_S_PER_TOKEN = 0.065
 MIN_RUN_TOKENS = 24  # a few words: shorter runs lose their intonation
+# A phoneme's sound begins (and ends) about one frame (25 ms) before the frames the
+# predictor gives it: word onsets after a silence were heard 20-30 ms before the frame
+# count says, and ends 40-55 ms before it (in en, zh and ja; docs/benchmarks.md, "Word
+# timing"), so word times are read one frame early.
+SOUND_LEAD_FRAMES = 1
 
 # espeak phonemes (multi-letter ones joined by the "^" tie) respelled in Kokoro v1.0's
 # alphabet, after misaki's EspeakFallback. Longest first, so "e^ɪ" is taken before "e".
@@ -467,12 +471,7 @@ class KokoroEngine:
             return words_of(piece, normalize, phonemize)
         normalized = normalize(piece)
         whole, found = self._host.call(_WORDS, lang, normalized, self._cache_str())
-        spans = locate([p for _, _, p, _ in found], whole)
-        items = []
-        for i, ((start, end, alone, chars), (p_start, p_end)) in enumerate(zip(found, spans, strict=True)):
-            word = Word(start, end, normalized[start:end], p_start, p_end, i)
-            items.extend(split_span(word, normalized, chars if "".join(chars) == alone else []))
-        return whole, with_origins(items, aligned(piece, normalized))
+        return whole, front_end_words(piece, normalized, whole, found)
 
     def _cache_str(self) -> str | None:
         return None if self._cache_dir is None else str(self._cache_dir)
@@ -586,8 +585,11 @@ class KokoroEngine:
         if frames is None:  # uncut: no durations to be had
             bounds = np.linspace(first, last, len(tokens) + 1)
         else:
-            bounds = frames * per_frame
-        bounds = np.clip(np.rint(bounds).astype(np.int64) - first, 0, last - first)
+            bounds = (frames - SOUND_LEAD_FRAMES) * per_frame
+        # Nothing is heard in the near-silence the trim keeps at the end (the last word
+        # ends where its sound does), nor past the audio.
+        heard = last - first - (round(PAD_S * SAMPLE_RATE) if last < audio.size else 0)
+        bounds = np.clip(np.rint(bounds).astype(np.int64) - first, 0, max(0, heard))
         return np.clip(audio[first:last], -1.0, 1.0), bounds
 
     def _style(self, name: str) -> np.ndarray:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["silence_bounds", "trim_silence"]
+__all__ = ["PAD_S", "silence_bounds", "trim_silence"]
 
 _FRAME_S = 0.010
 # A frame counts as sound when its RMS is within 40 dB of the loudest frame: relative,
@@ -12,10 +12,11 @@ _FRAME_S = 0.010
 _RELATIVE_DB = -40.0
 # Below this RMS the whole output is treated as silence (about -80 dBFS).
 _FLOOR_RMS = 1e-4
+PAD_S = 0.025  # near-silence kept either side: the onset of the first phoneme is never clipped
 
 
 def trim_silence(
-    audio: np.ndarray, sample_rate: int, pad_s: float = 0.025, *, start: bool = True, end: bool = True
+    audio: np.ndarray, sample_rate: int, pad_s: float = PAD_S, *, start: bool = True, end: bool = True
 ) -> np.ndarray:
     """Return ``audio`` without its leading and trailing near-silence, keeping ``pad_s`` of it
     (``audio[slice(*silence_bounds(...))]``)."""
@@ -24,7 +25,7 @@ def trim_silence(
 
 
 def silence_bounds(
-    audio: np.ndarray, sample_rate: int, pad_s: float = 0.025, *, start: bool = True, end: bool = True
+    audio: np.ndarray, sample_rate: int, pad_s: float = PAD_S, *, start: bool = True, end: bool = True
 ) -> tuple[int, int]:
     """Where ``audio`` starts and ends once its leading and trailing near-silence is cut,
     keeping ``pad_s`` of it.

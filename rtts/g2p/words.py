@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from rtts.text.origins import Origins, aligned
 
-__all__ = ["Word", "locate", "shifted", "split_span", "squeeze", "words_of"]
+__all__ = ["Word", "front_end_words", "locate", "split_span", "squeeze", "with_origins", "words_of"]
 
 # Phoneme symbols that are not part of a word's sound: the pauses around it.
 PUNCTUATION = frozenset(",.!?;:—…\"'“”«»()-")
@@ -92,6 +92,21 @@ def words_of(
     return whole, words
 
 
+def front_end_words(
+    text: str, normalized: str, whole: str, found: Sequence[tuple[int, int, str, Sequence[str]]]
+) -> list[Word]:
+    """The words of ``text`` in ``whole``, the phonemes of ``normalized`` (its normalized
+    form) from a front end that also gave its words (``kokoro_langs.FrontEnds.words``:
+    start, end, the word's phonemes alone, its characters' phonemes when known), one item
+    per character."""
+    spans = locate([alone for _, _, alone, _ in found], whole)
+    items = []
+    for i, ((start, end, alone, chars), (p_start, p_end)) in enumerate(zip(found, spans, strict=True)):
+        word = Word(start, end, normalized[start:end], p_start, p_end, i)
+        items.extend(split_span(word, normalized, chars if "".join(chars) == alone else ()))
+    return with_origins(items, aligned(text, normalized))
+
+
 def squeeze(text: str, keep: Container[str]) -> tuple[str, list[int]]:
     """``" ".join(kept.split())`` where ``kept`` is ``text`` without the characters not in
     ``keep``, and for each position of ``text`` (0..len) its position in the result."""
@@ -111,16 +126,6 @@ def squeeze(text: str, keep: Container[str]) -> tuple[str, list[int]]:
         out.append(ch)
     where.append(len(out))
     return "".join(out), where
-
-
-def shifted(words: Sequence[Word], text_offset: int, where: Sequence[int], phoneme_offset: int = 0) -> list[Word]:
-    """``words`` moved ``text_offset`` along their text, and their phoneme positions taken
-    through ``where`` (``squeeze``'s map) after ``phoneme_offset``."""
-    out = []
-    for w in words:
-        start, end = where[w.start + phoneme_offset], where[w.end + phoneme_offset]
-        out.append(Word(w.text_start + text_offset, w.text_end + text_offset, w.said, start, end, w.word))
-    return out
 
 
 def split_span(word: Word, text: str, chars: Sequence[str] = ()) -> list[Word]:

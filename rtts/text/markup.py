@@ -18,11 +18,12 @@ session cuts units at it with :func:`pieces`.
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Final
 
 from .normalize_en import LETTERS
-from .origins import Origins, block, identity
+from .origins import Origins, block
 
 BREAK_OPEN: Final = "\ue000"
 BREAK_CLOSE: Final = "\ue001"
@@ -123,7 +124,10 @@ def render_mapped(raw: str, base: int = 0) -> tuple[str, Origins]:
     while stack:  # unclosed tags still apply to the rest of the text
         _, action, start = stack.pop()
         _apply(out, action, start, len(text))
-    origins = sum((o for _, o in out), identity(0))
+    origins = Origins(
+        tuple(itertools.chain.from_iterable(o.starts for _, o in out)),
+        tuple(itertools.chain.from_iterable(o.ends for _, o in out)),
+    )
     if len(text) < len(raw):  # private-use characters were dropped first
         kept = [i for i, ch in enumerate(raw) if not _PRIVATE.match(ch)]
         origins = origins.then(Origins(tuple(kept), tuple(i + 1 for i in kept)))
@@ -133,14 +137,18 @@ def render_mapped(raw: str, base: int = 0) -> tuple[str, Origins]:
 def _decoded(text: str, start: int, end: int) -> tuple[str, Origins]:
     """``text[start:end]`` with its entities decoded, and its origins."""
     chars: list[str] = []
-    origins = identity(0)
+    starts: list[int] = []
+    ends: list[int] = []
     at = start
     for e in _ENTITY.finditer(text, start, end):
         chars.extend((text[at : e.start()], _ENTITIES[e.group(0)]))
-        origins = origins + identity(e.start() - at, at) + block(1, e.start(), e.end())
+        starts.extend((*range(at, e.start()), e.start()))
+        ends.extend((*range(at + 1, e.start() + 1), e.end()))
         at = e.end()
     chars.append(text[at:end])
-    return "".join(chars), origins + identity(end - at, at)
+    starts.extend(range(at, end))
+    ends.extend(range(at + 1, end + 1))
+    return "".join(chars), Origins(tuple(starts), tuple(ends))
 
 
 def _apply(out: list[tuple[str, Origins]], action: str | None, start: int, close: int) -> None:
