@@ -103,6 +103,9 @@ CJK = ("zh", "ja")  # compared character by character
 # frame), measured in windows short enough to place an edge within a quarter frame.
 SILENCE_DB = -40.0
 SILENCE_WINDOW_S = 0.005
+# A pause inside an utterance this long (a sentence's or a clause's, a break) gives a plain
+# onset after it; a word of ours starting this near it is the word that begins there.
+MIN_PAUSE_S, NEAR_S = 0.1, 0.1
 
 
 @dataclass(frozen=True)
@@ -298,6 +301,22 @@ def break_check(
         "start_vs_silence_ms": 1000 * (nxt["start"] - pts0 - b) / rate,  # + : it starts after the sound is back
         "ok": abs(gap - (b - a)) <= frame,
     }
+
+
+def onsets_after_silence(
+    words: list[dict[str, Any]], samples: np.ndarray, rate: int, pts0: int
+) -> list[tuple[int, float]]:
+    """(index of our word, its start - the sound's return, ms) for each silence of at least
+    ``MIN_PAUSE_S`` inside the audio, when one of our words starts within ``NEAR_S`` of its end:
+    where a word begins is plain in the waveform there, for us and for Whisper alike."""
+    out = []
+    for a, b in silences(samples, rate):
+        if b - a < MIN_PAUSE_S * rate or a == 0 or b >= len(samples):
+            continue
+        k = min(range(len(words)), key=lambda i: abs(words[i]["start"] - pts0 - b))
+        if abs(words[k]["start"] - pts0 - b) <= NEAR_S * rate:
+            out.append((k, 1000 * (words[k]["start"] - pts0 - b) / rate))
+    return out
 
 
 def onset_check(words: list[dict[str, Any]], samples: np.ndarray, rate: int, pts0: int) -> dict[str, Any]:
@@ -515,6 +534,7 @@ class Row:
     order: list[str] = field(default_factory=list)
     breaks: list[dict[str, Any]] = field(default_factory=list)
     onsets: list[dict[str, Any]] = field(default_factory=list)
+    after_pause: list[dict[str, Any]] = field(default_factory=list)  # words after a pause vs the onset
     ends: list[dict[str, Any]] = field(default_factory=list)
     diffs: dict[str, list[float]] = field(
         default_factory=lambda: {"start": [], "end": [], "spread_start": [], "spread_end": []})
@@ -545,6 +565,14 @@ class Row:
             diffs, pairs = compare(u, words)
             for k, v in diffs.items():
                 self.diffs[k] += v
+        heard = u.whisper.get("plain", [])
+        starts = dict(pairs.starts) if pairs is not None else {}
+        for k, ours in onsets_after_silence(words, samples, u.sample_rate, u.pts0):
+            j = starts.get(k)
+            theirs = None
+            if j is not None and not heard[j].get("first"):
+                theirs = ours + 1000 * (heard[j]["start"] - (words[k]["start"] - u.pts0) / u.sample_rate)
+            self.after_pause.append({"key": u.key, "word": words[k]["text"], "ours_ms": ours, "whisper_ms": theirs})
         if "<break" in u.text:
             check = {"key": u.key, **break_check(u.text, words, samples, u.sample_rate, u.pts0)}
             if pairs is not None and "indices" in check:
@@ -593,6 +621,11 @@ def break_cell(b: dict[str, Any]) -> str:
     return cell if b["ok"] else cell + " **off**"
 
 
+def magnitudes_cell(values: list[float]) -> str:
+    s = summary(values)
+    return f"{_ms(s['median'])} / {_ms(s['p95'])} ({_signed(s['bias'])})"
+
+
 def checks_cell(checks: list[dict[str, Any]], median: bool = False) -> str:
     """``+M, worst +W (k/n within a frame)`` of ``after_ms`` checks."""
     worst = max(checks, key=lambda c: abs(c["after_ms"]))["after_ms"]
@@ -618,6 +651,9 @@ def markdown(rows: dict[str, Row]) -> str:
             "(ours, then Whisper's: word end, word start vs the silence's edges) | first word's start vs the first sound, ms "
             "(median, worst) | last word's end: audio after it, ms (worst) | in order | words untimed | words late |",
             "|---|---|---|---|---|---|---|---|---|"]
+    pause_rows = ["", "| engine | lang | words | words after a pause | ours − the sound's return: median / p95 "
+                  "of \\|d\\| (median d) ms | Whisper's, the same words it heard | Whisper − the sound's return "
+                  "(median d) ms |", "|---|---|---|---|---|---|---|"]
     for r in rows.values():
         if not r.timed:
             continue
@@ -625,6 +661,11 @@ def markdown(rows: dict[str, Row]) -> str:
                    f"| {checks_cell(r.onsets, median=True)} | {checks_cell(r.ends)} "
                    f"| {'yes' if not r.order else f'**{len(r.order)} problems**'} | {r.untimed} of {r.words} "
                    f"| {r.late} of {r.words} |")
+        ours = [p["ours_ms"] for p in r.after_pause]
+        theirs = [p["whisper_ms"] for p in r.after_pause if p["whisper_ms"] is not None]
+        pause_rows.append(f"| {r.engine} | {r.lang} | {r.unit} | {len(ours)} | {magnitudes_cell(ours)} "
+                          f"| {len(theirs)} | {magnitudes_cell(theirs)} |")
+    out += pause_rows
     return "\n".join(out)
 
 

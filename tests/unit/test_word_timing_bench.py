@@ -156,3 +156,11 @@ def test_a_word_belongs_to_the_voice_of_the_mark_before_its_middle() -> None:
     assert wt.spoken_by(word("Hello", 0, 0.0, 0.45), marks) == "hibari/heart"
     assert wt.spoken_by(word("欢迎", 6, 0.5, 0.9), marks) == "kokoro/zf_xiaoxiao"
     assert wt.spoken_by(word("a", 0, 0.0, 0.1), []) == ""
+
+
+def test_words_after_a_pause_against_the_sound_returning() -> None:
+    # Sound 0-0.5 s, silence to 1.06 s, sound to 1.46 s: one pause inside, at 1.06 s.
+    words = [word("Please", 0, 0.0, 0.3), word("wait", 7, 0.3, 0.51), word("here.", 34, 1.09, 1.46)]
+    assert [(k, round(d)) for k, d in wt.onsets_after_silence(words, AUDIO, RATE, 0)] == [(2, 30)]
+    far = [word("Please", 0, 0.0, 0.3), word("here.", 34, 1.3, 1.46)]  # no word starts near it
+    assert wt.onsets_after_silence(far, AUDIO, RATE, 0) == []
