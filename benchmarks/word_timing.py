@@ -335,6 +335,20 @@ def end_check(words: list[dict[str, Any]], n_samples: int, rate: int, pts0: int)
     return {"word": last["text"], "after_ms": 1000 * after / rate, "ok": abs(after) <= rate * FRAME_MS // 1000}
 
 
+_TAG = re.compile(r"<[^<>]*>")
+_READ_PUNCTUATION = set("%‰#&@")  # punctuation by category, read aloud all the same
+
+
+def uncovered(text: str, words: list[dict[str, Any]]) -> list[str]:
+    """Characters of ``text`` that are read (letters, digits, symbols, "%"), outside markup,
+    that no word's span holds: "every word of the text in exactly one entry" says none."""
+    held = bytearray(len(text))
+    for w in words:
+        held[w["text_start"]:w["text_end"]] = b"\1" * (w["text_end"] - w["text_start"])
+    bare = _TAG.sub(lambda m: " " * len(m.group()), text)
+    return [ch for ch, h in zip(bare, held) if not h and (unicodedata.category(ch)[0] in "LNS" or ch in _READ_PUNCTUATION)]
+
+
 def spoken_by(word: dict[str, Any], marks: list[tuple[int, str]]) -> str:
     """The voice of the last mark at or before the word's middle ("" before any mark)."""
     middle = (word["start"] + word["end"]) / 2
@@ -532,6 +546,7 @@ class Row:
     untimed: int = 0  # words sent with start == end
     late: int = 0
     order: list[str] = field(default_factory=list)
+    uncovered: list[str] = field(default_factory=list)  # read characters in no word's span
     breaks: list[dict[str, Any]] = field(default_factory=list)
     onsets: list[dict[str, Any]] = field(default_factory=list)
     after_pause: list[dict[str, Any]] = field(default_factory=list)  # words after a pause vs the onset
@@ -557,6 +572,7 @@ class Row:
         self.timed += 1
         self.late += u.late
         self.order += [f"{u.key}: {p}" for p in order_problems(u.words)]
+        self.uncovered += [f"{u.key}: {ch!r}" for ch in uncovered(u.text, u.words)]
         if words[0] is u.words[0]:  # the utterance's first sound is this engine's first word
             self.onsets.append({"key": u.key, **onset_check(words, samples, u.sample_rate, u.pts0)})
         self.ends.append({"key": u.key, **end_check(words, u.samples, u.sample_rate, u.pts0)})
@@ -621,6 +637,14 @@ def break_cell(b: dict[str, Any]) -> str:
     return cell if b["ok"] else cell + " **off**"
 
 
+def uncovered_cell(found: list[str]) -> str:
+    """"none", or how many and which characters ("'%' ×2, 'C'")."""
+    if not found:
+        return "none"
+    chars = [f.rsplit(": ", 1)[1] for f in found]
+    return "**" + ", ".join(f"{c} ×{chars.count(c)}" for c in dict.fromkeys(chars)) + "**"
+
+
 def magnitudes_cell(values: list[float]) -> str:
     s = summary(values)
     return f"{_ms(s['median'])} / {_ms(s['p95'])} ({_signed(s['bias'])})"
@@ -649,8 +673,9 @@ def markdown(rows: dict[str, Row]) -> str:
             f"| {verdict(r)} |")
     out += ["", "| engine | lang | words | break: gap in the timing vs silence in the audio, ms "
             "(ours, then Whisper's: word end, word start vs the silence's edges) | first word's start vs the first sound, ms "
-            "(median, worst) | last word's end: audio after it, ms (worst) | in order | words untimed | words late |",
-            "|---|---|---|---|---|---|---|---|---|"]
+            "(median, worst) | last word's end: audio after it, ms (worst) | in order | read characters in no word "
+            "| words untimed | words late |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     pause_rows = ["", "| engine | lang | words | words after a pause | ours − the sound's return: median / p95 "
                   "of \\|d\\| (median d) ms | Whisper's, the same words it heard | Whisper − the sound's return "
                   "(median d) ms |", "|---|---|---|---|---|---|---|"]
@@ -659,7 +684,8 @@ def markdown(rows: dict[str, Row]) -> str:
             continue
         out.append(f"| {r.engine} | {r.lang} | {r.unit} | {'; '.join(map(break_cell, r.breaks)) or '–'} "
                    f"| {checks_cell(r.onsets, median=True)} | {checks_cell(r.ends)} "
-                   f"| {'yes' if not r.order else f'**{len(r.order)} problems**'} | {r.untimed} of {r.words} "
+                   f"| {'yes' if not r.order else f'**{len(r.order)} problems**'} | {uncovered_cell(r.uncovered)} "
+                   f"| {r.untimed} of {r.words} "
                    f"| {r.late} of {r.words} |")
         ours = [p["ours_ms"] for p in r.after_pause]
         theirs = [p["whisper_ms"] for p in r.after_pause if p["whisper_ms"] is not None]

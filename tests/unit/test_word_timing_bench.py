@@ -164,3 +164,11 @@ def test_words_after_a_pause_against_the_sound_returning() -> None:
     assert [(k, round(d)) for k, d in wt.onsets_after_silence(words, AUDIO, RATE, 0)] == [(2, 30)]
     far = [word("Please", 0, 0.0, 0.3), word("here.", 34, 1.3, 1.46)]  # no word starts near it
     assert wt.onsets_after_silence(far, AUDIO, RATE, 0) == []
+
+
+def test_read_characters_no_word_holds() -> None:
+    text = 'Rain 40% <break time="500ms"/> now, $5.'
+    words = [word("Rain", 0, 0.0, 0.2), word("40", 5, 0.2, 0.5), word("now", 31, 1.0, 1.2), word("$5", 36, 1.2, 1.5)]
+    assert wt.uncovered(text, words) == ["%"]  # not the markup, spaces or the comma and full stop
+    assert wt.uncovered("25°C", [word("25°", 0, 0.0, 0.3)]) == ["C"]
+    assert wt.uncovered("今天", [word("今天", 0, 0.0, 0.3)]) == []
