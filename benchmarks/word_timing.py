@@ -350,8 +350,11 @@ def uncovered(text: str, words: list[dict[str, Any]]) -> list[str]:
 
 
 def spoken_by(word: dict[str, Any], marks: list[tuple[int, str]]) -> str:
-    """The voice of the last mark at or before the word's middle ("" before any mark)."""
+    """The voice of the last mark at or before the word's middle ("" before any mark). An
+    untimed word (start == end) sits where its engine's audio ended: the mark before that."""
     middle = (word["start"] + word["end"]) / 2
+    if word["start"] == word["end"]:
+        middle -= 0.5
     return next((voice for pts, voice in reversed(marks) if pts <= middle), "")
 
 

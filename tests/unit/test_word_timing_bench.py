@@ -156,6 +156,7 @@ def test_a_word_belongs_to_the_voice_of_the_mark_before_its_middle() -> None:
     assert wt.spoken_by(word("Hello", 0, 0.0, 0.45), marks) == "hibari/heart"
     assert wt.spoken_by(word("欢迎", 6, 0.5, 0.9), marks) == "kokoro/zf_xiaoxiao"
     assert wt.spoken_by(word("a", 0, 0.0, 0.1), []) == ""
+    assert wt.spoken_by(word("Hello", 0, 0.5, 0.5), marks) == "hibari/heart"  # untimed, where Hibari ended
 
 
 def test_words_after_a_pause_against_the_sound_returning() -> None:
