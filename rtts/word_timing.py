@@ -29,6 +29,7 @@ __all__ = ["Clock", "Entry", "atoms", "locate"]
 # (the engine's items say which characters make one word).
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003ffff]")
 _RUN = re.compile(r"\S+")
+_CLAUSE_MARKS = frozenset(".,;:!?¡¿…‥、。，．！？：；\"'･・") | {BREAK_OPEN, BREAK_CLOSE}
 # What a reading keeps of the punctuation around a word ("fifteenth,"): not said.
 _PUNCTUATION = ".,;:!?()[]{}\"'“”‘’«»「」『』、。，！？：；…—–-"
 
@@ -107,7 +108,9 @@ def _wordy(text: str) -> bool:
 
 
 def _edge(ch: str) -> bool:
-    return unicodedata.category(ch)[0] == "P" or ch in BREAK_OPEN + BREAK_CLOSE
+    """Punctuation around a word, not part of it: brackets, quotes, dashes and the marks
+    that end a clause ("%", "#", "@" and "&" are read, and stay)."""
+    return unicodedata.category(ch) in ("Ps", "Pe", "Pi", "Pf", "Pd") or ch in _CLAUSE_MARKS
 
 
 class Clock:
