@@ -37,7 +37,8 @@ def words(model: WhisperModel, samples: np.ndarray, lang: str) -> list[dict[str,
     for segment in segments:
         for k, w in enumerate(segment.words or ()):
             text = zhconv.convert(w.word, "zh-cn") if lang == "zh" else w.word
-            out.append({"word": text, "start": w.start, "end": w.end, "probability": w.probability, "first": k == 0})
+            out.append(
+                {"word": text, "start": w.start, "end": w.end, "probability": w.probability, "first": k == 0})
     return out
 
 

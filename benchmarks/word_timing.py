@@ -603,7 +603,8 @@ class Row:
             theirs = None
             if j is not None and not heard[j].get("first"):
                 theirs = ours + 1000 * (heard[j]["start"] - (words[k]["start"] - u.pts0) / u.sample_rate)
-            self.after_pause.append({"key": u.key, "word": words[k]["text"], "ours_ms": ours, "whisper_ms": theirs})
+            self.after_pause.append(
+                {"key": u.key, "word": words[k]["text"], "ours_ms": ours, "whisper_ms": theirs})
         if "<break" in u.text:
             check = {"key": u.key, **break_check(u.text, words, samples, u.sample_rate, u.pts0)}
             if pairs is not None and "indices" in check:
@@ -680,7 +681,8 @@ def markdown(rows: dict[str, Row]) -> str:
     for r in rows.values():
         st, en, ss, se = (r.stats()[k] for k in ("start", "end", "spread_start", "spread_end"))
         out.append(
-            f"| {r.engine} | {r.lang} | {r.unit} | {', '.join(v for v in sorted(r.voices) if v.startswith(r.engine + '/'))} "
+            f"| {r.engine} | {r.lang} | {r.unit} "
+            f"| {', '.join(v for v in sorted(r.voices) if v.startswith(r.engine + '/'))} "
             f"| {r.sentences} ({r.timed}) "
             f"| {st['n']} / {en['n']} | {_ms(st['median'])} / {_ms(st['p95'])} "
             f"| {_ms(en['median'])} / {_ms(en['p95'])} | {_signed(st['bias'])} ({_ms(st['around_bias'])}) "
@@ -716,11 +718,13 @@ def markdown(rows: dict[str, Row]) -> str:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, required=True, help="JSON results, per utterance")
-    p.add_argument("--work", type=Path, help="folder for the WAVs and Whisper's words (default: a new one in /tmp)")
+    p.add_argument("--work", type=Path,
+                   help="folder for the WAVs and Whisper's words (default: a new one in /tmp)")
     p.add_argument("--quick", action="store_true", help="fewer cases and sentences: a smoke run (~1 min)")
     p.add_argument("--cases", help="comma list of case keys, e.g. kokoro-en,piper-en (default: all; --quick: 6)")
     p.add_argument("--url", help="a running server's WebSocket URL (default: start one)")
-    p.add_argument("--scorer-python", type=Path, default=DEFAULT_SCORER_PYTHON, help="a python with faster-whisper")
+    p.add_argument("--scorer-python", type=Path, default=DEFAULT_SCORER_PYTHON,
+                   help="a python with faster-whisper (default: %(default)s)")
     p.add_argument("--whisper-dir", type=Path, default=Path(os.environ.get("WHISPER_DIR", DEFAULT_WHISPER_DIR)))
     p.add_argument("--reuse", type=Path, metavar="OUT_JSON",
                    help="report again on an earlier run's --out (its WAVs and Whisper's words), speaking nothing")

@@ -103,7 +103,8 @@ AUDIO = np.concatenate([speech(0.5), np.zeros(round(0.56 * RATE), np.int16), spe
 
 @pytest.mark.parametrize("pts0", [0, 4800])
 def test_break_gap_matches_the_silence_within_a_frame(pts0: int) -> None:
-    words = [word("Please", 0, 0.0, 0.3, pts0), word("wait", 7, 0.3, 0.51, pts0), word("here.", 34, 1.07, 1.46, pts0)]
+    words = [word("Please", 0, 0.0, 0.3, pts0), word("wait", 7, 0.3, 0.51, pts0),
+             word("here.", 34, 1.07, 1.46, pts0)]
     got = wt.break_check(BREAK_TEXT, words, AUDIO, RATE, pts0)
     assert (got["before"], got["after"], got["ok"]) == ("wait", "here.", True)
     assert got["silence_ms"] == pytest.approx(560, abs=5) and got["gap_ms"] == pytest.approx(560)
@@ -169,7 +170,8 @@ def test_words_after_a_pause_against_the_sound_returning() -> None:
 
 def test_read_characters_no_word_holds() -> None:
     text = 'Rain 40% <break time="500ms"/> now, $5.'
-    words = [word("Rain", 0, 0.0, 0.2), word("40", 5, 0.2, 0.5), word("now", 31, 1.0, 1.2), word("$5", 36, 1.2, 1.5)]
+    words = [word("Rain", 0, 0.0, 0.2), word("40", 5, 0.2, 0.5), word("now", 31, 1.0, 1.2),
+             word("$5", 36, 1.2, 1.5)]
     assert wt.uncovered(text, words) == ["%"]  # not the markup, spaces or the comma and full stop
     assert wt.uncovered("25°C", [word("25°", 0, 0.0, 0.3)]) == ["C"]
     assert wt.uncovered("今天", [word("今天", 0, 0.0, 0.3)]) == []
