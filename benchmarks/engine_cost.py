@@ -347,7 +347,7 @@ def piper(k: Kokoro, runs: int) -> None:
     print("\n| unit | phoneme ids | latent frames | encoder before its flow | flow |\n|---|---|---|---|---|")
     for text in texts:
         ids = phoneme_ids(engine.phonemize(text), engine.config)
-        took_prior, (z_p, mask) = best(lambda ids=ids: engine.prior(ids, None, 1.0), runs)
+        took_prior, (z_p, mask, _) = best(lambda ids=ids: engine.prior(ids, None, 1.0), runs)
         took_flow, _ = best(lambda z_p=z_p, mask=mask: engine.flow(z_p, mask, None, 0, z_p.shape[-1]), runs)
         print(f"| {text!r} | {len(ids)} | {z_p.shape[-1]} | {took_prior * 1000:.0f} ms | {took_flow * 1000:.0f} ms |")
 

@@ -41,6 +41,17 @@ TEXTS = {
         "Good morning. Platform four, the train to Boston. Mind the gap, please.",
         "Welcome aboard. Our next stop is Central Station. Thank you for riding with us.",
     ],
+    # The same sentences from the other engines (issue 23 part 1: durations from every engine).
+    ("en", "piper/en_US-joe-medium"): [
+        "The museum opens at nine. Tickets cost twelve dollars. Please stand clear of the doors.",
+        "Good morning. Platform four, the train to Boston. Mind the gap, please.",
+        "Welcome aboard. Our next stop is Central Station. Thank you for riding with us.",
+    ],
+    ("en", "hibari/heart"): [
+        "The museum opens at nine. Tickets cost twelve dollars. Please stand clear of the doors.",
+        "Good morning. Platform four, the train to Boston. Mind the gap, please.",
+        "Welcome aboard. Our next stop is Central Station. Thank you for riding with us.",
+    ],
     ("zh", None): [
         "各位旅客请注意。开往上海的列车即将进站。请站在黄色安全线以内。",
         "欢迎光临。今天是星期一。祝您旅途愉快。",
@@ -54,7 +65,8 @@ TEXTS = {
         "Buenos días. El tren a Madrid sale del andén tres. Gracias por viajar con nosotros.",
     ],
 }
-BREAK = ('Please stand clear. <break time="700ms"/> The doors are closing.', "kokoro/af_heart")
+BREAK = 'Please stand clear. <break time="700ms"/> The doors are closing.'
+BREAK_VOICES = ("kokoro/af_heart", "piper/en_US-joe-medium", "hibari/heart")
 STEP = RATE // 100  # 10 ms
 FRAME = RATE * 20 // 1000
 
@@ -140,16 +152,18 @@ async def measure(url: str) -> list[str]:
             tails.append((words[-1]["end"] - len(samples)) * 1000 / RATE)
         rows.append(f"| {lang} | {voice or '(none named)'} | {len(starts)} | {statistics.median(starts):+.0f} / {p95(starts):.0f} "
                     f"| {len(ends)} | {statistics.median(ends):+.0f} / {p95(ends):.0f} | {max(tails, key=abs):+.0f} |")
-    samples, words = await speak(url, *BREAK)
-    before = next(w for w in words if w["text"] == "clear")
-    after = next(w for w in words if w["text"] == "The")
-    quiet = silent_run(samples, (before["end"] + after["start"]) // 2)
-    gap_ms = (after["start"] - before["end"]) * 1000 / RATE
-    quiet_ms = (quiet[1] - quiet[0]) * 1000 / RATE
-    rows += ["", f"`<break time=\"700ms\"/>` between sentences: gap in the timing {gap_ms:.0f} ms, "
-             f"silence in the audio {quiet_ms:.0f} ms (difference {gap_ms - quiet_ms:+.0f} ms; one frame is 20 ms); "
-             f"the silence runs {(quiet[0] - before['end']) * 1000 / RATE:+.0f} ms after the word before and "
-             f"{(after['start'] - quiet[1]) * 1000 / RATE:+.0f} ms before the word after."]
+    rows.append("")
+    for voice in BREAK_VOICES:
+        samples, words = await speak(url, BREAK, voice)
+        before = next(w for w in words if w["text"] == "clear")
+        after = next(w for w in words if w["text"] == "The")
+        quiet = silent_run(samples, (before["end"] + after["start"]) // 2)
+        gap_ms = (after["start"] - before["end"]) * 1000 / RATE
+        quiet_ms = (quiet[1] - quiet[0]) * 1000 / RATE
+        rows += [f"{voice}: `<break time=\"700ms\"/>` between sentences: gap in the timing {gap_ms:.0f} ms, "
+                 f"silence in the audio {quiet_ms:.0f} ms (difference {gap_ms - quiet_ms:+.0f} ms; one frame is 20 ms); "
+                 f"the silence runs {(quiet[0] - before['end']) * 1000 / RATE:+.0f} ms after the word before and "
+                 f"{(after['start'] - quiet[1]) * 1000 / RATE:+.0f} ms before the word after.", ""]
     return rows
 
 

@@ -1,4 +1,4 @@
-"""A model cut in two, made once by a child process and kept in the cache directory.
+"""A model cut in two (or edited), made once by a child process and kept in the cache directory.
 
 Cutting a graph needs the ``onnx`` package, which costs ~15 MB of RSS that the server
 would keep after unloading every model (and ~0.4 s per load). So the server never
@@ -6,7 +6,8 @@ imports it: ``Cut.cached`` runs ``python -m MODULE MODEL FIRST SECOND META`` onc
 MODULE calls ``write_cut`` with its own cutting function, and later loads read the
 two halves and their description from the cache. Used for Piper voices
 (``vits_split``: encoder | decoder, ``vits_flow``: prior | flow) and Kokoro
-(``kokoro_cut``: predictor | decoder).
+(``kokoro_cut``: predictor | decoder); a cut of one "half" is a model edited, not cut
+(``hibari_timed``: Hibari with its durations as an output).
 
 A cut is named by what made it, like the optimized graphs of ``host/sessions.py``:
 the model file (its path, size and mtime) and the recipe, a hash of the cutting
@@ -40,17 +41,19 @@ __all__ = ["REPLACED_S", "Cut", "whole_second", "write_cut"]
 # removed once unused for this long.
 REPLACED_S = 7 * 24 * 3600.0
 
-# (first half, second half, description for the engine); raises the cutter's own error.
-Cutter = Callable[["onnx.ModelProto"], tuple["onnx.ModelProto", "onnx.ModelProto", dict[str, Any]]]
+# (first half, second half, description for the engine), or (model, description) for a
+# cut of one half; raises the cutter's own error.
+Cutter = Callable[["onnx.ModelProto"], tuple[Any, ...]]
 
 
 @dataclass(frozen=True)
 class Cut:
-    """One way of cutting models in two: run by ``module``, kept in ``folder``."""
+    """One way of cutting models in two (or, with one half, of editing one): run by
+    ``module``, kept in ``folder``."""
 
     module: str
     folder: str
-    halves: tuple[str, str]
+    halves: tuple[str, ...]
     uses: tuple[str, ...] = ()  # other modules whose code takes part in the cut
     data: tuple[Path, ...] = ()  # files the cut reads (a calibration table)
     packages: tuple[str, ...] = ("onnx",)  # whose versions take part
@@ -73,26 +76,26 @@ class Cut:
                 pass  # the cut itself will say so
         return digest.hexdigest()[:12]
 
-    def files(self, model: Path, cache_dir: Path) -> tuple[Path, Path, Path]:
-        """Where the halves of ``model`` and their description are kept."""
+    def files(self, model: Path, cache_dir: Path) -> tuple[Path, ...]:
+        """Where the halves of ``model`` are kept, in order, and last their description."""
         stat = model.stat()
         where = hashlib.sha256(str(model.resolve()).encode()).hexdigest()[:8]
         stem = f"{model.name.removesuffix('.onnx')}-{where}-{stat.st_size}-{stat.st_mtime_ns}-{self.recipe()}"
         folder = cache_dir / self.folder
-        return folder / f"{stem}.{self.halves[0]}.onnx", folder / f"{stem}.{self.halves[1]}.onnx", folder / f"{stem}.json"
+        return (*(folder / f"{stem}.{half}.onnx" for half in self.halves), folder / f"{stem}.json")
 
-    def cached(self, model: Path, cache_dir: Path, error: type[Exception]) -> tuple[Path, Path, dict[str, Any]]:
-        """The kept halves and description of ``model``, cutting it in a child process first.
+    def cached(self, model: Path, cache_dir: Path, error: type[Exception]) -> tuple[Any, ...]:
+        """The kept halves (paths) and description of ``model``, cutting it in a child process first.
 
         Raises ``error`` when the model cannot be cut by this recipe (remembered until the
         recipe changes), OSError when the cache cannot be written. Marks the cut used, and
         removes those nothing will use again (``_prune``).
         """
-        first, second, meta_path = self.files(model, cache_dir)
+        *halves, meta_path = self.files(model, cache_dir)
         if not meta_path.is_file():
             meta_path.parent.mkdir(parents=True, exist_ok=True)
             done = subprocess.run(
-                [sys.executable, "-m", self.module, str(model), str(first), str(second), str(meta_path)],
+                [sys.executable, "-m", self.module, str(model), *map(str, halves), str(meta_path)],
                 capture_output=True,
                 text=True,
                 timeout=300,
@@ -107,7 +110,7 @@ class Cut:
         meta = json.loads(meta_path.read_text())
         if meta.get("error"):
             raise error(meta["error"])
-        return first, second, meta
+        return (*halves, meta)
 
 
 def _prune(kept: Path, model: Path, now: float | None = None) -> None:
@@ -146,17 +149,17 @@ def whole_second(path: Path) -> None:
 
 
 def write_cut(argv: list[str], cut: Cutter, error: type[Exception]) -> None:
-    """In the child (``argv``: MODEL FIRST SECOND META): cut the model and write both
+    """In the child (``argv``: MODEL FIRST [SECOND] META): cut the model and write its
     halves, then the description."""
     import onnx
 
-    model_path, first, second, meta_path = (Path(a) for a in argv)
+    model_path, *paths, meta_path = (Path(a) for a in argv)
     try:
-        a, b, meta = cut(onnx.load(str(model_path)))
+        *halves, meta = cut(onnx.load(str(model_path)))
     except error as exc:
         meta = {"error": str(exc)}
     else:
-        for path, half in ((first, a), (second, b)):
+        for path, half in zip(paths, halves, strict=True):
             tmp = path.with_suffix(f".{os.getpid()}.tmp")  # two servers may cut at once
             tmp.write_bytes(half.SerializeToString())
             whole_second(tmp)  # a half is cut in turn (Piper's encoder) and optimized by its mtime

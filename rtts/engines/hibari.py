@@ -19,6 +19,13 @@ compact copies in the cache directory, ``g2p.compact``) and its DSP (which impor
 scipy.fft, 28 MB), through this module's ``host_ops``, so that an idle unload, which
 ends that process, gives their memory back. The server keeps only the vocabulary and a
 unit's window plan.
+
+Word timing: the model's own durations (frames per phoneme id) come from the same run,
+as one more output of its graph (``hibari_timed``, kept in the cache directory; without
+one the words share a unit's audio in equal parts per phoneme). Hibari reads its words
+with its own front end (normalizer, tokenizer, tagger, lexicon), so its tokens say which
+text each word's phonemes are for (``token_words``), and that text is mapped back
+through both normalizers to the unit's.
 """
 
 from __future__ import annotations
@@ -36,18 +43,26 @@ from typing import Any
 
 import numpy as np
 
-from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, Memory, VoiceInfo
-from rtts.engines.trim import trim_silence
+from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, Memory, Timing, VoiceInfo
+from rtts.engines.timed_windows import WindowedWords, heard
+from rtts.engines.trim import silence_bounds
 from rtts.g2p.split import split_phonemes
+from rtts.g2p.words import PUNCTUATION, Word, kept, with_lexicon
 from rtts.host.client import Host
 from rtts.text.lexicon import split_phonemes as split_lexicon
 from rtts.text.normalize_en import normalize_en
+from rtts.text.origins import aligned
 
 __all__ = ["HIBARI", "HibariEngine", "HibariWork", "Windows", "window_sizes"]
 
 logger = logging.getLogger(__name__)
 
 SAMPLE_RATE = 24000
+HOP = 300  # samples per frame (hibari.dsp.HOP), known here without importing it (scipy)
+# A phoneme's sound is heard about two frames (25 ms) before the frames its duration
+# gives it (a frame's 50 ms synthesis window reaches that far back): word onsets after a
+# silence came 29 ms (median) after the sound without this (benchmarks/word_onsets.py).
+SOUND_LEAD_FRAMES = 2
 VOICE = "heart"  # the one voice inside the package; the others are downloaded, out of reach here
 # Hibari's own limit per model run (hibari.tts.MAX_PHONEMES): longer units are cut at a break.
 MAX_PHONEMES = 400
@@ -148,12 +163,24 @@ class Windows:
         return hops[first:last].reshape(-1)
 
 
+def phoneme_samples(id_start: list[int] | None, ids: int, frames: int) -> np.ndarray:
+    """Where each phoneme of a run (one id each, between the two pads) starts in its audio
+    of ``frames`` (and the last ends), in samples: from where each id starts in frames
+    (``id_start``), else in equal shares. A frame's samples are centred on it (the STFT's
+    ``center``), so a boundary between two frames is half a hop before the second; and
+    its sound is heard ``SOUND_LEAD_FRAMES`` earlier still."""
+    starts = np.asarray(id_start if id_start is not None else np.linspace(0, frames, ids + 1), np.float64)
+    samples = np.clip(np.rint((starts - SOUND_LEAD_FRAMES) * HOP - HOP / 2), 0, frames * HOP).astype(np.int64)
+    return samples[1:-1]  # phoneme i is id i + 1; the end, where the last pad starts
+
 
 # ---------------------------------------------------------------- in the inference process
 
-_LOAD, _G2P, _START, _TAKE, _CLOSE, _UNLOAD = (
-    "hibari.load", "hibari.g2p", "hibari.start", "hibari.take", "hibari.close", "hibari.unload"
+_LOAD, _G2P, _WORDS, _START, _TAKE, _CLOSE, _UNLOAD = (
+    "hibari.load", "hibari.g2p", "hibari.words", "hibari.start", "hibari.take", "hibari.close", "hibari.unload"
 )
+# Hibari's spectra and F0, the outputs ``Windows`` takes; a timed model has its durations after them.
+_SPECTRA = 6
 # Units whose DSP state the inference process keeps at most: one per job in flight; a
 # unit whose generator was dropped without being closed is forgotten beyond this.
 _MAX_UNITS = 256
@@ -174,7 +201,7 @@ class HibariWork:
 
     def __init__(self) -> None:
         self.session: Any = None
-        self.g2p: Callable[[str], str] | None = None
+        self.g2p: Any = None  # hibari.g2p.G2P, over its compact tables where it can
         self.rng = np.random.default_rng()
         self.units: OrderedDict[int, Windows] = OrderedDict()
 
@@ -187,7 +214,7 @@ class HibariWork:
         if self.session is None:
             from rtts.host.sessions import open_session
 
-            self.session = open_session(Path(model), threads, "hibari", cache)
+            self.session = open_session(_timed(Path(model), cache), threads, "hibari", cache)
         if self.g2p is None:
             self.g2p = _g2p(cache)
 
@@ -203,18 +230,28 @@ class HibariWork:
             raise EngineError("Hibari's G2P did not load")
         return [g2p(text) for text in texts]
 
-    def start(self, spec: Spec, unit: int, ids: list[int], speed: float) -> int:
+    def words(self, spec: Spec, text: str) -> tuple[str, list[tuple[int, int, str, int, int]]]:
+        """``phonemes``' phonemes of ``text`` (the same) and its words (``token_words``)."""
+        self.load(spec)
+        return token_words(self.g2p, text)
+
+    def start(self, spec: Spec, unit: int, ids: list[int], speed: float) -> tuple[int, list[int] | None]:
         """Run the model over a unit's phoneme ids and keep its outputs for ``take``;
-        returns the unit's frames."""
+        returns the unit's frames, and where each id starts in them (and the last ends)
+        when the model gives its durations."""
         self.load(spec)
         feeds = {"ids": np.asarray([ids], np.int64), "speed": np.asarray([speed], np.float32)}
         from rtts.host.sessions import run_options
 
-        outputs = [np.asarray(o[0]) for o in self.session.run(None, feeds, run_options())]
-        self.units[unit] = Windows(outputs, rng_noise(self.rng, outputs[0].shape[0]))
+        outputs = self.session.run(None, feeds, run_options())
+        spectra = [np.asarray(o[0]) for o in outputs[:_SPECTRA]]  # the batch of one
+        self.units[unit] = Windows(spectra, rng_noise(self.rng, spectra[0].shape[0]))
         while len(self.units) > _MAX_UNITS:
             self.units.popitem(last=False)
-        return int(outputs[0].shape[1])
+        frames = int(spectra[0].shape[1])
+        if len(outputs) <= _SPECTRA:
+            return frames, None
+        return frames, id_frames(outputs[_SPECTRA], frames).tolist()  # one per id (no batch axis)
 
     def take(self, unit: int, count: int) -> np.ndarray:
         """The audio of the unit's next ``count`` frames (its last window ends it)."""
@@ -228,6 +265,60 @@ class HibariWork:
 
     def close(self, unit: int) -> None:
         self.units.pop(unit, None)
+
+
+def _timed(model: Path, cache_dir: Path | None) -> Path:
+    """The model with its durations as an output (``hibari_timed``) where the cache
+    directory keeps one, else the model as it is."""
+    if cache_dir is None:
+        return model
+    from rtts.engines.hibari_timed import TimedError, cached_timed
+
+    try:
+        return cached_timed(model, cache_dir)[0]
+    except (TimedError, OSError) as exc:
+        logger.warning("Hibari's words are timed in equal shares: %s", exc)
+        return model
+
+
+def id_frames(durations: np.ndarray, frames: int) -> np.ndarray:
+    """Where each id starts in a unit's ``frames`` (and the last ends), from its durations:
+    the model expands its text by them, then upsamples to ``frames`` (twice as many)."""
+    steps = np.concatenate(([0], np.cumsum(np.asarray(durations, np.int64).ravel())))
+    return np.rint(steps * (frames / max(1, int(steps[-1])))).astype(np.int64)
+
+
+def token_words(g2p: Any, text: str) -> tuple[str, list[tuple[int, int, str, int, int]]]:
+    """``g2p(text)``, made as its ``__call__`` makes it (its tokens' phonemes joined, a space
+    where the text had one), and the words in it: each token whose phonemes are not only
+    punctuation, as its span in ``text`` (through Hibari's normalizer, aligned), its text
+    and its span in the phonemes."""
+    from hibari import g2p as hibari_g2p
+
+    normalized = hibari_g2p.normalize(text)
+    tokens = g2p.phonemize_tokens(g2p.tokenize(normalized))
+    parts, spelled, found = [], [], []
+    at = spelled_at = 0
+    for tk in tokens:
+        phonemes = g2p.unk if tk.phonemes is None else tk.phonemes
+        stripped = phonemes.strip()
+        if any(ch not in PUNCTUATION for ch in stripped):
+            start = at + len(phonemes) - len(phonemes.lstrip())
+            found.append((spelled_at, spelled_at + len(tk.text), tk.text, start, start + len(stripped)))
+        piece = phonemes + (" " if tk.whitespace else "")
+        parts.append(piece)
+        at += len(piece)
+        spelled.append(tk.text + tk.whitespace)
+        spelled_at += len(tk.text) + len(tk.whitespace)
+    joined = "".join(parts)
+    whole, lead = joined.strip(), len(joined) - len(joined.lstrip())
+    # The tokens' texts are the normalized text's, but are matched rather than assumed so.
+    origins = aligned(normalized, "".join(spelled)).then(aligned(text, normalized))
+    words = []
+    for t_start, t_end, said, p_start, p_end in found:
+        start, end = origins.span(t_start, t_end)
+        words.append((start, end, said, max(0, p_start - lead), max(0, p_end - lead)))
+    return whole, words
 
 
 def _g2p(cache_dir: Path | None) -> Callable[[str], str]:
@@ -290,6 +381,21 @@ class HibariEngine:
                 pass
         self._host.release()
 
+    def phonemize_words(self, text: str) -> tuple[str, list[Word]]:
+        """``phonemize``'s phonemes (the same), and where in them each word of ``text`` is:
+        Hibari's words, a lexicon entry's phonemes one word."""
+        self.load()
+
+        def piece_words(piece: str) -> tuple[str, list[Word]]:
+            normalized = normalize_en(piece)
+            whole, found = self._host.call(_WORDS, self._spec, normalized)
+            origins = aligned(piece, normalized)
+            return whole, [Word(*origins.span(a, b), said, p, q, i) for i, (a, b, said, p, q) in enumerate(found)]
+
+        joined, words = with_lexicon(text, piece_words)
+        phonemes, where = kept(joined, self._vocab)
+        return phonemes, [Word(w.text_start, w.text_end, w.said, where[w.start], where[w.end], w.word) for w in words]
+
     def phonemize(self, text: str) -> str:
         """Hibari's phonemes for ``text``, symbols its model does not know dropped."""
         self.load()
@@ -305,38 +411,68 @@ class HibariEngine:
 
     def synthesize(
         self, text: str, voice: VoiceInfo, lang: str, speed: float, lead_s: float = 0.0, words: bool = False
-    ) -> Iterator[np.ndarray]:  # words: not timed yet (issue 23)
+    ) -> Iterator[np.ndarray | Timing]:
         """See ``Engine.synthesize``. A listener who already holds a second of audio gets
-        larger windows (fewer, cheaper per second); one who waits, the first sound early."""
+        larger windows (fewer, cheaper per second); one who waits, the first sound early.
+        With ``words``, each word's ``Timing`` comes before the chunk it starts in."""
         if not (math.isfinite(speed) and speed > 0):
             raise ValueError(f"speed must be a positive number, not {speed!r}")
         if lang != "en":
             raise ValueError(f"Hibari speaks en only, not {lang!r}")
-        phonemes = self.phonemize(text)
-        return self._generate(phonemes, speed, FIRST_WINDOW if lead_s < 1.0 else LATER_WINDOW)
+        first = FIRST_WINDOW if lead_s < 1.0 else LATER_WINDOW
+        if not words:
+            return self._generate(self.phonemize(text), speed, first)
+        phonemes, found = self.phonemize_words(text)
+        return self._generate(phonemes, speed, first, found)
 
-    def _generate(self, phonemes: str, speed: float, first: int) -> Iterator[np.ndarray]:
+    def _generate(
+        self, phonemes: str, speed: float, first: int, words: list[Word] | None = None
+    ) -> Iterator[np.ndarray | Timing]:
+        at = 0  # where the piece is in ``phonemes``: the cuts dropped only spaces
         for piece in split_phonemes(phonemes, MAX_PHONEMES):
             vocab = self._vocab
             if not vocab:
                 raise EngineError("Hibari was unloaded during synthesis")
-            yield from self._unit([0, *(vocab[ch] for ch in piece), 0], speed, first)
+            at = phonemes.index(piece, at)
+            timed = None if words is None else (words, at)
+            at += len(piece)
+            yield from self._unit([0, *(vocab[ch] for ch in piece), 0], speed, first, timed)
 
-    def _unit(self, ids: list[int], speed: float, first: int) -> Iterator[np.ndarray]:
+    def _unit(
+        self, ids: list[int], speed: float, first: int, timed: tuple[list[Word], int] | None = None
+    ) -> Iterator[np.ndarray | Timing]:
+        """One model run's audio, window by window; with ``timed`` (the words and where the
+        run's phonemes are in theirs), each word's ``Timing`` before the chunk it starts in."""
         unit = next(self._units)
-        sizes = window_sizes(self._host.call(_START, self._spec, unit, ids, speed), first)
+        frames, id_start = self._host.call(_START, self._spec, unit, ids, speed)
+        windows = self._windows(unit, window_sizes(frames, first))
+        try:
+            if timed is None:
+                yield from (audio for audio, _, _ in windows if audio.size)
+            else:
+                yield from WindowedWords(*timed, phoneme_samples(id_start, len(ids), frames)).chunks(windows)
+        finally:
+            windows.close()  # stopped inside the unit: now, not when the windows are collected
+
+    def _windows(self, unit: int, sizes: list[int]) -> Iterator[tuple[np.ndarray, int, int | None]]:
+        """A run's windows of ``sizes`` frames: each one's audio, where it starts in the
+        run's audio, and for the last how much of it is heard (``timed_windows.heard``)."""
         started = finished = False
+        made = 0  # samples the run made before this window, trimmed or not
         try:
             for n, count in enumerate(sizes):
                 audio = self._host.call(_TAKE, unit, count)
                 finished = n == len(sizes) - 1
+                size, cut, end = audio.size, 0, audio.size
                 # The model's pads are silence: cut it before the first sound and after the
                 # last (a silent pause between words is kept as it is).
                 if not started or finished:
-                    audio = trim_silence(audio, SAMPLE_RATE, start=not started, end=finished)
-                if audio.size:
-                    started = True
-                    yield np.clip(audio, -1.0, 1.0)
+                    cut, end = silence_bounds(audio, SAMPLE_RATE, start=not started, end=finished)
+                    audio = audio[cut:end]
+                started = started or bool(audio.size)
+                kept = heard(audio.size, end < size, SAMPLE_RATE) if finished else None
+                yield np.clip(audio, -1.0, 1.0), made + cut, kept
+                made += size
         finally:
             if not finished:  # stopped inside the unit: the inference process forgets it
                 try:
@@ -404,6 +540,7 @@ class HibariKind:
         _LOAD: f"{__name__}:HibariWork.load",
         _UNLOAD: f"{__name__}:HibariWork.unload",
         _G2P: f"{__name__}:HibariWork.phonemes",
+        _WORDS: f"{__name__}:HibariWork.words",
         _START: f"{__name__}:HibariWork.start",
         _TAKE: f"{__name__}:HibariWork.take",
         _CLOSE: f"{__name__}:HibariWork.close",

@@ -27,19 +27,18 @@ from pathlib import Path
 import numpy as np
 
 from rtts import voicepacks
-from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, Memory, Spoken, Timing, VoiceInfo
+from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, Memory, Timing, VoiceInfo
 from rtts.engines.graph_cut import whole_second
 from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, KEEP_PAD_FRAMES, CutError, cached_kokoro_cut, drop_pad_frames
 from rtts.engines.trim import PAD_S, silence_bounds
 from rtts.g2p import espeak, kokoro_langs
 from rtts.g2p.split import first_words, split_phonemes
-from rtts.g2p.words import Word, front_end_words, squeeze, words_of
+from rtts.g2p.words import Word, front_end_words, spoken, squeeze, with_lexicon, words_of
 from rtts.host.client import Host, RemoteSession
 from rtts.native import snake_library
 from rtts.text.normalize_en import normalize_en
 from rtts.text.normalize_ja import normalize_ja
 from rtts.text.normalize_romance import normalize_romance
-from rtts.text.lexicon import split_phonemes as lexicon_pieces
 from rtts.text.normalize_zh import normalize_zh
 
 __all__ = [
@@ -418,28 +417,8 @@ class KokoroEngine:
         Chinese and Japanese words come as one item per character (``Word.word`` tells
         them apart): a client may ask for either."""
         front = self._front(voice, lang)
-        parts: list[str] = []
-        words: list[Word] = []
-        at = cursor = number = 0  # in the joined phonemes, in text; the next word's number
-        for is_phonemes, piece in lexicon_pieces(text):
-            offset = text.find(piece, cursor)
-            cursor = offset + len(piece)
-            if is_phonemes:  # a lexicon entry's phonemes: one word, its sentinels included
-                phonemes, found = piece, [Word(offset - 1, cursor + 1, f"/{piece.strip()}/", 0, len(piece))]
-            else:
-                phonemes, found = self._piece_words(piece, front, lang)
-            stripped = phonemes.strip()
-            if not stripped:
-                continue
-            at += 1 if parts else 0
-            lead = len(phonemes) - len(phonemes.lstrip())
-            for w in found:
-                start, end = (max(0, min(len(stripped), p - lead)) + at for p in (w.start, w.end))
-                words.append(Word(w.text_start + offset, w.text_end + offset, w.said, start, end, w.word + number))
-            number = max((w.word for w in words), default=-1) + 1
-            parts.append(stripped)
-            at += len(stripped)
-        phonemes, where = squeeze(" ".join(parts), self._get_vocab())
+        joined, words = with_lexicon(text, lambda piece: self._piece_words(piece, front, lang))
+        phonemes, where = squeeze(joined, self._get_vocab())
         return phonemes, [Word(w.text_start, w.text_end, w.said, where[w.start], where[w.end], w.word) for w in words]
 
     def _front(self, voice: VoiceInfo | str, lang: str) -> tuple[Callable[[str], str], Callable[[str], str]]:
@@ -539,7 +518,7 @@ class KokoroEngine:
             self._learn_length(lang, len(tokens), audio.size / SAMPLE_RATE * speed)
             if audio.size:
                 if words is not None:
-                    yield Timing(_spoken(words, at, bounds))
+                    yield Timing(spoken(words, at, bounds))
                 yield audio
             at += len(piece)
 
@@ -637,21 +616,6 @@ def _lead_dropped(durations: np.ndarray, total: int) -> int:
     lead = max(0, int(durations[0]) - KEEP_PAD_FRAMES)
     trail = max(0, int(durations[-1]) - KEEP_PAD_FRAMES) if durations.size > 1 else 0
     return 0 if lead + trail >= total else lead
-
-
-def _spoken(words: list[Word], at: int, bounds: np.ndarray) -> tuple[Spoken, ...]:
-    """The words in the run of phonemes ``at`` … ``at + len(bounds) - 1``, timed by
-    ``bounds`` (each token's first sample, and the run's end); a word cut between two
-    runs is in both, with its part of each."""
-    tokens = len(bounds) - 1
-    out = []
-    for w in words:
-        start, end = w.start - at, w.end - at
-        if end <= 0 or start >= tokens or (start == end and not 0 <= start < tokens):
-            continue
-        start, end = max(0, start), min(tokens, end)
-        out.append(Spoken(w.text_start, w.text_end, w.said, int(bounds[start]), int(bounds[max(start, end)]), w.word))
-    return tuple(out)
 
 
 # ---------------------------------------------------------------- as rtts finds it

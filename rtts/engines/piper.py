@@ -20,6 +20,14 @@ windows only, and over the rest once they are out. Every window is as long as th
 audio the listener holds can pay for (``next_window``), so a later sentence, which
 starts while the one before it plays, runs its flow in one go and decodes in one or
 two windows: fewer margins decoded twice.
+
+Word timing comes from the same run: the encoder (or its prior) gives the duration
+predictor's frames for every phoneme id as a second output (``vits_split``), which
+Piper's framing ties back to the phonemes and they to the words (``phonemize_words``),
+in samples: frames x ``hop``, the model's own ``length_scale / speed`` already in its
+frames. Each word goes out before the window its start is in (``timed_windows``). A
+voice that runs whole has no durations to give: its words share the audio in equal
+parts per phoneme id.
 """
 
 from __future__ import annotations
@@ -38,19 +46,24 @@ from typing import Any
 
 import numpy as np
 
-from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, Memory, VoiceInfo
+from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, Memory, Timing, VoiceInfo
+from rtts.engines.timed_windows import WindowedWords, heard
 from rtts.engines.vits_flow import cached_flow_cut
 from rtts.engines.vits_split import SplitError, cached_split, split_vits
 from rtts.estimates import fold
 from rtts.files import read_regular
 from rtts.host.client import Host, RemoteSession
-from rtts.engines.trim import trim_silence
+from rtts.engines.trim import silence_bounds
 from rtts.g2p import espeak
 from rtts.g2p.split import split_phonemes
+from rtts.g2p.words import Word, with_lexicon, words_of
 from rtts.text.lexicon import split_phonemes as split_lexicon
 from rtts.text.normalize_en import normalize_en
 
-__all__ = ["BUILTIN", "PIPER", "PiperConfig", "PiperEngine", "PiperKind", "next_window", "phoneme_ids", "window_bounds"]
+__all__ = [
+    "BUILTIN", "PIPER", "PiperConfig", "PiperEngine", "PiperKind", "id_positions", "next_window", "phoneme_ids",
+    "window_bounds",
+]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -157,9 +170,21 @@ def phoneme_ids(phonemes: str, config: PiperConfig) -> list[int]:
 
     Phonemes missing from the voice's map are skipped (Piper logs and skips them too).
     """
+    return id_positions(phonemes, config)[0]
+
+
+def id_positions(phonemes: str, config: PiperConfig) -> tuple[list[int], list[int]]:
+    """``phoneme_ids``, and for each position 0..len of ``phonemes`` the index of the first
+    id of the symbol there (the end: the index of EOS). A symbol's ids are its own and the
+    pad after it; one missing from the map has none.
+
+    The ids come from the NFD form, which decomposes each symbol on its own and may only
+    reorder combining marks next to each other, so symbol i starts after the NFD forms of
+    the ones before it."""
     id_map = config.phoneme_id_map
     pad = id_map[_PAD]
     ids = [*id_map[_BOS], *pad]
+    after = []  # len(ids) after each symbol of the NFD form
     for ch in unicodedata.normalize("NFD", phonemes):
         for phoneme in config.phoneme_map.get(ch, (ch,)):
             mapped = id_map.get(phoneme)
@@ -168,8 +193,14 @@ def phoneme_ids(phonemes: str, config: PiperConfig) -> list[int]:
                 continue
             ids.extend(mapped)
             ids.extend(pad)
+        after.append(len(ids))
+    where = [len(id_map[_BOS]) + len(pad)]
+    decomposed = 0
+    for ch in phonemes:
+        decomposed += len(unicodedata.normalize("NFD", ch))
+        where.append(after[decomposed - 1])
     ids.extend(id_map[_EOS])
-    return ids
+    return ids, where
 
 
 def window_bounds(frames: int, first: int = FIRST_WINDOW, largest: int = MAX_WINDOW) -> list[tuple[int, int]]:
@@ -238,6 +269,7 @@ class PiperEngine:
         self._cost = dict(_PRIOR_COST)  # measured seconds per latent frame, by stage
         self._decoder_sid = False
         self.hop = 0  # output samples per latent frame; 0 until loaded split
+        self._durations: str | None = None  # the encoder's (or prior's) frames per id, when it gives them
         self._has_sid = False
 
     @property
@@ -278,6 +310,7 @@ class PiperEngine:
                 self._latent = str(meta["latent"])
                 self._decoder_sid = "sid" in meta["decoder_inputs"]
                 self.hop = int(meta["hop"])
+                self._durations = (meta if self._prior is None else self._flow_meta).get("durations")
                 if self._prior is None:
                     self._encoder = encoder
                 self._decoder = decoder
@@ -296,6 +329,7 @@ class PiperEngine:
         self._latent = split.latent
         self._decoder_sid = "sid" in split.decoder_inputs
         self.hop = split.hop
+        self._durations = split.durations
         self._encoder, self._decoder = encoder, decoder
 
     def _load_flow_cut(self, encoder_path: Path) -> RemoteSession | None:
@@ -338,47 +372,99 @@ class PiperEngine:
             p.strip() for p in (piece if ph else g2p(piece) for ph, piece in split_lexicon(text)) if p.strip()
         )
 
+    def phonemize_words(self, text: str) -> tuple[str, list[Word]]:
+        """``phonemize``'s phonemes (the same), and where in them each word of ``text`` is:
+        a lexicon entry's phonemes are one word."""
+        english = self.config.language == "en"
+
+        def normalize(piece: str) -> str:
+            return normalize_en(piece) if english else piece
+
+        def g2p(piece: str) -> str:
+            return espeak.phonemize(piece, self.config.espeak_voice)
+
+        return with_lexicon(text, lambda piece: words_of(piece, normalize, g2p))
+
     def limit_run_memory(self, mb: float | None) -> None:
         pass  # its units decode in windows already; a window's activations are small and fixed
 
     def synthesize(
         self, text: str, voice: VoiceInfo, lang: str, speed: float, lead_s: float = 0.0, words: bool = False
-    ) -> Iterator[np.ndarray]:  # words: not timed yet (issue 23)
+    ) -> Iterator[np.ndarray | Timing]:
+        """See ``Engine.synthesize``; with ``words``, each word's ``Timing`` comes before the
+        chunk its start is in."""
         if not (math.isfinite(speed) and speed > 0):
             raise ValueError(f"speed must be a positive number, not {speed!r}")
         if lang not in voice.langs:
             raise ValueError(f"voice {voice.id} speaks {', '.join(voice.langs)}, not {lang!r}")
         speaker = self._speaker_id(voice)
-        phonemes = self.phonemize(text)
-        return self._generate(phonemes, speaker, speed, lead_s)
+        if not words:
+            return self._generate(self.phonemize(text), speaker, speed, lead_s)
+        phonemes, found = self.phonemize_words(text)
+        return self._generate(phonemes, speaker, speed, lead_s, found)
 
-    def _generate(self, phonemes: str, speaker: int | None, speed: float, lead_s: float) -> Iterator[np.ndarray]:
+    def _generate(
+        self, phonemes: str, speaker: int | None, speed: float, lead_s: float, words: list[Word] | None = None
+    ) -> Iterator[np.ndarray | Timing]:
+        """The audio of ``phonemes``, a piece at a time; with ``words`` (where each word is
+        in ``phonemes``), each piece's ``Timing`` before its audio."""
         if not phonemes:
             return
         self.load()
         # When the listener runs out of audio (perf_counter time); moved on by every window.
         dry = [time.perf_counter() + lead_s]
+        at = 0  # where the piece is in ``phonemes``: the cuts dropped only whitespace
+        pad = len(self.config.phoneme_id_map[_PAD])
         for sentence in _SENTENCE_END.split(phonemes):
             for piece in split_phonemes(sentence, _MAX_PHONEMES):
-                ids = phoneme_ids(piece, self.config)
+                at = phonemes.index(piece, at)
+                ids, where = id_positions(piece, self.config)
+                timed = None if words is None else _PieceWords(words, at, np.asarray(where), pad)
+                at += len(piece)
                 if self._decoder is None:
-                    audio = self._run(ids, speaker, speed)
-                    if audio.size:
-                        yield audio
+                    yield from self._run(ids, speaker, speed, timed)
                     continue
-                yield from self._stream(ids, speaker, speed, dry)
+                yield from self._stream(ids, speaker, speed, dry, timed)
 
-    def _stream(self, ids: list[int], speaker: int | None, speed: float, dry: list[float]) -> Iterator[np.ndarray]:
+    def _stream(
+        self,
+        ids: list[int],
+        speaker: int | None,
+        speed: float,
+        dry: list[float],
+        timed: _PieceWords | None = None,
+    ) -> Iterator[np.ndarray | Timing]:
         """One piece's audio, window by window, each sized by the audio the listener
-        holds by then (until ``dry[0]``, which each window moves on); trimmed at both ends."""
+        holds by then (until ``dry[0]``, which each window moves on); trimmed at both ends.
+        With ``timed``, its words' ``Timing`` before the chunks their starts are in, from
+        the durations the encoder gave."""
         if self._prior is None:
-            latent = self.encode(ids, speaker, speed)
+            latent, durations = self._encode(ids, speaker, speed)
             z_p = mask = None
-            frames = ready = latent.shape[-1]
+            frames = latent.shape[-1]
         else:
-            z_p, mask = self.prior(ids, speaker, speed)
-            frames, ready = z_p.shape[-1], 0
+            z_p, mask, durations = self.prior(ids, speaker, speed)
+            frames = z_p.shape[-1]
             latent = z_p[:, :, :0]
+        windows = self._windows(latent, z_p, mask, frames, speaker, dry)
+        if timed is None:
+            yield from (audio for audio, _, _ in windows if audio.size)
+        else:
+            yield from timed.windowed(id_samples(durations, len(ids), frames * self.hop, self.hop)).chunks(windows)
+
+    def _windows(
+        self,
+        latent: np.ndarray,
+        z_p: np.ndarray | None,
+        mask: np.ndarray | None,
+        frames: int,
+        speaker: int | None,
+        dry: list[float],
+    ) -> Iterator[tuple[np.ndarray, int, int | None]]:
+        """``_stream``'s windows: each one's audio, where it starts in the piece's, and for
+        the last how much of it is heard (``timed_windows.heard``). ``latent`` holds the
+        frames through the flow so far (all of them without a flow cut; then ``z_p`` is None)."""
+        ready = latent.shape[-1]
         start = previous = 0
         leading = True
         while start < frames:
@@ -404,16 +490,19 @@ class PiperEngine:
             (audio,) = self.decode_windows(latent, speaker, [(start, stop)])
             audio = np.clip(audio, -1.0, 1.0)
             last = stop == frames
+            first, end = 0, audio.size
+            trimmed_end = False
             if leading or last:
-                audio = trim_silence(audio, self.sample_rate, start=leading, end=last)
+                first, end = silence_bounds(audio, self.sample_rate, start=leading, end=last)
+                trimmed_end = end < audio.size
+                audio = audio[first:end]
             # As the scheduler reckons it: playback (re)starts now if the listener ran dry.
             # Only what is left after trimming counts: a first window may lose half of
             # its 116 ms to leading silence.
             dry[0] = max(dry[0], time.perf_counter()) + audio.size / self.sample_rate
+            leading = leading and not audio.size
+            yield audio, start * self.hop + first, heard(audio.size, trimmed_end, self.sample_rate) if last else None
             previous, start = stop - start, stop
-            if audio.size:
-                leading = False
-                yield audio
 
     def _call(
         self,
@@ -462,18 +551,28 @@ class PiperEngine:
 
     def encode(self, ids: list[int], speaker: int | None, speed: float) -> np.ndarray:
         """The latent (1 x channels x frames) for phoneme ids; all of VITS's noise is drawn here."""
-        if self._prior is not None:
-            z_p, mask = self.prior(ids, speaker, speed)
-            return self.flow(z_p, mask, speaker, 0, z_p.shape[-1])
-        return self._call(self._encoder, "encoder", [self._latent], self._feeds(ids, speaker, speed))[0]
+        return self._encode(ids, speaker, speed)[0]
 
-    def prior(self, ids: list[int], speaker: int | None, speed: float) -> tuple[np.ndarray, np.ndarray]:
-        """z_p and the frame mask (both laid out along latent frames); the noise is drawn here."""
+    def _encode(self, ids: list[int], speaker: int | None, speed: float) -> tuple[np.ndarray, np.ndarray | None]:
+        """The latent, and the frames of each id where the encoder gives them."""
+        if self._prior is not None:
+            z_p, mask, durations = self.prior(ids, speaker, speed)
+            return self.flow(z_p, mask, speaker, 0, z_p.shape[-1]), durations
+        names = [self._latent] if self._durations is None else [self._latent, self._durations]
+        out = self._call(self._encoder, "encoder", names, self._feeds(ids, speaker, speed))
+        return out[0], out[1] if len(out) > 1 else None
+
+    def prior(
+        self, ids: list[int], speaker: int | None, speed: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """z_p and the frame mask (both laid out along latent frames), and the frames of each
+        id where the prior gives them; the noise is drawn here."""
         meta = self._flow_meta
-        z_p, mask = self._call(self._prior, "encoder", [meta["z_p"], meta["mask"]], self._feeds(ids, speaker, speed))
+        names = [meta["z_p"], meta["mask"]] + ([self._durations] if self._durations else [])
+        z_p, mask, *durations = self._call(self._prior, "encoder", names, self._feeds(ids, speaker, speed))
         if mask.shape[-1] != z_p.shape[-1]:
             raise EngineError(f"{self.key}: the flow's mask is not laid out along the latent frames")
-        return z_p, mask
+        return z_p, mask, durations[0] if durations else None
 
     def flow(self, z_p: np.ndarray, mask: np.ndarray, speaker: int | None, start: int, stop: int) -> np.ndarray:
         """Latent frames ``start:stop``, from the flow over them with its receptive field on each side."""
@@ -505,10 +604,45 @@ class PiperEngine:
             audio = self.decode(latent[:, :, lo:hi], speaker)
             yield audio[(start - lo) * hop : (stop - lo) * hop]
 
-    def _run(self, ids: list[int], speaker: int | None, speed: float) -> np.ndarray:
+    def _run(
+        self, ids: list[int], speaker: int | None, speed: float, timed: _PieceWords | None = None
+    ) -> Iterator[np.ndarray | Timing]:
+        """A piece run whole, trimmed; its words (with ``timed``) in equal shares per id."""
         out = self._call(self._session, "inference", None, self._feeds(ids, speaker, speed))[0]
         audio = np.clip(np.asarray(out, dtype=np.float32).ravel(), -1.0, 1.0)
-        return trim_silence(audio, self.sample_rate)
+        first, last = silence_bounds(audio, self.sample_rate)
+        whole = iter([(audio[first:last], first, heard(last - first, last < audio.size, self.sample_rate))])
+        if timed is None:
+            yield from (a for a, _, _ in whole if a.size)
+        else:
+            yield from timed.windowed(id_samples(None, len(ids), audio.size, 0)).chunks(whole)
+
+
+def id_samples(durations: np.ndarray | None, count: int, total: int, hop: int) -> np.ndarray:
+    """Where each of ``count`` ids starts in a piece's ``total`` samples (and the last
+    ends): from the durations (frames of ``hop`` samples each), else in equal shares."""
+    if durations is None:
+        return np.rint(np.linspace(0, total, count + 1)).astype(np.int64)
+    frames = np.asarray(durations).ravel().astype(np.int64)[:count]
+    return np.minimum(np.concatenate(([0], np.cumsum(frames))) * hop, total)
+
+
+@dataclass(frozen=True)
+class _PieceWords:
+    """The words of one piece of a unit's phonemes: ``at`` in them, ``where`` from
+    ``id_positions``, ``pad`` ids after each symbol."""
+
+    words: list[Word]
+    at: int
+    where: np.ndarray
+    pad: int
+
+    def windowed(self, id_start: np.ndarray) -> WindowedWords:
+        """Its words, where each id starts at ``id_start`` of the piece's audio. A word ends
+        with its last phoneme, before the pad after it (the pause between words, as the
+        space is): its ends were 30-40 ms past its sound with the pad in."""
+        before_pad = np.maximum(self.where - self.pad, np.r_[self.where[:1], self.where[:-1]])
+        return WindowedWords(self.words, self.at, id_start[self.where], id_start[before_pad])
 
 
 # ---------------------------------------------------------------- as rtts finds it

@@ -18,6 +18,8 @@ The cut is found from the graph's structure, not from tensor names:
 * its receptive field is the sum of its convolutions' reach, so a window with that
   much context on each side is exact (tests/live/test_vits_split.py measures it).
 
+An encoder that gives the durations as well (``vits_split``) has the prior give them.
+
 Made once by a child process (``python -m rtts.engines.vits_flow ENCODER FIRST SECOND META``), like
 the first cut; see ``graph_cut``.
 """
@@ -49,9 +51,10 @@ def cut_flow(model: onnx.ModelProto) -> tuple[onnx.ModelProto, onnx.ModelProto, 
     from onnx import helper
 
     graph = model.graph
-    if len(graph.output) != 1:
-        raise SplitError(f"expected one output, found {len(graph.output)}")
+    if len(graph.output) not in (1, 2):
+        raise SplitError(f"expected the latent (and the durations), found {len(graph.output)} outputs")
     latent = graph.output[0].name
+    durations = [o.name for o in graph.output[1:]]
     producer = {out: node for node in graph.node for out in node.output}
     consumers: dict[str, list[onnx.NodeProto]] = {}
     for node in graph.node:
@@ -87,11 +90,12 @@ def cut_flow(model: onnx.ModelProto) -> tuple[onnx.ModelProto, onnx.ModelProto, 
             model.graph.value_info.append(helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
     extractor = onnx.utils.Extractor(model)
     inputs = [i.name for i in graph.input if i.name not in initializers]
-    prior = extractor.extract_model(inputs, [z_p, mask])
+    prior = extractor.extract_model(inputs, [z_p, mask, *durations])
     flow = extractor.extract_model([z_p, mask, *speaker_inputs], [latent])
     meta = {
         "z_p": z_p,
         "mask": mask,
+        "durations": durations[0] if durations else None,
         "latent": latent,
         "flow_inputs": [z_p, mask, *speaker_inputs],
         "margin": _reach(flow.graph) + _SLACK,

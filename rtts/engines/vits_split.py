@@ -11,6 +11,11 @@ between exports): the decoder is where the upsampling starts, so walk back from 
 first ``ConvTranspose`` through the elementwise ops before it to the first ``Conv``;
 that Conv's data input is ``z``. The cut is only accepted when the decoder then
 depends on nothing but ``z`` and, for multi-speaker voices, the speaker id input.
+
+The encoder gives the duration predictor's frames per phoneme id too (for word
+timing), where it finds them: VITS rounds them up (``w_ceil = ceil(w)``) before it
+expands the text along time by their running sum (``generate_path``), so they are
+the ``Ceil`` that feeds a ``CumSum``.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from rtts.engines.graph_cut import Cut, write_cut
 if TYPE_CHECKING:  # imported where used: see "the cut, kept on disk" below
     import onnx
 
-__all__ = ["SPLIT", "SplitError", "VitsSplit", "ancestors", "cached_split", "split_vits"]
+__all__ = ["SPLIT", "SplitError", "VitsSplit", "ancestors", "cached_split", "find_durations", "split_vits"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,9 +48,10 @@ class SplitError(ValueError):
 class VitsSplit:
     encoder: onnx.ModelProto  # the voice's inputs -> latent
     decoder: onnx.ModelProto  # latent (+ speaker inputs) -> the voice's output
-    latent: str  # name of the cut tensor; the encoder's only output, the decoder's first input
+    latent: str  # name of the cut tensor; the encoder's first output, the decoder's first input
     decoder_inputs: tuple[str, ...]  # latent first, then graph inputs the decoder also needs
     hop: int  # output samples per latent frame
+    durations: str | None = None  # the encoder's second output (1 x 1 x ids: frames each), if found
 
 
 def split_vits(model: onnx.ModelProto) -> VitsSplit:
@@ -89,10 +95,18 @@ def split_vits(model: onnx.ModelProto) -> VitsSplit:
         # The extractor names the cut from shape inference, which can miss a tensor.
         model = onnx.ModelProto.FromString(model.SerializeToString())
         model.graph.value_info.append(helper.make_tensor_value_info(latent, onnx.TensorProto.FLOAT, None))
+    durations = find_durations(graph)
     extractor = onnx.utils.Extractor(model)
-    encoder = extractor.extract_model(graph_inputs, [latent])
+    encoder = extractor.extract_model(graph_inputs, [latent] if durations is None else [latent, durations])
     decoder = extractor.extract_model([latent, *extra], [output])
-    return VitsSplit(encoder, decoder, latent, (latent, *extra), _hop(graph))
+    return VitsSplit(encoder, decoder, latent, (latent, *extra), _hop(graph), durations)
+
+
+def find_durations(graph: onnx.GraphProto) -> str | None:
+    """The frames of each input id: the one ``Ceil`` whose output feeds a ``CumSum``."""
+    cumsum_inputs = {i for n in graph.node if n.op_type == "CumSum" for i in n.input}
+    found = [n.output[0] for n in graph.node if n.op_type == "Ceil" and n.output[0] in cumsum_inputs]
+    return found[0] if len(found) == 1 else None
 
 
 def _find_latent(graph: onnx.GraphProto, producer: dict[str, onnx.NodeProto], initializers: set[str]) -> str:
@@ -171,7 +185,10 @@ def cached_split(model: Path, cache_dir: Path) -> tuple[Path, Path, dict]:
 
 def _cut(model: onnx.ModelProto) -> tuple[onnx.ModelProto, onnx.ModelProto, dict]:
     split = split_vits(model)
-    meta = {"latent": split.latent, "decoder_inputs": list(split.decoder_inputs), "hop": split.hop}
+    meta = {
+        "latent": split.latent, "decoder_inputs": list(split.decoder_inputs), "hop": split.hop,
+        "durations": split.durations,
+    }  # fmt: skip
     return split.encoder, split.decoder, meta
 
 

@@ -15,9 +15,14 @@ import re
 from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 
+from rtts.engines.base import Spoken
+from rtts.text.lexicon import split_phonemes as lexicon_pieces
 from rtts.text.origins import Origins, aligned
 
-__all__ = ["Word", "front_end_words", "locate", "split_span", "squeeze", "with_origins", "words_of"]
+__all__ = [
+    "Word", "front_end_words", "kept", "locate", "split_span", "spoken", "squeeze", "with_lexicon", "with_origins",
+    "words_of",
+]  # fmt: skip
 
 # Phoneme symbols that are not part of a word's sound: the pauses around it.
 PUNCTUATION = frozenset(",.!?;:—…\"'“”«»()-")
@@ -156,3 +161,68 @@ def with_origins(words: Sequence[Word], origins: Origins) -> list[Word]:
         start, end = origins.span(w.text_start, w.text_end)
         out.append(Word(start, end, w.said, w.start, w.end, w.word))
     return out
+
+
+def spoken(
+    words: Sequence[Word], at: int, bounds: Sequence[int], ends: Sequence[int] | None = None
+) -> tuple[Spoken, ...]:
+    """The words in the piece of phonemes ``at`` … ``at + len(bounds) - 1``, timed by
+    ``bounds`` (the first sample of each of its phonemes, and the piece's end) or, for
+    where they end, ``ends`` (the last sample of the phoneme before each, when that is
+    not the next one's first); a word cut between two pieces is in both, with its part of
+    each."""
+    ends = bounds if ends is None else ends
+    symbols = len(bounds) - 1
+    out = []
+    for w in words:
+        start, end = w.start - at, w.end - at
+        if end <= 0 or start >= symbols or (start == end and not 0 <= start < symbols):
+            continue
+        start, end = max(0, start), min(symbols, end)
+        first = int(bounds[start])
+        last = max(first, int(ends[max(start, end)]))
+        out.append(Spoken(w.text_start, w.text_end, w.said, first, last, w.word))
+    return tuple(out)
+
+
+def with_lexicon(text: str, piece_words: Callable[[str], tuple[str, list[Word]]]) -> tuple[str, list[Word]]:
+    """The phonemes of ``text`` as the engines join them (each piece's stripped, with a
+    space between; a lexicon entry's phonemes as written) and its words in them:
+    ``piece_words`` gives those of a piece of text without entries, and an entry is one
+    word, its sentinels included."""
+    parts: list[str] = []
+    words: list[Word] = []
+    at = cursor = number = 0  # in the joined phonemes, in text; the next word's number
+    for is_phonemes, piece in lexicon_pieces(text):
+        offset = text.find(piece, cursor)
+        cursor = offset + len(piece)
+        if is_phonemes:
+            # Its sentinels, just outside the piece, are its text too.
+            phonemes, found = piece, [Word(-1, len(piece) + 1, f"/{piece.strip()}/", 0, len(piece))]
+        else:
+            phonemes, found = piece_words(piece)
+        stripped = phonemes.strip()
+        if not stripped:
+            continue
+        at += 1 if parts else 0
+        lead = len(phonemes) - len(phonemes.lstrip())
+        for w in found:
+            start, end = (max(0, min(len(stripped), p - lead)) + at for p in (w.start, w.end))
+            words.append(Word(w.text_start + offset, w.text_end + offset, w.said, start, end, w.word + number))
+        number = max((w.word for w in words), default=-1) + 1
+        parts.append(stripped)
+        at += len(stripped)
+    return " ".join(parts), words
+
+
+def kept(text: str, keep: Container[str]) -> tuple[str, list[int]]:
+    """``text`` without the characters not in ``keep`` (spaces as they are, unlike
+    ``squeeze``), and for each position of ``text`` (0..len) its position in the result."""
+    out = []
+    where = []
+    for ch in text:
+        where.append(len(out))
+        if ch in keep:
+            out.append(ch)
+    where.append(len(out))
+    return "".join(out), where

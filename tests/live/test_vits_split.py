@@ -254,7 +254,7 @@ def test_the_flow_in_two_windows_matches_the_whole_flow(piper: tuple[PiperEngine
     from rtts.engines.piper import phoneme_ids
 
     ids = phoneme_ids(engine.phonemize("The first window needs the flow over its own frames only."), engine.config)
-    z_p, mask = engine.prior(ids, None, 1.0)
+    z_p, mask, _ = engine.prior(ids, None, 1.0)
     frames = z_p.shape[-1]
     whole = engine.flow(z_p, mask, None, 0, frames)
     head = FIRST_WINDOW + DECODE_MARGIN

@@ -169,3 +169,16 @@ def test_subscribers_that_ask_get_the_words_of_an_announcement(tmp_path) -> None
         finally:
             for c in listeners:
                 c.close()
+
+
+def test_kokoro_times_a_lexicon_entry_as_one_word(server: ServerThread) -> None:
+    from rtts.engines.kokoro import KokoroEngine
+
+    engine = server.service.registry.engines["kokoro"]
+    assert isinstance(engine, KokoroEngine)
+    text = "Say \ue002həlˈO\ue003 twice."
+    phonemes, words = engine.phonemize_words(text, "af_heart", "en")
+    assert phonemes == engine.phonemize(text, "af_heart", "en")
+    assert [(text[w.text_start : w.text_end], phonemes[w.start : w.end]) for w in words] == [
+        ("Say", "sˈA"), ("\ue002həlˈO\ue003", "həlˈO"), ("twice.", "twˈIs"),
+    ]  # fmt: skip
