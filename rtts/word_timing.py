@@ -166,7 +166,13 @@ class Clock:
             pts_start, pts_end = at + round(item.start * scale), at + round(item.end * scale)
             last = groups[-1] if groups else None
             said = item.said.strip(_PUNCTUATION)
-            if last is not None and ((self.unit == "word" and last.word == item.word) or start < last.end):
+            # A word heard in the one before it (う of でしょう, in its long vowel) is part of it.
+            silent = pts_start == pts_end and last is not None and start == last.end
+            # A reading's word the text has no place for (分 added after "15:30") goes with the one before.
+            inserted = start == end and last is not None and start <= last.end
+            if last is not None and (
+                (self.unit == "word" and last.word == item.word) or start < last.end or silent or inserted
+            ):
                 last.end = max(last.end, end)
                 last.said.append(said)
                 last.pts_end = max(last.pts_end, pts_end)

@@ -61,18 +61,21 @@ class FrontEnds:
 
     def words(
         self, lang: str, text: str, cache_dir: str | None = None
-    ) -> tuple[str, list[tuple[int, int, str, list[str]]]]:
+    ) -> tuple[str, list[tuple[int, int, str, list[str], str]]]:
         """``phonemes(lang, text)`` and the front end's words of ``text``, in order,
         punctuation left out: (start, end, the word's phonemes alone, its characters'
-        phonemes when known). Mandarin's are the jieba words misaki phonemizes one by one,
+        phonemes when known, what is read for it when the text does not say: OpenJTalk's
+        reading of digits). Mandarin's are the jieba words misaki phonemizes one by one,
         each the pinyin of its characters; Japanese's OpenJTalk's morphemes."""
         whole = self.phonemes(lang, text, cache_dir)
         with self._locks[lang], warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # see ``phonemes``
-            spans = _zh_words(text) if lang == "zh" else _ja_words(text)
+            spans = [(start, end, "") for start, end in _zh_words(text)] if lang == "zh" else _ja_words(text)
         if lang == "zh":
-            return whole, [(start, end, *_zh_syllables(text[start:end])) for start, end in spans]
-        return whole, [(start, end, self.phonemes(lang, text[start:end], cache_dir), []) for start, end in spans]
+            return whole, [(start, end, *_zh_syllables(text[start:end]), said) for start, end, said in spans]
+        return whole, [
+            (start, end, self.phonemes(lang, text[start:end], cache_dir), [], said) for start, end, said in spans
+        ]
 
     def warm_up(self, langs: list[str] | None = None, cache_dir: str | None = None) -> None:
         """Load the front ends of ``langs`` (default: zh and ja, in that order) in a daemon
@@ -141,28 +144,30 @@ def _zh_syllables(word: str) -> tuple[str, list[str]]:
     return "".join(syllables).replace(chr(815), ""), [s.replace(chr(815), "") for s in syllables]
 
 
-def _ja_words(text: str) -> list[tuple[int, int]]:
-    """OpenJTalk's words of ``text``; the ones it rewrote (digits read out, full-width
-    forms) are one span with the text they replaced."""
+def _ja_words(text: str) -> list[tuple[int, int, str]]:
+    """OpenJTalk's words of ``text`` (start, end, its reading where it rewrote the text):
+    the ones it made (digits read out, full-width forms) are one span with the text they
+    replaced."""
     import pyopenjtalk
 
     spans = []
     at = 0
-    pending = False  # words OpenJTalk made that are not in the text: they stand for what is next
+    made: list[str] = []  # readings of words OpenJTalk made that are not in the text
     for feature in pyopenjtalk.run_frontend(text):
         surface = feature["string"]
         found = text.find(surface, at) if surface.strip() else -1
         if found < 0:
-            pending = pending or bool(surface.strip())
+            if surface.strip():
+                made.append(feature["pron"].replace("’", ""))
             continue
-        if pending and text[at:found].strip():
-            spans.append((at, found))
-        pending = False
+        if made and text[at:found].strip():
+            spans.append((at, found, "".join(made)))
+        made = []
         at = found + len(surface)
         if feature["pos"] != "記号":
-            spans.append((found, at))
-    if pending and text[at:].strip():
-        spans.append((at, len(text)))
+            spans.append((found, at, ""))
+    if made and text[at:].strip():
+        spans.append((at, len(text), "".join(made)))
     return spans
 
 

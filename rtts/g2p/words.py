@@ -98,17 +98,17 @@ def words_of(
 
 
 def front_end_words(
-    text: str, normalized: str, whole: str, found: Sequence[tuple[int, int, str, Sequence[str]]]
+    text: str, normalized: str, whole: str, found: Sequence[tuple[int, int, str, Sequence[str], str]]
 ) -> list[Word]:
     """The words of ``text`` in ``whole``, the phonemes of ``normalized`` (its normalized
     form) from a front end that also gave its words (``kokoro_langs.FrontEnds.words``:
-    start, end, the word's phonemes alone, its characters' phonemes when known), one item
-    per character."""
-    spans = locate([alone for _, _, alone, _ in found], whole)
+    start, end, the word's phonemes alone, its characters' phonemes when known, what is
+    read for it when not its text), one item per character."""
+    spans = locate([alone for _, _, alone, _, _ in found], whole)
     items = []
-    for i, ((start, end, alone, chars), (p_start, p_end)) in enumerate(zip(found, spans, strict=True)):
-        word = Word(start, end, normalized[start:end], p_start, p_end, i)
-        items.extend(split_span(word, normalized, chars if "".join(chars) == alone else ()))
+    for i, ((start, end, alone, chars, said), (p_start, p_end)) in enumerate(zip(found, spans, strict=True)):
+        word = Word(start, end, said or normalized[start:end], p_start, p_end, i)
+        items.extend([word] if said else split_span(word, normalized, chars if "".join(chars) == alone else ()))
     return with_origins(items, aligned(text, normalized))
 
 

@@ -84,13 +84,25 @@ def aligned(source: str, target: str) -> Origins:
     if source == target:
         return identity(len(source))
     spans: list[tuple[int, int]] = []
-    matcher = difflib.SequenceMatcher(None, source, target, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    for tag, i1, i2, j1, j2 in _opcodes(source, target):
         if tag == "equal":
             spans.extend((i, i + 1) for i in range(i1, i2))
         elif tag in ("replace", "insert"):
             spans.extend([(i1, i2)] * (j2 - j1))
     return _of(spans)
+
+
+def _opcodes(source: str, target: str) -> list[tuple[str, int, int, int, int]]:
+    """difflib's opcodes from ``source`` to ``target``, ignoring case: "5:30 pm" read "five
+    thirty P M" keeps " pm" as " P M"; matched by case, its only kept character would be
+    a space, taken as the one after "five", and "thirty" would be read for "pm"."""
+    return difflib.SequenceMatcher(None, _folded(source), _folded(target), autojunk=False).get_opcodes()
+
+
+def _folded(text: str) -> str:
+    """``text`` in lower case where that keeps its length (positions must not move)."""
+    lower = text.lower()
+    return lower if len(lower) == len(text) else text
 
 
 def _of(spans: Iterable[tuple[int, int]]) -> Origins:

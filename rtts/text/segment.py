@@ -78,7 +78,10 @@ def segment(text: str, hint: str | None = None, default: str = "en") -> list[Seg
         by_script = {"latin": latin, "kana": "ja", "han": han, "hangul": "ko"}
         start = len(runs)
         for lang, chars in groupby(sentence, key=lambda ch: _lang_of(ch, by_script)):
-            runs.append((lang, "".join(chars)))
+            run = "".join(chars)
+            if run == "C" and runs and runs[-1][1].endswith("°"):
+                lang = None  # "25°C" is one sign, which the number's language reads (摄氏度, 度)
+            runs.append((lang, run))
         if han == "ja":  # "次は Shibuya です": a romanized Japanese name is read in Japanese
             runs[start:] = [("ja", t) if lang == latin and is_romaji(t) else (lang, t) for lang, t in runs[start:]]
     out: list[tuple[str, list[str]]] = []  # (lang, pieces)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rtts.text.segment import segment
+from rtts.text.segment import Segment, segment
 
 GOLDEN = [
     ('Hello，欢迎来到杭州！今日は東京です。', None, [('en', 'Hello，'), ('zh', '欢迎来到杭州！'), ('ja', '今日は東京です。')]),
@@ -49,3 +49,9 @@ def test_table_is_wide():
 def test_text_without_letters_takes_the_default():
     assert [(s.lang, s.text) for s in segment("3.14", default="zh")] == [("zh", "3.14")]
     assert segment("") == []
+
+
+def test_degrees_celsius_are_read_with_their_number():
+    assert segment("今天最高气温25°C，最低18℃。") == [Segment("zh", "今天最高气温25°C，最低18℃。")]
+    assert segment("気温は25°Cです") == [Segment("ja", "気温は25°Cです")]
+    assert segment("It is 25°C today.") == [Segment("en", "It is 25°C today.")]

@@ -187,6 +187,21 @@ def test_money_is_one_word_with_what_was_read_for_it():
     assert by_text["2026"] == "twenty twenty-six"
 
 
+def test_a_time_is_read_for_itself_and_pm_for_itself():
+    entries = _entries("Meet me at 5:30 pm today.", "en")
+    assert [(e.text, e.said) for e in entries][3:5] == [("5:30", "five thirty"), ("pm", "P M")]
+
+
+def test_a_word_with_no_sound_of_its_own_is_part_of_the_one_before():
+    clock = Clock("word")
+    text = "でしょうか"
+    clock.add(text, *markup.render_mapped(text))
+    part = clock.part(text, identity(len(text)))
+    items = (Spoken(0, 3, "でしょ", 0, 100, 0), Spoken(3, 4, "う", 100, 100, 1), Spoken(4, 5, "か", 100, 150, 2))
+    entries = clock.entries(part, items, 0, 1.0)
+    assert [(e.text, e.start, e.end) for e in entries] == [("でしょう", 0, 100), ("か", 100, 150)]
+
+
 def test_mandarin_words_and_characters():
     words = _entries("请您不要在车门关闭时上下车。", "zh")
     assert [e.text for e in words] == ["请", "您", "不要", "在", "车门", "关闭", "时", "上下车"]
