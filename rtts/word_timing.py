@@ -29,6 +29,7 @@ __all__ = ["Clock", "Entry", "atoms", "locate"]
 # (the engine's items say which characters make one word).
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003ffff]")
 _RUN = re.compile(r"\S+")
+_ABBREVIATION = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]")  # letters with dots between
 _CLAUSE_MARKS = frozenset(".,;:!?¡¿…‥、。，．！？：；\"'･・") | {BREAK_OPEN, BREAK_CLOSE}
 # What a reading keeps of the punctuation around a word ("fifteenth,"): not said.
 _PUNCTUATION = ".,;:!?()[]{}\"'“”‘’«»「」『』、。，！？：；…—–-"
@@ -97,8 +98,8 @@ def _stripped(text: str, start: int, end: int) -> list[tuple[int, int]]:
         end -= 1
     if start >= end:
         return []
-    if end < len(text) and text[end] == "." and "." in text[start:end]:
-        end += 1  # "U.S." and "e.g." keep their last dot
+    if end < len(text) and text[end] == "." and _ABBREVIATION.fullmatch(text[start:end]):
+        end += 1  # "U.S." and "e.g." keep their last dot ("$23.50." does not)
     return [(start, end)]
 
 
