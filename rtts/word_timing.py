@@ -14,7 +14,6 @@ Pure: no I/O, tested in tests/unit/test_word_timing.py.
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,15 +21,10 @@ from dataclasses import dataclass
 from .engines.base import Spoken
 from .text.markup import BREAK_CLOSE, BREAK_OPEN
 from .text.origins import Origins, aligned, identity
+from .text.written import CJK, atoms, wordy
 
-__all__ = ["Clock", "Entry", "atoms", "locate"]
+__all__ = ["Clock", "Entry", "locate"]
 
-# Scripts written without spaces: each character is a word of its own for coverage
-# (the engine's items say which characters make one word).
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003ffff]")
-_RUN = re.compile(r"\S+")
-_ABBREVIATION = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]")  # letters with dots between
-_CLAUSE_MARKS = frozenset(".,;:!?¡¿…‥、。，．！？：；\"'･・") | {BREAK_OPEN, BREAK_CLOSE}
 # What a reading keeps of the punctuation around a word ("fifteenth,"): not said.
 _PUNCTUATION = ".,;:!?()[]{}\"'“”‘’«»「」『』、。，！？：；…—–-"
 
@@ -77,43 +71,6 @@ def locate(rendered: str, cursor: int, text: str) -> tuple[Origins, int]:
     return Origins(tuple(starts), tuple(s + 1 for s in starts)), j
 
 
-def atoms(text: str) -> list[tuple[int, int]]:
-    """The written words of ``text``: runs between spaces, without the punctuation around
-    them (an abbreviation keeps its last dot), and each Chinese or Japanese character."""
-    out = []
-    for m in _RUN.finditer(text):
-        start = m.start()
-        for c in _CJK.finditer(m.group(0)):
-            out.extend(_stripped(text, start, m.start() + c.start()))
-            out.append((m.start() + c.start(), m.start() + c.end()))
-            start = m.start() + c.end()
-        out.extend(_stripped(text, start, m.end()))
-    return out
-
-
-def _stripped(text: str, start: int, end: int) -> list[tuple[int, int]]:
-    while start < end and _edge(text[start]):
-        start += 1
-    while end > start and _edge(text[end - 1]):
-        end -= 1
-    if start >= end:
-        return []
-    if end < len(text) and text[end] == "." and _ABBREVIATION.fullmatch(text[start:end]):
-        end += 1  # "U.S." and "e.g." keep their last dot ("$23.50." does not)
-    return [(start, end)]
-
-
-def _wordy(text: str) -> bool:
-    """Has a letter, a digit or a symbol ("$", "°"): something that is read."""
-    return any(unicodedata.category(ch)[0] in "LNS" for ch in text)
-
-
-def _edge(ch: str) -> bool:
-    """Punctuation around a word, not part of it: brackets, quotes, dashes and the marks
-    that end a clause ("%", "#", "@" and "&" are read, and stay)."""
-    return unicodedata.category(ch) in ("Ps", "Pe", "Pi", "Pf", "Pd") or ch in _CLAUSE_MARKS
-
-
 class Clock:
     """One utterance's word timing: where its parts are in the client's text and how much
     of that text its ``words`` messages have covered."""
@@ -146,7 +103,7 @@ class Clock:
         words = []
         for a, b in atoms(text):
             start, end = to_raw.span(a, b)
-            if _wordy(raw[start:end]):
+            if wordy(raw[start:end]):
                 words.append((start, end))
         return Part(speak_origins.then(to_raw), tuple(words))
 
@@ -157,7 +114,7 @@ class Clock:
         groups: list[_Group] = []
         for item in spoken:
             start, end = part.origins.span(item.text_start, item.text_end)
-            if not _wordy(raw[start:end]) and not _wordy(item.said):
+            if not wordy(raw[start:end]) and not wordy(item.said):
                 continue  # punctuation read as a pause: not a word ("&" read "and" is one)
             # The written words an item was read for are its entry, whole (without the
             # punctuation its reading kept: "fifteenth," for "15,").
@@ -186,7 +143,7 @@ class Clock:
             if start >= g.end:
                 continue  # a word cut between two runs: its first run's entry has it
             out.extend(self._unsaid(part, start, g.pts_start))
-            joiner = "" if any(_CJK.search(piece) for piece in g.said) else " "
+            joiner = "" if any(CJK.search(piece) for piece in g.said) else " "
             out.append(Entry(raw[start : g.end], start, g.end, joiner.join(g.said), g.pts_start, g.pts_end))
             self.covered = g.end
         return out

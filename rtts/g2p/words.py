@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from rtts.engines.base import Spoken
 from rtts.text.lexicon import split_phonemes as lexicon_pieces
 from rtts.text.origins import Origins, aligned
+from rtts.text.written import atoms
 
 __all__ = [
     "Word", "front_end_words", "kept", "locate", "split_span", "spoken", "squeeze", "with_lexicon", "with_origins",
@@ -212,7 +213,21 @@ def with_lexicon(text: str, piece_words: Callable[[str], tuple[str, list[Word]]]
         number = max((w.word for w in words), default=-1) + 1
         parts.append(stripped)
         at += len(stripped)
-    return " ".join(parts), words
+    return " ".join(parts), _whole_words(words, text)
+
+
+def _whole_words(words: list[Word], text: str) -> list[Word]:
+    """``words`` with spans that take in the whole written words of ``text`` they touch:
+    "pm" read "P M" is matched letter by letter, and its two items must stay together
+    (an engine sends the items of one written word in one go)."""
+    written = atoms(text)
+    out = []
+    for w in words:
+        touched = [(a, b) for a, b in written if a < w.text_end and w.text_start < b]
+        if touched:
+            w = Word(min(w.text_start, touched[0][0]), max(w.text_end, touched[-1][1]), w.said, w.start, w.end, w.word)
+        out.append(w)
+    return out
 
 
 def kept(text: str, keep: Container[str]) -> tuple[str, list[int]]:

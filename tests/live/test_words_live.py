@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from rtts import audio, protocol
-from rtts.word_timing import atoms
+from rtts.text.written import atoms
 from tests.conftest import Client, ServerThread
 
 pytestmark = pytest.mark.slow

@@ -19,7 +19,7 @@ import pytest
 from rtts import protocol
 from rtts.engines.base import Spoken
 from rtts.g2p.kokoro_langs import FrontEnds
-from rtts.g2p.words import Word, front_end_words, locate, split_span, squeeze, words_of
+from rtts.g2p.words import Word, front_end_words, locate, split_span, squeeze, with_lexicon, words_of
 from rtts.jobs import JobAudio, JobDone, JobWords
 from rtts.text import markup
 from rtts.text.lexicon import Lexicon
@@ -28,7 +28,8 @@ from rtts.text.normalize_ja import normalize_ja
 from rtts.text.normalize_romance import normalize_romance
 from rtts.text.normalize_zh import normalize_zh
 from rtts.text.origins import aligned, identity
-from rtts.word_timing import Clock, atoms
+from rtts.text.written import atoms
+from rtts.word_timing import Clock
 from tests.unit import test_normalize_en, test_normalize_ja, test_normalize_romance, test_normalize_zh
 from tests.unit.test_session import make, sent, submits
 
@@ -96,6 +97,14 @@ def test_words_of_keeps_the_phonemes_and_names_the_written_words():
     whole, words = words_of(text, normalize_en, lambda t: t.lower())
     assert whole == normalize_en(text).lower()
     assert {text[w.text_start : w.text_end] for w in words if "dollars" in w.said} == {"$23.50"}
+
+
+def test_the_items_of_one_written_word_span_all_of_it():
+    # "pm" is read "P M", matched letter by letter: both items must name "pm", so that an
+    # engine sends them in one go (the session makes them one entry).
+    text = "at 6:45 pm"
+    _, words = with_lexicon(text, lambda piece: words_of(piece, normalize_en, str.lower))
+    assert [(text[w.text_start : w.text_end], w.said) for w in words][-2:] == [("pm", "P"), ("pm", "M")]
 
 
 def test_squeeze_is_keep_known():
