@@ -164,6 +164,15 @@ def _next_chunk(s: str, clauses: list[int], complete: bool, known: int, limit: i
     return _cut_point(s, n // 2 if halve else limit, limit), CUT
 
 
+def _inside_token(s: str, i: int) -> bool:
+    """Whether a cut before ``s[i]`` would split an ASCII word or a number: "23.5", "15:30"
+    and "1,000" are read whole (cut as "23" | ".5元" the Mandarin reader said 二十三… 五元)."""
+    if _is_ascii_alnum(s[i - 1]) and _is_ascii_alnum(s[i]):
+        return True
+    digit_mark_digit = s[i] in ".,:" and s[i - 1].isdigit() and i + 1 < len(s) and s[i + 1].isdigit()
+    return digit_mark_digit or (s[i - 1] in ".,:" and i >= 2 and s[i - 2].isdigit() and s[i].isdigit())
+
+
 def _cut_point(s: str, target: int, limit: int) -> int:
     """Where to cut ``s`` (longer than ``limit``) when no punctuation will do.
 
@@ -179,7 +188,7 @@ def _cut_point(s: str, target: int, limit: int) -> int:
         return best
     cut = max(1, min(target, limit))
     start = cut
-    while start > 0 and _is_ascii_alnum(s[start - 1]) and _is_ascii_alnum(s[start]):
+    while start > 0 and _inside_token(s, start):
         start -= 1
     if start > 0:
         cut = start

@@ -385,3 +385,10 @@ def test_stream_matches_split_after_the_first_unit(text: str, sizes: list[int], 
     assert stream(text, sizes, max_chars=most, first_max_chars=10) == split_units(
         text, max_chars=most, first_max_chars=10
     )
+
+
+def test_a_cut_between_cjk_characters_never_splits_a_number():
+    # Cut as "…付了23" | ".5元…", the Mandarin reader said 二十三 … 五元 (found by word timing).
+    units = [u.text for u in split_units("我在2026年3月15日付了23.5元，一共三百块。", first_max_chars=16)]
+    assert units[0] == "我在2026年3月15日付了" and units[1].startswith("23.5元")
+    assert [u.text for u in split_units("次は15:30発、東京行きの電車がまいります", first_max_chars=5)][0] == "次は"
