@@ -49,7 +49,7 @@ import numpy as np
 
 from . import audio, codecs, protocol
 from .engines.base import VoiceInfo
-from .openai_api import RATE, SPEED_RANGE, ApiError
+from .openai_api import RATE, ApiError, SpeechFields, bad_request
 
 # Kokoro's language letters (its pipeline's lang_code) → rtts's languages.
 KOKORO_LANGS = {"a": "en", "b": "en-gb", "e": "es", "f": "fr", "h": "hi", "i": "it", "j": "ja", "p": "pt-br", "z": "zh"}
@@ -71,57 +71,27 @@ class CaptionedRequest:
 
 def parse(body: bytes, table: Mapping[str, str], voices: Mapping[str, VoiceInfo]) -> CaptionedRequest:
     """The JSON body → a request, or ``ApiError`` (400)."""
-
-    def bad(message: str, param: str | None, code: str = "bad_message") -> ApiError:
-        return ApiError(HTTPStatus.BAD_REQUEST, message, code, param)
-
-    try:
-        obj = protocol.decode_json(body, max_bytes=len(body))
-    except protocol.ProtocolError as exc:
-        raise bad(f"the body must be a JSON object: {exc.message}", None, exc.code.value) from None
-
-    def field(name: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
-        value = obj.get(name, default)
-        if value is None:
-            return default
-        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-            raise bad(f"'{name}' has the wrong type", name)
-        return value
-
-    text = field("input", str)
-    if text is None:
-        raise bad("'input' is required: the text to speak", "input", "missing_field")
-    if not text.strip():
-        raise bad("'input' has nothing to speak", "input")
-    voice = _voice(field("voice", str), table, voices)
-    lang = field("lang_code", str)
+    fields = SpeechFields(body)  # input, response_format, speed: as /v1/audio/speech checks them
+    voice = _voice(fields.get("voice", str), table, voices)
+    lang = fields.get("lang_code", str)
     if lang is not None:
         lang = KOKORO_LANGS.get(lang.lower(), lang)
-    fmt = field("response_format", str, "mp3")
-    if fmt not in codecs.STREAM_FORMATS:
-        raise bad(f"response_format must be one of {', '.join(codecs.STREAM_FORMATS)}", "response_format")
-    if not codecs.usable(fmt):
-        raise ApiError(HTTPStatus.BAD_REQUEST, f"{fmt} is not available on this server: pip install 'rtts[codecs]' "
-                       f"({', '.join(codecs.ALWAYS)} always are)", "unsupported_format", "response_format")
-    speed = float(field("speed", (int, float), 1.0))
-    if not (protocol.finite(speed) and SPEED_RANGE[0] <= speed <= SPEED_RANGE[1]):
-        raise bad(f"speed must be within {SPEED_RANGE[0]}..{SPEED_RANGE[1]}", "speed")
-    volume = float(field("volume_multiplier", (int, float), 1.0))
+    volume = float(fields.get("volume_multiplier", (int, float), 1.0))
     if not (protocol.finite(volume) and 0 <= volume <= MAX_VOLUME):
-        raise bad(f"volume_multiplier must be within 0..{MAX_VOLUME:g}", "volume_multiplier")
-    if field("allow_voice_tags", bool, False):
-        raise bad("allow_voice_tags: rtts has no [voice:...] tags (one voice per request)", "allow_voice_tags")
+        raise bad_request(f"volume_multiplier must be within 0..{MAX_VOLUME:g}", "volume_multiplier")
+    if fields.get("allow_voice_tags", bool, False):
+        raise bad_request("allow_voice_tags: rtts has no [voice:...] tags (one voice per request)", "allow_voice_tags")
     for name, kind in (("model", str), ("ssml", bool), ("return_download_link", bool), ("download_format", str),
                        ("normalization_options", dict), ("voice_aliases", dict)):
-        field(name, kind)  # accepted (and type-checked), not used
+        fields.get(name, kind)  # accepted (and type-checked), not used
     return CaptionedRequest(
-        text=text,
+        text=fields.text,
         voice=voice,
         lang=lang,
-        speed=min(max(speed, protocol.SPEED_RANGE[0]), protocol.SPEED_RANGE[1]),
-        response_format=fmt,
-        stream=field("stream", bool, True),
-        timestamps=field("return_timestamps", bool, True),
+        speed=fields.speed,
+        response_format=fields.format,
+        stream=fields.get("stream", bool, True),
+        timestamps=fields.get("return_timestamps", bool, True),
         volume=volume,
     )
 

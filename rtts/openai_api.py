@@ -128,54 +128,67 @@ class SpeechRequest:
     model: str | None
 
 
-def parse_speech(body: bytes, table: Mapping[str, str]) -> SpeechRequest:
-    """The JSON body of ``POST /v1/audio/speech`` → a request, or ``ApiError`` (400)."""
+class SpeechFields:
+    """A speech route's JSON body, checked once for what every such route takes (``input``,
+    ``response_format``, ``speed``: OpenAI's and Kokoro-FastAPI's alike), with a typed
+    getter for the rest. Every refusal is ``ApiError`` (400)."""
 
-    def bad(message: str, param: str | None, code: str = "bad_message") -> ApiError:
-        return ApiError(HTTPStatus.BAD_REQUEST, message, code, param)
+    def __init__(self, body: bytes) -> None:
+        try:
+            self.obj = protocol.decode_json(body, max_bytes=len(body))  # the front already bounded the size
+        except protocol.ProtocolError as exc:
+            raise bad_request(f"the body must be a JSON object: {exc.message}", None, exc.code.value) from None
+        text = self.get("input", str)
+        if text is None:
+            raise bad_request("'input' is required: the text to speak", "input", "missing_field")
+        if not text.strip():
+            raise bad_request("'input' has nothing to speak", "input")
+        self.text: str = text
+        fmt = self.get("response_format", str, "mp3")
+        if fmt not in codecs.STREAM_FORMATS:
+            raise bad_request(f"response_format must be one of {', '.join(codecs.STREAM_FORMATS)}", "response_format")
+        if not codecs.usable(fmt):
+            raise ApiError(HTTPStatus.BAD_REQUEST, f"{fmt} is not available on this server: pip install 'rtts[codecs]' "
+                           f"({', '.join(codecs.ALWAYS)} always are)", "unsupported_format", "response_format")
+        self.format: str = fmt
+        speed = float(self.get("speed", (int, float), 1.0))
+        if not (protocol.finite(speed) and SPEED_RANGE[0] <= speed <= SPEED_RANGE[1]):
+            raise bad_request(f"speed must be within {SPEED_RANGE[0]}..{SPEED_RANGE[1]}", "speed")
+        # OpenAI's range is wider than the session's: the ends are the session's ends.
+        self.speed = min(max(speed, protocol.SPEED_RANGE[0]), protocol.SPEED_RANGE[1])
 
-    try:
-        obj = protocol.decode_json(body, max_bytes=len(body))  # the front already bounded the size
-    except protocol.ProtocolError as exc:
-        raise bad(f"the body must be a JSON object: {exc.message}", None, exc.code.value) from None
-
-    def field(name: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
-        value = obj.get(name, default)
+    def get(self, name: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
+        """Field ``name`` if it is a ``kind`` (a bool only where ``kind`` is bool), ``default``
+        when absent or null."""
+        value = self.obj.get(name, default)
         if value is None:
             return default
-        if not isinstance(value, kind) or isinstance(value, bool):
-            raise bad(f"'{name}' has the wrong type", name)
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+            raise bad_request(f"'{name}' has the wrong type", name)
         return value
 
-    text = field("input", str)
-    if text is None:
-        raise bad("'input' is required: the text to speak", "input", "missing_field")
-    if not text.strip():
-        raise bad("'input' has nothing to speak", "input")
-    voice = obj.get("voice")
+
+def bad_request(message: str, param: str | None, code: str = "bad_message") -> ApiError:
+    return ApiError(HTTPStatus.BAD_REQUEST, message, code, param)
+
+
+def parse_speech(body: bytes, table: Mapping[str, str]) -> SpeechRequest:
+    """The JSON body of ``POST /v1/audio/speech`` → a request, or ``ApiError`` (400)."""
+    fields = SpeechFields(body)
+    voice = fields.obj.get("voice")
     if isinstance(voice, dict):  # a custom voice object (`{"id": ...}`) names it by id
         voice = voice.get("id")
     if voice is None:
-        raise bad("'voice' is required: an rtts voice id or an OpenAI voice name", "voice", "missing_field")
+        raise bad_request("'voice' is required: an rtts voice id or an OpenAI voice name", "voice", "missing_field")
     if not isinstance(voice, str):
-        raise bad("'voice' has the wrong type", "voice")
+        raise bad_request("'voice' has the wrong type", "voice")
     voice = table.get(voice.lower(), voice)
-    fmt = field("response_format", str, "mp3")
-    if fmt not in codecs.STREAM_FORMATS:
-        raise bad(f"response_format must be one of {', '.join(codecs.STREAM_FORMATS)}", "response_format")
-    if not codecs.usable(fmt):
-        raise ApiError(HTTPStatus.BAD_REQUEST, f"{fmt} is not available on this server: pip install 'rtts[codecs]' "
-                       f"({', '.join(codecs.ALWAYS)} always are)", "unsupported_format", "response_format")
-    stream_format = field("stream_format", str, "audio")
+    stream_format = fields.get("stream_format", str, "audio")
     if stream_format not in STREAM_FORMATS:
-        raise bad("stream_format must be audio or sse", "stream_format")
-    speed = float(field("speed", (int, float), 1.0))
-    if not SPEED_RANGE[0] <= speed <= SPEED_RANGE[1]:
-        raise bad(f"speed must be within {SPEED_RANGE[0]}..{SPEED_RANGE[1]}", "speed")
-    speed = min(max(speed, protocol.SPEED_RANGE[0]), protocol.SPEED_RANGE[1])
-    model = field("model", str)
-    field("instructions", str)  # accepted (and type-checked), not used
-    return SpeechRequest(text, voice, speed, fmt, stream_format, model)
+        raise bad_request("stream_format must be audio or sse", "stream_format")
+    model = fields.get("model", str)
+    fields.get("instructions", str)  # accepted (and type-checked), not used
+    return SpeechRequest(fields.text, voice, fields.speed, fields.format, stream_format, model)
 
 
 # ---------------------------------------------------------------- the body

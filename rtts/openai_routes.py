@@ -18,7 +18,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from http import HTTPStatus
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import prometheus_client as prom
 
@@ -91,35 +91,13 @@ class OpenAIRoutes:
         if refusal is not None:
             return refusal
         speech = openai_api.parse_speech(request.body, self.table())
-        caps = self.server.caps
-        caps.take(address)
-        try:
-            stream = SpeechStream(self.service, sample_rate=openai_api.RATE, format="f32")
-        except BaseException:
-            caps.give_back(address)
-            raise
-        body: SpeechBody | None = None
-
-        def done() -> None:
-            # Whichever way the request ends (refused, failed, finished, or the client
-            # gone mid-body), its encoder is closed: one only dropped keeps FFmpeg's
-            # buffers for good (codecs._Muxed).
-            if body is not None:
-                body.encoder.close()
-            stream.close()
-            caps.give_back(address)
-
-        try:
-            await stream.start(speech.text, speech.voice, None, speech.speed)
+        held = self._hold(address)
+        async with held.starting():
+            await held.stream.start(speech.text, speech.voice, None, speech.speed)
             body = SpeechBody(speech)  # admitted: only now is an encoder made
-        except protocol.ProtocolError as exc:
-            done()
-            raise openai_api.from_protocol(exc) from None
-        except BaseException:
-            done()
-            raise
+            held.encoder = body.encoder
         headers = [("Content-Type", body.content_type())]
-        return HttpResponse(HTTPStatus.OK.value, headers, _chunks(stream, body), on_done=done)
+        return HttpResponse(HTTPStatus.OK.value, headers, _chunks(held.stream, body), on_done=held.release)
 
     async def _captioned(self, request: HttpRequest) -> HttpResponse:
         try:
@@ -134,6 +112,26 @@ class OpenAIRoutes:
         if refusal is not None:
             return refusal
         ask = captioned_api.parse(request.body, self.table(), self.service.registry.voices)
+        held = self._hold(address)
+        stream = held.stream
+        async with held.starting():
+            await stream.start(ask.text, ask.voice, ask.lang, ask.speed, words="word" if ask.timestamps else None)
+            body = CaptionedBody(ask)
+            held.encoder = body.encoder
+            if not ask.stream:
+                # Whole: every failure is still answered with its status.
+                async with contextlib.aclosing(_captioned_lines(stream, body)) as lines:
+                    async for _ in lines:
+                        pass
+                whole = body.end()
+        headers = [("Content-Type", body.content_type())]
+        if not ask.stream:
+            held.release()
+            return HttpResponse(HTTPStatus.OK.value, headers, whole)
+        return HttpResponse(HTTPStatus.OK.value, headers, _captioned_stream(stream, body), on_done=held.release)
+
+    def _hold(self, address: str) -> _Held:
+        """A connection slot for ``address`` and the speech stream that holds it."""
         caps = self.server.caps
         caps.take(address)
         try:
@@ -141,34 +139,37 @@ class OpenAIRoutes:
         except BaseException:
             caps.give_back(address)
             raise
-        body: CaptionedBody | None = None
+        return _Held(stream, lambda: caps.give_back(address))
 
-        def done() -> None:
-            if body is not None:
-                body.encoder.close()
-            stream.close()
-            caps.give_back(address)
 
+class _Held:
+    """What a speech request holds until it ends, whichever way (refused, failed, finished,
+    or the client gone mid-body): its encoder, its stream and its connection slot. An
+    encoder only dropped keeps FFmpeg's buffers for good (codecs._Muxed)."""
+
+    def __init__(self, stream: SpeechStream, give_back: Callable[[], None]) -> None:
+        self.stream = stream
+        self.encoder: Any = None  # set once admitted: only then is one made
+        self._give_back = give_back
+
+    def release(self) -> None:
+        if self.encoder is not None:
+            self.encoder.close()
+        self.stream.close()
+        self._give_back()
+
+    @contextlib.asynccontextmanager
+    async def starting(self) -> AsyncIterator[None]:
+        """Around the start of the speech: a refusal becomes its OpenAI error, and any
+        failure releases everything first."""
         try:
-            await stream.start(ask.text, ask.voice, ask.lang, ask.speed, words="word" if ask.timestamps else None)
-            body = CaptionedBody(ask)
-            if not ask.stream:
-                # Whole: every failure is still answered with its status.
-                async with contextlib.aclosing(_captioned_lines(stream, body)) as lines:
-                    async for _ in lines:
-                        pass
-                whole = body.end()
+            yield
         except protocol.ProtocolError as exc:
-            done()
+            self.release()
             raise openai_api.from_protocol(exc) from None
         except BaseException:
-            done()
+            self.release()
             raise
-        headers = [("Content-Type", body.content_type())]
-        if not ask.stream:
-            done()
-            return HttpResponse(HTTPStatus.OK.value, headers, whole)
-        return HttpResponse(HTTPStatus.OK.value, headers, _captioned_stream(stream, body), on_done=done)
 
 
 async def _captioned_lines(stream: SpeechStream, body: CaptionedBody) -> AsyncIterator[bytes]:
