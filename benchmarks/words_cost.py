@@ -3,6 +3,11 @@
 before, alternating) and with it (this build), per engine and language.
 
     python3 benchmarks/words_cost.py --before DIR [--rounds 4] [--repeats 5]
+    python3 benchmarks/words_cost.py --front-end
+
+``--front-end`` times, in this process, what word timing adds to Kokoro's front end
+(``KokoroEngine.phonemize_words`` against ``phonemize``, best of 5) for a first unit and a
+long unit in Mandarin, Japanese and English; nothing else runs.
 
 ``DIR`` is the build before word timing (``git archive 5c2f592 | tar -x -C DIR``). Each
 round starts a server of each build in turn (``python3 -m rtts serve``, the phrase cache
@@ -81,12 +86,56 @@ async def measure(url: str, repeats: int, with_words: bool) -> dict[tuple[str, s
     return out  # type: ignore[return-value]
 
 
+FRONT_END = [
+    ("zh", "zf_xiaoxiao", "各位旅客请注意，开往上海的列车"),
+    ("zh", "zf_xiaoxiao", "各位旅客请注意，开往上海虹桥的G1234次列车将于2026年3月15日15:30从本站三号站台发车，"
+     "请携带好您的行李物品，按照车票上的车厢号排队候车，谢谢合作，祝您旅途愉快。" * 2),
+    ("ja", "jf_alpha", "まもなく三番線に、東京行きの"),
+    ("ja", "jf_alpha", "次は新宿です。お会計は1200円になります。本日は東京駅をご利用いただきまして、誠にありがとうございます。"
+     "まもなく三番線に電車がまいります。" * 2),
+    ("en", "af_heart", "The 10:30 train to"),
+    ("en", "af_heart", "On March 15, 2026 the board of the company met in the main hall and agreed, after a long debate "
+     "about costs, that the new line to the airport would open in the spring of next year, with trains every ten "
+     "minutes at peak."),
+]
+
+
+def front_end() -> None:
+    sys.path.insert(0, str(ROOT))
+    from rtts.engines.kokoro import KokoroEngine, _Scan
+
+    scan, voices = _Scan(), {}
+    scan.builtin(lambda v, p: voices.setdefault(v.id, v) is v)
+    engine = KokoroEngine(Path.home() / ".cache" / "rtts", style_files=scan.styles, pack=scan.pack)
+    print(f"host probe: {latency.probe_ms():.0f} ms")
+    print("| lang | characters | phonemize (ms) | phonemize_words (ms) |")
+    print("|---|---|---|---|")
+    for lang, voice, text in FRONT_END:
+        engine.phonemize(text, voice, lang)
+        engine.phonemize_words(text, voice, lang)  # warm: the front ends loaded
+        plain = words = float("inf")
+        for _ in range(5):
+            t0 = time.perf_counter()
+            engine.phonemize(text, voice, lang)
+            t1 = time.perf_counter()
+            engine.phonemize_words(text, voice, lang)
+            t2 = time.perf_counter()
+            plain, words = min(plain, t1 - t0), min(words, t2 - t1)
+        print(f"| {lang} | {len(text)} | {plain * 1000:.1f} | {words * 1000:.1f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--before", type=Path, required=True, help="the build before word timing")
+    parser.add_argument("--before", type=Path, help="the build before word timing")
+    parser.add_argument("--front-end", action="store_true", help="only what timing adds to Kokoro's front end")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
+    if args.front_end:
+        front_end()
+        return
+    if args.before is None:
+        parser.error("--before DIR is needed (or --front-end)")
     builds = {"before": args.before.resolve(), "this build": ROOT}
     results: dict[tuple[str, str, str, str], list[tuple[float, float, float]]] = {}
     probe0 = latency.probe_ms()
