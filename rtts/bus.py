@@ -56,6 +56,10 @@ class Bus(Protocol):
     async def last_seq(self, channel: str) -> int:
         """The number of the channel's latest announcement (0: none yet)."""
 
+    async def server_time(self) -> float:
+        """The clock every instance of this bus can read (Unix seconds; ``clock.BusClock``);
+        raises ``BusDown``."""
+
     async def stop(self) -> None: ...
 
 
@@ -84,6 +88,9 @@ class LocalBus:
 
     async def last_seq(self, channel: str) -> int:
         return self._seq.get(channel, 0)
+
+    async def server_time(self) -> float:
+        return self._clock()
 
     async def stop(self) -> None:
         self._deliver = None
@@ -236,6 +243,13 @@ class RedisBus:
             log.warning("bus: %s holds %r, not a number", key, value[:40] if isinstance(value, bytes) else value)
             raise BusDown(f"Redis: {key} holds no number")
         return int(value)
+
+    async def server_time(self) -> float:
+        try:
+            seconds, micros = await self._redis.time()
+        except self._errors as exc:
+            raise BusDown(f"Redis: {exc}") from None
+        return int(seconds) + int(micros) / 1e6
 
     async def stop(self) -> None:
         self._stopping = True
