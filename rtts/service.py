@@ -113,6 +113,11 @@ class Metrics:
                      lambda: channels.dropped, r)
         _LiveCounter("rtts_announcement_jobs_shared", "subscribers' announcement jobs served by a synthesis "
                      "another subscriber started", lambda: channels.jobs.joined, r)
+        prom.Gauge("rtts_sync_lead_seconds", "how far ahead the next announcement's play_at is set (learnt from "
+                   "how late audio came, or --sync-lead)", registry=r).set_function(lambda: channels.lead.lead())
+        _LiveCounter("rtts_sync_claims_failed", "announcements played at this instance's own time because the "
+                     "bus did not agree one in time (their kiosks may differ from other instances')",
+                     lambda: channels.claims_failed, r)
         bus = channels.bus
         _LiveCounter("rtts_bus_messages_dropped", "messages from the bus (Redis) refused as unreadable or invalid",
                      lambda: bus.dropped, r)
