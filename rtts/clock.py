@@ -164,7 +164,7 @@ class HostClock:
 
     @property
     def offset(self) -> float:
-        return self._local() - time.time()
+        return 0.0
 
     def start(self) -> None:
         pass  # nothing to follow: NTP keeps the host's clock
@@ -215,7 +215,8 @@ class BusClock:
 
     @property
     def offset(self) -> float:
-        return self.now() - time.time()
+        local = self._local()
+        return self.filter.estimate(local) if self.filter.ready else 0.0
 
     @property
     def ready(self) -> bool:
