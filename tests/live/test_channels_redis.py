@@ -409,15 +409,20 @@ def test_a_wrong_host_clock_is_what_kiosks_follow_unless_the_bus_keeps_time(
             ready = c.recv()
             assert isinstance(ready, protocol.Ready) and ready.clock == {"source": source, "max_lead_ms": 2000}
             time.sleep(1.0)  # the bus clock's first burst
-            c.send(type="ping", t=1)
-            sent = time.time()
-            pong = c.until(protocol.Pong)[-1]
-            ahead = pong.server_time - (sent + time.time()) / 2  # type: ignore[operator]
+            # The lowest round trip of a few, as a kiosk's filter would take it (the box is shared).
+            samples = []
+            for _ in range(5):
+                sent = time.time()
+                c.send(type="ping", t=1)
+                pong = c.until(protocol.Pong)[-1]
+                recv = time.time()
+                samples.append((recv - sent, pong.server_time - (sent + recv) / 2))  # type: ignore[operator]
+            ahead = min(samples)[1]
             if source == "host":
-                assert ahead == pytest.approx(0.030, abs=0.005)
+                assert ahead == pytest.approx(0.030, abs=0.008)
                 assert metric(srv, "rtts_clock_offset_seconds") == 0.0
             else:
-                assert ahead == pytest.approx(0.0, abs=0.005)
+                assert ahead == pytest.approx(0.0, abs=0.008)
                 assert metric(srv, "rtts_clock_offset_seconds") == pytest.approx(-0.030, abs=0.005)
         finally:
             c.close()
