@@ -1,20 +1,19 @@
 """How close rtts.clock.OffsetFilter (and static/js/clock.js, the same filter) comes to the
-true offset on simulated paths, against an interval-intersection filter for comparison.
+true offset on simulated paths, against NTP's lowest-round-trip filter for comparison.
 
     PYTHONPATH=. python benchmarks/clock_filter.py [--seeds 30]
 
-No network and no timing: each path draws its one-way delays from a seeded generator, an
-exchange every 2 s (the kiosk's rate) for 5 minutes, and the estimate is read one second
-after each exchange from the 32nd on (how it is used between exchanges). Errors are in ms:
-median, 95th percentile and worst over every reading of every seed.
+No network and no timing: each path draws its one-way delays from a seeded generator;
+the exchanges follow the page's pattern (8 exchanges 100 ms apart, then one a second)
+for 5 minutes, and the estimate is read half a second after each exchange from the 8th
+on (how it is used between exchanges). Errors are in ms: median, 95th percentile and
+worst over every reading of every seed.
 
-The comparison filter ("intersection") keeps the same 32 exchanges. The other clock read
-``server`` between ``sent`` and ``recv``, so the offset lies in [server - recv,
-server - sent] for every exchange; the middle of the intersection of those intervals
-depends on the fastest way out and the fastest way back separately, not on one exchange
-fast both ways, which is what the lowest round trips need. Drift is taken out first with
-a slope through the two halves of the window (each half's intersection middle), bounded
-as OffsetFilter's.
+The comparison ("lowest rtt") is what the first version of rtts.clock did, after NTP:
+of the last 32 exchanges the 8 with the lowest round trip, their median offset, or a
+least-squares line through them once they span 10 s. Its error is the asymmetry left
+in those 8; the intersection's is half the difference between the fastest way out and
+the fastest way back seen, a fraction of it.
 """
 
 from __future__ import annotations
@@ -30,32 +29,26 @@ from rtts.clock import OffsetFilter
 MAX_SLOPE = 500e-6
 
 
-class Intersection:
-    def __init__(self, window: int = 32) -> None:
+class LowestRtt:
+    def __init__(self, window: int = 32, best: int = 8) -> None:
         self._samples: deque[tuple[float, float, float]] = deque(maxlen=window)
+        self._best = best
 
     def add(self, sent: float, server: float, recv: float) -> None:
         if recv >= sent:
             self._samples.append((sent, server, recv))
 
     def estimate(self, at: float) -> float:
-        samples = list(self._samples)
-        slope = 0.0
-        half = len(samples) // 2
-        if half >= 4:
-            (t0, o0), (t1, o1) = _middle(samples[:half], at, 0.0), _middle(samples[half:], at, 0.0)
-            if t1 - t0 >= 10.0:
-                slope = min(max((o1 - o0) / (t1 - t0), -MAX_SLOPE), MAX_SLOPE)
-        return _middle(samples, at, slope)[1]
-
-
-def _middle(samples: list[tuple[float, float, float]], at: float, slope: float) -> tuple[float, float]:
-    """(the samples' mean time, the middle of their intervals' intersection at ``at`` once
-    ``slope`` is taken out; with no slope, the middle around their mean time)."""
-    low = max(server - recv - slope * (recv - at) for sent, server, recv in samples)
-    high = min(server - sent - slope * (sent - at) for sent, server, recv in samples)
-    mean_t = sum((sent + recv) / 2 for sent, _, recv in samples) / len(samples)
-    return mean_t, (low + high) / 2
+        chosen = sorted(self._samples, key=lambda s: s[2] - s[0])[: self._best]
+        mids = [(sent + recv) / 2 for sent, _, recv in chosen]
+        offsets = [server - mid for (_, server, _), mid in zip(chosen, mids)]
+        if max(mids) - min(mids) < 10.0:
+            return statistics.median(offsets)
+        mean_mid, mean_offset = statistics.fmean(mids), statistics.fmean(offsets)
+        sxx = sum((x - mean_mid) ** 2 for x in mids)
+        sxy = sum((x - mean_mid) * (y - mean_offset) for x, y in zip(mids, offsets))
+        slope = min(max(sxy / sxx, -MAX_SLOPE), MAX_SLOPE)
+        return mean_offset + slope * (at - mean_mid)
 
 
 Path = Callable[[random.Random], tuple[float, float]]
@@ -87,16 +80,16 @@ def errors(make: Callable[[], object], path: Path, ppm: float, seed: int) -> lis
     filt = make()
     out: list[float] = []
     t = 0.0
-    for n in range(150):
+    for n in range(300):
         up, down = path(rng)
         local = lambda true_s: 5000.0 + true_s * (1 + ppm * 1e-6)  # noqa: E731
         sent, recv = local(t), local(t + up + down)
         filt.add(sent, 1.78e9 + t + up, recv)  # type: ignore[attr-defined]
-        if n >= 31:
-            at = recv + 1.0
+        if n >= 7:
+            at = recv + 0.5
             true = 1.78e9 + (at - 5000.0) / (1 + ppm * 1e-6) - at
             out.append(abs(filt.estimate(at) - true) * 1000)  # type: ignore[attr-defined]
-        t += 2.0
+        t += 0.1 if n < 7 else 1.0
     return out
 
 
@@ -104,7 +97,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=30)
     args = parser.parse_args()
-    filters: dict[str, Callable[[], object]] = {"OffsetFilter": OffsetFilter, "intersection": Intersection}
+    filters: dict[str, Callable[[], object]] = {"OffsetFilter": OffsetFilter, "lowest rtt": LowestRtt}
     print(f"{'path':40s} {'filter':13s} {'median':>7s} {'p95':>7s} {'worst':>7s}  (ms)")
     for name, (path, ppm) in paths().items():
         for label, make in filters.items():
