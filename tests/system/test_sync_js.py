@@ -8,6 +8,7 @@ the worklet), and a real kiosk that plays a channel's announcement at its `play_
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlencode
@@ -15,7 +16,9 @@ from urllib.parse import urlencode
 import pytest
 from playwright.sync_api import Page
 
-from tests.conftest import ServerThread, make_config
+from rtts import protocol
+
+from tests.conftest import Client, ServerThread, make_config
 from tests.system.test_browser import browser, new_page, wait_ready  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.slow
@@ -147,3 +150,86 @@ def test_mapping_follows_the_clock(blank: Page) -> None:
     # The rate is the clock's, not bent by its steps: the history is mapped anew each tick.
     for m in soft + hard:
         assert m["r"] == pytest.approx(RATE / (1 + 300e-6), abs=RATE * 50e-6), m
+
+
+def publish(server: ServerThread, text: str) -> tuple[protocol.Published, float]:
+    """Publishes to channel hall; returns the answer and the Unix time it was sent."""
+    with Client(server.url) as c:
+        assert isinstance(c.recv(), protocol.Ready)
+        sent = time.time()
+        c.send(type="publish", channel="hall", text=text, token=PUBLISH_TOKEN)
+        answer = c.recv()
+    assert isinstance(answer, protocol.Published), answer
+    return answer, sent
+
+
+def played_out(page: Page, ann_id: str) -> dict:  # type: ignore[type-arg]
+    page.wait_for_function(
+        """id => { const u = window.rtts.stats.utterances[id];
+                   return u && u.reason && u.played > 0 && window.rtts.player.status.id === null
+                          && window.rtts.stats.bufferedMs === 0; }""",
+        arg=ann_id,
+        timeout=60_000,
+    )
+    return page.evaluate("id => window.rtts.stats.utterances[id]", ann_id)
+
+
+def kiosk(server: ServerThread, new_page, **params: str) -> Page:  # type: ignore[no-untyped-def]  # noqa: F811
+    page = new_page()
+    page.goto(f"{server.http}/kiosk?{urlencode({'channel': 'hall', **params})}")
+    wait_ready(page)
+    page.wait_for_function("window.rtts.channels.get('hall') !== null")
+    return page
+
+
+def test_kiosk_plays_an_announcement_at_its_time(server: ServerThread, new_page) -> None:  # noqa: F811
+    """Two kiosks, one with a clock running 200 ppm fast, follow the server's clock (one
+    host: the truth is an offset of 0) and play a channel's announcement at its play_at:
+    every sample placed within 10 ms of play_at + pos / rate, by each page's own reading
+    of the host's clock, none of it late."""
+    pages = [kiosk(server, new_page), kiosk(server, new_page, clock_skew_ppm="200")]
+    for page in pages:
+        assert page.evaluate("window.rtts.conn.ready.clock.source") == "host"
+        page.wait_for_function("window.rtts.clock.ready", timeout=10_000)
+    # The first announcement warms the voice up and gives the server a first lead.
+    warm, _ = publish(server, "Good morning.")
+    for page in pages:
+        played_out(page, warm.id)
+    ann, sent = publish(server, "The train to the airport leaves from platform two at eleven fifteen.")
+    for page in pages:
+        rec = played_out(page, ann.id)
+        play_at = rec["playAt"]
+        assert sent < play_at < sent + page.evaluate("window.rtts.conn.ready.clock.max_lead_ms") / 1000 + 0.5
+        assert rec["lateMs"] == 0 and rec["received"] == rec["sent"] > RATE, rec
+        # All played, but for the samples the worklet dropped or doubled to keep in step
+        # (one in 1024 at most).
+        assert abs(rec["played"] - rec["received"]) <= rec["received"] / 1024, rec
+        sync = page.evaluate("id => ({ ...window.rtts.sync, placed: window.rtts.sync.placed.get(id) })", ann.id)
+        assert abs(sync["clock"]["offsetMs"]) <= 3, sync["clock"]
+        assert sync["clock"]["samples"] >= 8
+        rows = sync["placed"]
+        assert rows[0][0] == 0, rows[:3]
+        # Every chunk's first sample: meant for its time, output at it by the page's clock.
+        assert len(rows) >= rec["sent"] // (RATE * 20 // 1000)
+        for pos, shared, true in rows:
+            due = play_at + pos / RATE
+            assert abs(shared - due) < 0.002, (pos, shared - due)
+            assert abs(true - due) <= 0.010, (pos, true - due)
+    starts = [p.evaluate("id => window.rtts.sync.placed.get(id)[0][2]", ann.id) for p in pages]
+    assert abs(starts[0] - starts[1]) <= 0.010, starts
+
+
+def test_kiosk_with_sync_off_plays_as_before(server: ServerThread, new_page) -> None:  # noqa: F811
+    """sync=0: no clock, no timeline, the announcement played as soon as it comes."""
+    page = kiosk(server, new_page, sync="0")
+    posted = []
+    page.expose_function("recordPost", lambda kind: posted.append(kind))
+    page.evaluate("""() => { const port = window.rtts.player.node.port, post = port.postMessage.bind(port);
+                             port.postMessage = (m, t) => { recordPost(m.type + (m.pos === undefined ? '' : '+pos'));
+                                                            return post(m, t); }; }""")
+    ann, _ = publish(server, "Platform four is closed.")
+    rec = played_out(page, ann.id)
+    assert rec["playAt"] is None and rec["lateMs"] is None
+    assert rec["played"] == rec["received"] == rec["sent"] > 0
+    assert page.evaluate("window.rtts.sync.clock === null && window.rtts.sync.placed.size === 0")
+    assert set(posted) == {"audio", "end"}, set(posted)
