@@ -295,6 +295,7 @@ export class RttsClient extends EventTarget {
             if (rec.stats && rec.stats.ttfa_ms >= 0) rec.serverTtfaMs = rec.stats.ttfa_ms;
             this.live.delete(msg.id);
             if (!rec.cancelled) this.player.end(msg.id);
+            else this.player.forget(msg.id);
             this._emit("end", rec);
           };
           if (rec.opus) {

@@ -62,7 +62,7 @@ export class Player extends EventTarget {
     this.prebufferMs = prebufferMs;
     this.clock = clock;
     this.outputMs = outputMs;
-    this.timed = new Set(); // ids given a timeline and not done yet
+    this.timed = new Map(); // id -> samples pushed, for ids given a timeline and not done yet
     this.placed = new Map(); // id -> [[pos, sharedS, trueS], ...]: where timed samples were put
     this.mapping = null; // the last `clock` posted: {frame, shared, r}
     this._mappings = []; // recent ones, with the frame rendered when each was posted
@@ -118,7 +118,6 @@ export class Player extends EventTarget {
     // 24 kHz, then Opus's at 48 kHz): what came meanwhile is for that context, which
     // replaces this one (closing it would lose it).
     if (this._wanted === sampleRate) {
-      if (this.timed.size) this._clockTick(); // before the audio, or it would play untimed
       for (const [msg, transfer] of this._pending.splice(0)) node.port.postMessage(msg, transfer);
     }
     this._emit("state", { state: ctx.state });
@@ -138,12 +137,14 @@ export class Player extends EventTarget {
   push(id, samples, pos) {
     const msg = { type: "audio", id, samples };
     if (pos !== undefined) msg.pos = pos;
+    if (this.timed.has(id)) this.timed.set(id, this.timed.get(id) + samples.length);
     this._post(msg, [samples.buffer]);
   }
 
   // Utterance `id` is heard from shared-clock time `playAt` (its pos 0); before its audio.
+  // (In a context's first WARMUP_S there is no mapping yet: audio then plays untimed.)
   timeline(id, playAt) {
-    this.timed.add(id);
+    this.timed.set(id, 0);
     this._post({ type: "timeline", id, playAt }, []);
     this._clockTick();
     if (this._ticker === null) this._ticker = setInterval(() => this._clockTick(), TICK_MS);
@@ -157,6 +158,13 @@ export class Player extends EventTarget {
 
   end(id) {
     this._post({ type: "end", id }, []);
+    // The worklet reports `done` only for what it got: with nothing, this is the end.
+    if (this.timed.get(id) === 0) this.forget(id);
+  }
+
+  // No more ticks for `id` (an utterance that ends cancelled, with nothing more to play).
+  forget(id) {
+    this._untime([id]);
   }
 
   _post(msg, transfer) {
@@ -167,7 +175,7 @@ export class Player extends EventTarget {
   // Drops everything queued; resolves once the worklet's output is silent.
   flush() {
     this._pending = [];
-    this._untime([...this.timed]);
+    this._untime([...this.timed.keys()]);
     if (!this.node) return Promise.resolve({ dropped: 0 });
     this.node.port.postMessage({ type: "flush" });
     // A suspended context renders nothing, so it is silent already; the flag is applied
