@@ -51,6 +51,34 @@ def blank(server: ServerThread, new_page) -> Page:  # type: ignore[no-untyped-de
     return page
 
 
+def test_clock_filter_on_the_shared_vectors(blank: Page) -> None:
+    """clock.js's ClockSync gives rtts/clock.py OffsetFilter's estimates, errors and
+    readiness on every case of tests/data/clock_vectors.json, to the last bit or nearly
+    (within 1e-9 s, where a Unix time's own resolution is 2.4e-7 s)."""
+    vectors = json.loads(VECTORS.read_text())
+    results = blank.evaluate(
+        """async (cases) => {
+        const { ClockSync } = await import('/js/clock.js');
+        return cases.map((c) => c.checks.map((check) => {
+            const clock = new ClockSync();
+            for (const [sent, server, recv] of c.samples.slice(0, check.after)) clock.add(sent, server, recv);
+            return { estimate: clock.estimate(check.at), error: clock.error, ready: clock.ready,
+                     samples: clock.samples.length, shared: clock.sharedS(check.at * 1000) };
+        }));
+    }""",
+        vectors["cases"],
+    )
+    assert len(results) == len(vectors["cases"]) >= 7
+    for case, got in zip(vectors["cases"], results):
+        for check, js in zip(case["checks"], got, strict=True):
+            where = (case["name"], check["after"])
+            assert js["ready"] == check["ready"] and js["samples"] == check["samples"], where
+            assert abs(js["estimate"] - check["estimate"]) <= 1e-9, (where, js["estimate"] - check["estimate"])
+            assert abs(js["error"] - check["error"]) <= 1e-9, where
+            # shared(local) = local + estimate(local), from a performance.now() reading.
+            assert abs(js["shared"] - (check["at"] + check["estimate"])) <= 1e-6, where
+
+
 def test_fit_rate(blank: Page) -> None:
     """The mapping's rate: the nominal one until 10 s of history, then the fitted slope
     of frames over shared seconds, within 1000 ppm of nominal."""
