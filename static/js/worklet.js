@@ -525,12 +525,13 @@ export class RttsPlayer extends AudioWorkletProcessor {
     if (this.current !== null && this.current !== id) ids.add(this.current);
     if (!ids.size) return;
     if (this.playing && this.current !== id) this.fadeOut(frame);
-    while (this.chunks.length && this.chunks[0].id !== id) {
-      const c = this.chunks.shift();
-      const left = c.data.length - c.off;
-      this.buffered -= left;
-      this.queued.set(c.id, this.queued.get(c.id) - left);
+    // All of theirs go, wherever queued: they are over.
+    const kept = [];
+    for (const c of this.chunks) {
+      if (ids.has(c.id)) this.buffered -= c.data.length - c.off;
+      else kept.push(c);
     }
+    this.chunks = kept;
     for (const cut of ids) if (this.received.has(cut)) this.finish("done", cut, { flushed: true });
     this.current = null;
     this.playing = false;
