@@ -616,12 +616,14 @@ export class RttsPlayer extends AudioWorkletProcessor {
     const received = {};
     for (const id of this.changed) if (this.received.has(id)) received[id] = this.received.get(id);
     this.changed.clear();
+    // A timed utterance waiting for its first frame is not being played yet.
+    const id = this.current !== null && this.timed.get(this.current) && !this.started ? null : this.current;
     this.port.postMessage({
       type: "status",
       buffered: this.buffered,
       playing: this.playing,
-      id: this.current,
-      pos: this.current === null ? 0 : this.played.get(this.current) || 0,
+      id,
+      pos: id === null ? 0 : this.played.get(id) || 0,
       underruns: this.underruns,
       audibleUnderruns: this.audibleUnderruns,
       starved: this.starved,
