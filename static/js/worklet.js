@@ -58,7 +58,7 @@ export class RttsPlayer extends AudioWorkletProcessor {
     this.starved = 0; // samples of silence output during underruns
     this.fadeIn = 0; // samples left of a fade-in
     this.tail = null; // fade-out samples still to play after a flush
-    this.fades = []; // [{data, at, from}]: fade-outs mixed into the output (cuts, jumps)
+    this.fades = []; // [{data, frame}]: fade-outs mixed into the output (cuts, jumps)
     this.flushDropped = 0;
     this.sinceStatus = 0;
     this.dirty = true;
@@ -66,7 +66,7 @@ export class RttsPlayer extends AudioWorkletProcessor {
     this.clock = null; // {frame, shared, r}: the latest mapping of context frames to the shared clock
     this.timelines = new Map(); // id -> playAt, shared seconds at which its pos 0 is heard
     this.timed = new Map(); // id -> whether it plays timed, fixed when it comes to the head
-    this.cuts = new Set(); // ids that cut what is queued before them at their start frame
+    this.cuts = new Map(); // id -> the ids it cuts at its start frame: those queued before it
     this.state = "wait"; // of the timed current: "wait" (for its frame), "play", "hard" (a jump due)
     this.started = false; // the timed current has played a sample (silence since is starvation)
     this.resyncing = false; // the wait is a jump's, not a late arrival's
@@ -126,8 +126,9 @@ export class RttsPlayer extends AudioWorkletProcessor {
         }
         break;
       case "cutAt":
-        this.cuts.add(msg.id);
-        if (this.cuts.size > MAX_TIMELINES) this.cuts.delete(this.cuts.values().next().value);
+        // What is here now is before it; what comes later (after it) is not cut.
+        this.cuts.set(msg.id, new Set([...this.received.keys()].filter((id) => id !== msg.id)));
+        if (this.cuts.size > MAX_TIMELINES) this.cuts.delete(this.cuts.keys().next().value);
         break;
     }
     this.dirty = true;
@@ -204,7 +205,7 @@ export class RttsPlayer extends AudioWorkletProcessor {
       } else {
         // What plays before a high-priority cut fades out so as to end at its first frame.
         this.renderAny(out.subarray(0, cut.at), cut.at, currentFrame);
-        this.cutBefore(cut.id, currentFrame + cut.at);
+        this.cutBefore(cut.before, currentFrame + cut.at);
         this.renderAny(out.subarray(cut.at), n - cut.at, currentFrame + cut.at);
       }
     }
@@ -502,40 +503,39 @@ export class RttsPlayer extends AudioWorkletProcessor {
     this.fades = this.fades.filter((f) => f.frame + f.data.length > f0 + out.length);
   }
 
-  // A high-priority cut whose fade must begin in this quantum: {id, at} (the index it
-  // begins at, FADE before the cut's first frame), or null. Every kiosk ends what it was
-  // playing at that same instant.
+  // A high-priority cut whose fade must begin in this quantum: {id, before, at} (the
+  // index it begins at, FADE before the cut's first frame), or null. Every kiosk ends
+  // what it was playing at that same instant, whether the cut's audio is there or not.
   dueCut(n) {
     if (!this.cuts.size || this.clock === null) return null;
-    for (const id of this.cuts) {
+    for (const [id, before] of this.cuts) {
       if (!this.timelines.has(id)) continue;
       const at = Math.round(this.frameOf(id, 0)) - currentFrame - FADE;
       if (at >= n) continue;
       this.cuts.delete(id);
-      return { id, at: Math.max(0, at) };
+      return { id, before, at: Math.max(0, at) };
     }
     return null;
   }
 
-  // Drops what is queued before utterance `id`, fading out what plays from `frame` on.
-  cutBefore(id, frame) {
-    let first = this.chunks.findIndex((c) => c.id === id);
-    if (first < 0) first = this.chunks.length; // its audio is still on its way
-    const ids = new Set(this.chunks.slice(0, first).map((c) => c.id));
-    if (this.current !== null && this.current !== id) ids.add(this.current);
+  // Drops the utterances `before` a cut that are still here, fading out what plays
+  // from `frame` on.
+  cutBefore(before, frame) {
+    const ids = new Set([...before].filter((id) => this.received.has(id)));
     if (!ids.size) return;
-    if (this.playing && this.current !== id) this.fadeOut(frame);
-    // All of theirs go, wherever queued: they are over.
+    if (this.playing && ids.has(this.current)) this.fadeOut(frame);
     const kept = [];
     for (const c of this.chunks) {
       if (ids.has(c.id)) this.buffered -= c.data.length - c.off;
       else kept.push(c);
     }
     this.chunks = kept;
-    for (const cut of ids) if (this.received.has(cut)) this.finish("done", cut, { flushed: true });
-    this.current = null;
-    this.playing = false;
-    this.state = "wait";
+    if (ids.has(this.current)) {
+      this.current = null;
+      this.playing = false;
+      this.state = "wait";
+    }
+    for (const id of ids) this.finish("done", id, { flushed: true });
     this.dirty = true;
   }
 

@@ -746,6 +746,17 @@ def test_cut_at_stops_what_is_before_it_at_its_start_frame(blank: Page) -> None:
     assert not done["high"].get("flushed") and not done["next"].get("flushed")
     step = 0.5 * 2 * np.pi * 200 / RATE
     assert np.abs(np.diff(out[: start - 1])).max() < step + 0.5 / FADE  # the fade is no click
+    # A cut whose audio never comes still cuts at its frame what was there before it,
+    # and only that: an utterance that came after its cutAt plays at its own time.
+    out, msgs = render(blank, 3.0, [
+        (0, [m, *timed("low", tone(3 * RATE), SHARED0 + 0.1)]),
+        (0.3, [{"type": "timeline", "id": "ghost", "playAt": cut_at}, {"type": "cutAt", "id": "ghost"}]),
+        (0.4, [*timed("after", impulses(2400, 2400), cut_at + 0.5)]),
+    ])
+    assert np.abs(out[start - FADE - 240:start - FADE]).max() > 0.45
+    assert list(np.flatnonzero(np.abs(out[start:]) > 0.01) + start) == [round(target(m, cut_at + 0.5, 0))]
+    done = {x["id"]: x for x in msgs if x["type"] == "done"}
+    assert done["low"].get("flushed") and not done["after"].get("flushed")
 
 
 def test_status_placements_are_bounded(blank: Page) -> None:
