@@ -68,6 +68,7 @@ export class Player extends EventTarget {
     this._mappings = []; // recent ones, with the frame rendered when each was posted
     this._history = []; // [[frame, perf]]: output timestamps, for the rate
     this._ticker = null;
+    this._runs = new Map(); // id -> {first, end: pos of its first and past its last sample, rows: [[pos, frame]]}
     this.ctx = null;
     this.node = null;
     this.sampleRate = 0;
@@ -132,7 +133,14 @@ export class Player extends EventTarget {
   push(id, samples, pos) {
     const msg = { type: "audio", id, samples };
     if (pos !== undefined) msg.pos = pos;
-    if (this.timed.has(id)) this.timed.set(id, this.timed.get(id) + samples.length);
+    if (this.timed.has(id)) {
+      this.timed.set(id, this.timed.get(id) + samples.length);
+      if (pos !== undefined) {
+        const run = this._runs.get(id) || { first: pos, end: pos, rows: [] };
+        run.end = Math.max(run.end, pos + samples.length);
+        this._runs.set(id, run);
+      }
+    }
     this._post(msg, [samples.buffer]);
   }
 
@@ -204,6 +212,8 @@ export class Player extends EventTarget {
     const st = this.status;
     const ctx = this.ctx;
     if (!ctx || st.id !== id || st.frame === undefined) return null;
+    const run = this._runs.get(id);
+    if (run && run.rows.length) return this._heardOnTimeline(run);
     const rate = this.sampleRate;
     let now = ctx.currentTime * rate - ((ctx.baseLatency || 0) + (ctx.outputLatency || 0)) * rate;
     const ts = ctx.getOutputTimestamp ? ctx.getOutputTimestamp() : null;
@@ -216,6 +226,20 @@ export class Player extends EventTarget {
     // queued then can have played since, and nothing while the worklet waits to refill.
     const ahead = Math.min(now - (st.frame + QUANTUM), st.playing ? st.buffered : 0);
     return Math.max(0, Math.round(st.pos + ahead));
+  }
+
+  // A timed utterance is not where its count of samples played says: what came late was
+  // dropped, and corrections drop or double a sample. The frame being heard now, from
+  // the last run placed at or before it (a run plays its samples one a frame), says
+  // which sample of it that is; no further than what has come, and null before its
+  // first is heard.
+  _heardOnTimeline(run) {
+    const out = this._outputNow();
+    const now = out.frame + ((performance.now() - out.perf) / 1000) * this.sampleRate;
+    let row = null;
+    for (const r of run.rows) if (r[1] <= now) row = r;
+    if (row === null) return null; // its first sample is not out yet
+    return Math.max(0, Math.round(Math.min(row[0] + (now - row[1]), run.end) - run.first));
   }
 
   bufferedMs() {
@@ -236,7 +260,10 @@ export class Player extends EventTarget {
   }
 
   _untime(ids) {
-    for (const id of ids) this.timed.delete(id);
+    for (const id of ids) {
+      this.timed.delete(id);
+      this._runs.delete(id);
+    }
     if (!this.timed.size && this._ticker !== null) {
       clearInterval(this._ticker);
       this._ticker = null;
@@ -303,6 +330,11 @@ export class Player extends EventTarget {
     const rate = this.sampleRate;
     const out = this._outputNow();
     for (const [id, pos, frame] of rows) {
+      const run = this._runs.get(id);
+      if (run) {
+        run.rows.push([pos, frame]);
+        if (run.rows.length > 16) run.rows.shift();
+      }
       const m = this._mappingAt(frame);
       const sharedS = m.shared + (frame - m.frame) / m.r;
       const trueS = (performance.timeOrigin + out.perf + ((frame - out.frame) / rate) * 1000) / 1000;

@@ -301,3 +301,42 @@ def test_kiosk_with_sync_off_plays_as_before(server: ServerThread, new_page) -> 
     assert rec["played"] == rec["received"] == rec["sent"] > 0
     assert page.evaluate("window.rtts.sync.clock === null && window.rtts.sync.placed.size === 0")
     assert set(posted) == {"audio", "end"}, set(posted)
+
+
+@pytest.fixture(scope="module")
+def hurried(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
+    """A server that sets play_at only 50 ms ahead: every announcement starts late."""
+    cfg = make_config(
+        tmp_path_factory.mktemp("sync-js-late"), publish_token=PUBLISH_TOKEN, default_voice=VOICE,
+        sync_lead=0.05, sync_min_lead=0.05, sync_max_lead=0.05,
+    )
+    with ServerThread(cfg) as srv:
+        yield srv
+
+
+def test_a_late_start_joins_the_timeline_and_the_caption_follows_it(hurried: ServerThread, new_page) -> None:  # noqa: F811
+    """An announcement whose start came too late joins at its position (its first samples
+    dropped, lateMs), and the word lit follows the timeline, not the count of samples
+    played, which is behind it by what was dropped."""
+    page = kiosk(hurried, new_page)
+    page.wait_for_function("window.rtts.clock.ready", timeout=10_000)
+    page.evaluate("""() => { window.__heard = [];
+        window.rtts.addEventListener('heard', (e) => window.__heard.push(
+            [e.detail.id, e.detail.pos, window.rtts.clock.sharedS(performance.now())])); }""")
+    ann, _ = publish(hurried, "Passengers for the coast should change at the central station.")
+    page.wait_for_function(
+        "id => { const u = window.rtts.stats.utterances[id]; return u && u.reason && window.rtts.player.status.id === null"
+        " && window.rtts.stats.bufferedMs === 0 && u.played > 0; }",
+        arg=ann.id, timeout=60_000,
+    )
+    rec = page.evaluate("id => window.rtts.stats.utterances[id]", ann.id)
+    assert rec["lateMs"] > 20 and rec["words"] > 0, rec
+    rows = page.evaluate("id => window.rtts.sync.placed.get(id)", ann.id)
+    assert rows[0][0] > 0  # joined, not started from its beginning
+    for pos, _, true in rows:
+        assert abs(true - (rec["playAt"] + pos / RATE)) <= 0.010, (pos, true - rec["playAt"] - pos / RATE)
+    heard = [h for h in page.evaluate("window.__heard") if h[0] == ann.id]
+    assert len(heard) > 20
+    for _, pos, shared in heard:
+        on_timeline = (shared - rec["playAt"]) * RATE
+        assert abs(pos - on_timeline) <= RATE * 0.020, (pos, on_timeline)
