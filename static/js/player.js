@@ -213,7 +213,7 @@ export class Player extends EventTarget {
     const ctx = this.ctx;
     if (!ctx || st.id !== id || st.frame === undefined) return null;
     const run = this._runs.get(id);
-    if (run && run.rows.length) return this._heardOnTimeline(run);
+    if (run) return this._heardOnTimeline(run);
     const rate = this.sampleRate;
     let now = ctx.currentTime * rate - ((ctx.baseLatency || 0) + (ctx.outputLatency || 0)) * rate;
     const ts = ctx.getOutputTimestamp ? ctx.getOutputTimestamp() : null;
@@ -236,7 +236,7 @@ export class Player extends EventTarget {
   _heardOnTimeline(run) {
     const out = this._outputNow();
     const now = out.frame + ((performance.now() - out.perf) / 1000) * this.sampleRate;
-    let row = null;
+    let row = null; // none while it waits for its time (the worklet's current all the same)
     for (const r of run.rows) if (r[1] <= now) row = r;
     if (row === null) return null; // its first sample is not out yet
     return Math.max(0, Math.round(Math.min(row[0] + (now - row[1]), run.end) - run.first));

@@ -255,8 +255,10 @@ def test_kiosk_plays_an_announcement_at_its_time(server: ServerThread, new_page)
         assert len(rows) >= rec["sent"] // (RATE * 20 // 1000)
         for pos, shared, true in rows:
             due = play_at + pos / RATE
-            # The worklet follows a changed estimate by soft corrections, ~1 ms a second.
-            assert abs(shared - due) < 0.005, (pos, shared - due)
+            # The worklet follows a changed estimate by soft corrections, ~1 ms a second (a
+            # clock 200 ppm fast moves its estimate by a few ms when the filter's line
+            # takes over from its median, 10 s in).
+            assert abs(shared - due) < 0.010, (pos, shared - due)
             assert abs(true - due) <= 0.010, (pos, true - due)
     starts = [p.evaluate("id => window.rtts.sync.placed.get(id)[0][2]", ann.id) for p in pages]
     assert abs(starts[0] - starts[1]) <= 0.010, starts
