@@ -68,7 +68,9 @@ export class Player extends EventTarget {
     this._mappings = []; // recent ones, with the frame rendered when each was posted
     this._history = []; // [[frame, perf]]: output timestamps, for the rate
     this._ticker = null;
-    this._runs = new Map(); // id -> {first, end: pos of its first and past its last sample, rows: [[pos, frame]]}
+    // id -> {first, end: pos of its first and past its last sample, rows: [[pos, frame]]
+    // (the last few placed), chunks: [{pos, len, first: pos of its first sample placed}]}
+    this._runs = new Map();
     this.ctx = null;
     this.node = null;
     this.sampleRate = 0;
@@ -136,8 +138,9 @@ export class Player extends EventTarget {
     if (this.timed.has(id)) {
       this.timed.set(id, this.timed.get(id) + samples.length);
       if (pos !== undefined) {
-        const run = this._runs.get(id) || { first: pos, end: pos, rows: [] };
+        const run = this._runs.get(id) || { first: pos, end: pos, rows: [], chunks: [], placedUpTo: -1 };
         run.end = Math.max(run.end, pos + samples.length);
+        run.chunks.push({ pos, len: samples.length, first: null });
         this._runs.set(id, run);
       }
     }
@@ -242,6 +245,22 @@ export class Player extends EventTarget {
     return Math.max(0, Math.round(Math.min(row[0] + (now - row[1]), run.end) - run.first));
   }
 
+  // Samples of timed utterance `id` dropped because their time had passed: of each chunk
+  // up to the last one placed, those before its first sample placed (all of one never
+  // placed). null for an utterance not timed.
+  lateSamples(id) {
+    const run = this._runs.get(id);
+    if (!run) return null;
+    let late = 0;
+    for (let i = 0; i < run.chunks.length && i < run.placedUpTo; i++) {
+      const c = run.chunks[i];
+      late += c.first === null ? c.len : c.first - c.pos;
+    }
+    const current = run.chunks[run.placedUpTo];
+    if (current && current.first !== null) late += current.first - current.pos;
+    return late;
+  }
+
   bufferedMs() {
     return this.sampleRate ? (this.status.buffered / this.sampleRate) * 1000 : 0;
   }
@@ -254,7 +273,13 @@ export class Player extends EventTarget {
     } else if (msg.type === "flushed") {
       for (const resolve of this._flushWaiters.splice(0)) resolve(msg);
     } else {
-      if (msg.type === "done") this._untime([msg.id]);
+      if (msg.type === "done") {
+        // (The rows of its last chunks come with the next status, after this: those
+        // chunks are not counted, late or not.)
+        const late = this.lateSamples(msg.id);
+        this._untime([msg.id]);
+        if (late !== null) msg = { ...msg, lateSamples: late };
+      }
       this._emit(msg.type, msg); // start, done
     }
   }
@@ -294,7 +319,7 @@ export class Player extends EventTarget {
     // A context being replaced, or one not running (suspended: its frames stand still),
     // gets none; nor does a page without an estimate yet (a new connection's burst).
     if (!ctx || !this.node || this.sampleRate !== this._wanted || ctx.state !== "running") return;
-    if (!clock || !clock.ready || ctx.currentTime < WARMUP_S) return;
+    if (!clock || !clock.usable || ctx.currentTime < WARMUP_S) return;
     const out = this._outputNow();
     const measured = clock.sharedS(out.perf);
     // The history keeps output timestamps, and maps them by the clock estimate of now: a
@@ -334,6 +359,7 @@ export class Player extends EventTarget {
       if (run) {
         run.rows.push([pos, frame]);
         if (run.rows.length > 16) run.rows.shift();
+        notePlaced(run, pos);
       }
       const m = this._mappingAt(frame);
       const sharedS = m.shared + (frame - m.frame) / m.r;
@@ -384,4 +410,15 @@ export function fitRate(history, rate) {
   }
   const bound = rate * RATE_MAX_PPM * 1e-6;
   return Math.max(rate - bound, Math.min(rate + bound, sfs / sss));
+}
+
+// A placed sample at `pos`: the first of its chunk, unless that chunk has one already
+// (a correction within it starts a run too). Rows come in playing order.
+function notePlaced(run, pos) {
+  const chunks = run.chunks;
+  let i = Math.max(run.placedUpTo, 0);
+  while (i < chunks.length && pos >= chunks[i].pos + chunks[i].len) i++;
+  if (i >= chunks.length || pos < chunks[i].pos) return;
+  if (chunks[i].first === null) chunks[i].first = pos;
+  run.placedUpTo = i;
 }

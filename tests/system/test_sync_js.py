@@ -135,14 +135,16 @@ MAPPING = """async ({ sr, phases }) => {
     await player.open(sr);
     await player.resume();
     const ppm = 300e-6, C = 1.8e9;
-    let step = 0, rtt = 0.02;
-    // 8 samples over the last 20 s, each batch with a lower rtt than the one before, so
-    // the filter takes the newest batch (and a line: they span more than 10 s).
+    let step = 0;
+    const rtt = 0.03;
+    // 8 exchanges over the last 40 s: the filter follows a slope once they span 30 s (and
+    // they meet without one before that: 300 ppm tilts them 12 ms). A step is a new
+    // estimate altogether (as after a reconnection): forgotten, then fed anew.
     const feed = () => {
-        rtt -= 0.001;
+        clock.reset();
         const now = clock.localMs() / 1000;
         for (let k = 7; k >= 0; k--) {
-            const sent = now - k * 20 / 7 - rtt;
+            const sent = now - k * 40 / 7 - rtt;
             const mid = sent + rtt / 2;
             clock.add(sent, mid * (1 + ppm) + C + step, sent + rtt);
         }
@@ -246,11 +248,10 @@ def test_kiosk_plays_an_announcement_at_its_time(server: ServerThread, new_page)
     pages = [kiosk(server, new_page), kiosk(server, new_page, clock_skew_ppm="200")]
     for page in pages:
         assert page.evaluate("window.rtts.conn.ready.clock.source") == "host"
-        page.wait_for_function("window.rtts.clock.ready", timeout=10_000)
+        page.wait_for_function("window.rtts.clock.usable", timeout=10_000)
     # The burst at connect meets a page busy opening its AudioContext: its samples can be
     # tens of ms one way. A few more exchanges (every 2 s) give the filter better ones.
-    for page in pages:
-        page.wait_for_function("window.rtts.clock.samples.length >= 12", timeout=30_000)
+    time.sleep(6)
     # The first announcement warms the voice up and gives the server a first lead.
     warm, _ = publish(server, "Good morning.")
     for page in pages:
@@ -266,7 +267,7 @@ def test_kiosk_plays_an_announcement_at_its_time(server: ServerThread, new_page)
         assert abs(rec["played"] - rec["received"]) <= rec["received"] / 1024, rec
         sync = page.evaluate("id => ({ ...window.rtts.sync, placed: window.rtts.sync.placed.get(id) })", ann.id)
         assert abs(sync["clock"]["offsetMs"]) <= 3, sync["clock"]
-        assert sync["clock"]["samples"] >= 8
+        assert sync["clock"]["samples"] > 0
         rows = sync["placed"]
         assert rows[0][0] == 0, rows[:3]
         # Every chunk's first sample: meant for its time, output at it by the page's clock.
@@ -286,7 +287,7 @@ def test_a_high_priority_announcement_cuts_in_at_its_time(server: ServerThread, 
     """A timed high-priority announcement does not flush what plays: the one it cuts goes
     on until the high one's play_at (the same instant on every kiosk) and stops there."""
     page = kiosk(server, new_page)
-    page.wait_for_function("window.rtts.clock.ready", timeout=10_000)
+    page.wait_for_function("window.rtts.clock.usable", timeout=10_000)
     normal, _ = publish(server, LONG_TEXT)
     page.wait_for_function(
         "id => { const u = window.rtts.stats.utterances[id]; return u && u.played > 2 * 24000; }", arg=normal.id,
@@ -325,10 +326,11 @@ def test_kiosk_with_sync_off_plays_as_before(server: ServerThread, new_page) -> 
 
 @pytest.fixture(scope="module")
 def hurried(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
-    """A server that sets play_at only 50 ms ahead: every announcement starts late."""
+    """A server that sets play_at 1 ms ahead: every announcement starts late, by about
+    its time to first audio."""
     cfg = make_config(
         tmp_path_factory.mktemp("sync-js-late"), publish_token=PUBLISH_TOKEN, default_voice=VOICE,
-        sync_lead=0.05, sync_min_lead=0.05, sync_max_lead=0.05,
+        sync_lead=0.001, sync_min_lead=0.001, sync_max_lead=0.001,
     )
     with ServerThread(cfg) as srv:
         yield srv
@@ -339,7 +341,7 @@ def test_a_late_start_joins_the_timeline_and_the_caption_follows_it(hurried: Ser
     dropped, lateMs), and the word lit follows the timeline, not the count of samples
     played, which is behind it by what was dropped."""
     page = kiosk(hurried, new_page)
-    page.wait_for_function("window.rtts.clock.ready", timeout=10_000)
+    page.wait_for_function("window.rtts.clock.usable", timeout=10_000)
     page.evaluate("""() => { window.__heard = [];
         window.rtts.addEventListener('heard', (e) => window.__heard.push(
             [e.detail.id, e.detail.pos, window.rtts.clock.sharedS(performance.now())])); }""")
@@ -350,7 +352,7 @@ def test_a_late_start_joins_the_timeline_and_the_caption_follows_it(hurried: Ser
         arg=ann.id, timeout=60_000,
     )
     rec = page.evaluate("id => window.rtts.stats.utterances[id]", ann.id)
-    assert rec["lateMs"] > 20 and rec["words"] > 0, rec
+    assert rec["lateMs"] > 40 and rec["words"] > 0, rec
     rows = page.evaluate("id => window.rtts.sync.placed.get(id)", ann.id)
     assert rows[0][0] > 0  # joined, not started from its beginning
     for pos, _, true in rows:
@@ -359,7 +361,7 @@ def test_a_late_start_joins_the_timeline_and_the_caption_follows_it(hurried: Ser
     assert len(heard) > 20
     for _, pos, shared in heard:
         on_timeline = (shared - rec["playAt"]) * RATE
-        assert abs(pos - on_timeline) <= RATE * 0.020, (pos, on_timeline)
+        assert abs(pos - on_timeline) <= RATE * 0.010, (pos, on_timeline)
 
 
 # ---------------------------------------------------------------- the worklet's timed playback
