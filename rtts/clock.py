@@ -70,15 +70,19 @@ class OffsetFilter:
     trip" sample still carries its asymmetry, several ms under ±20 ms of jitter, where
     the intersection's is a fraction of a ms (benchmarks/clock_filter.py).
 
-    A drifting crystal tilts the intervals, so once they span ``SPAN_S`` the slope is
-    the one (in steps of ``SLOPE_STEP`` within ``MAX_SLOPE``) that leaves the
-    intersection widest; the smaller slope on a tie. An empty intersection means the
-    offset changed (a clock was stepped): the oldest exchanges go until it is not.
+    A drifting crystal tilts the intervals, so once they span ``SPAN_S`` a slope (in
+    steps of ``SLOPE_STEP`` within ``MAX_SLOPE``) is taken out of them: the smallest that
+    leaves the intersection within a slack of its widest (``SLOPE_SLACK_S``). Not the widest
+    itself: while audio flows, pongs come back late on one side only (TCP holds a
+    segment behind a late one), and a tilt that pairs the early, quiet exchanges with the
+    late, one-sided ones widens the intersection by a few ms and moves its middle by as
+    much; a real drift is soon worth more than the slack. An empty intersection means
+    the offset changed (a clock was stepped): the oldest exchanges go until it is not.
     ``error`` is half the intersection's width, a bound, not a guess. The page's
     ``static/js/clock.js`` is the same filter: both give tests/data/clock_vectors.json.
     """
 
-    WINDOW = 64
+    WINDOW = 128  # two minutes of the page's exchanges: quiet ones outlast an announcement
     SPAN_S = 30.0  # the kept exchanges span this much: follow a slope
     SLOPE_STEP = 5e-6
     MAX_SLOPE = 500e-6  # 500 ppm: past any real crystal's drift
@@ -128,6 +132,12 @@ class OffsetFilter:
         return local + self.estimate(local)
 
 
+# A slope must widen the intersection by more than this to be taken: 1 ms, or a quarter
+# of its width where it is narrow (a LAN's, where a millisecond is a lot).
+SLOPE_SLACK_S = 0.001
+SLOPE_SLACK_SHARE = 0.25
+
+
 def _fit(samples: deque[Sample], span_s: float, step: float, max_slope: float) -> Fit:
     # Everything relative to the latest exchange: a page's offsets are ~1.7e9 s, and the
     # differences are exact where the sums would lose microseconds.
@@ -138,18 +148,17 @@ def _fit(samples: deque[Sample], span_s: float, step: float, max_slope: float) -
     highs = [(s.server - last.server) - (s.sent - ref) for s in samples]
     slope = 0.0
     if -times[0] >= span_s:
-        widest = -math.inf
-        for k in _steps(round(max_slope / step)):
-            b = k * step
-            low, high = _bounds(times, lows, highs, b)
-            if high - low > widest:
-                widest, slope = high - low, b
+        slopes = [k * step for k in _steps(round(max_slope / step))]
+        widths = [high - low for low, high in (_bounds(times, lows, highs, b) for b in slopes)]
+        widest = max(widths)
+        slack = min(SLOPE_SLACK_S, max(widest, 0.0) * SLOPE_SLACK_SHARE)
+        slope = next(b for b, w in zip(slopes, widths) if w >= widest - slack)
     low, high = _bounds(times, lows, highs, slope)
     return Fit(ref, base, low, high, slope)
 
 
 def _steps(n: int) -> list[int]:
-    """0, 1, -1, 2, -2, ... n, -n: the smaller slope first, so it wins a tie."""
+    """0, 1, -1, 2, -2, ... n, -n: the smaller slope first."""
     return [0] + [k for i in range(1, n + 1) for k in (i, -i)]
 
 

@@ -79,8 +79,8 @@ def main() -> None:
              delays=lambda rng, i: (0.005, 0.005 + (rng.uniform(0.0, 0.3) if i % 2 else 0.0)),
              checks_after=[5, 8, 16, 32, 40]),
         case("jitter_100ms_20ms", "100 ms each way, each way +-20 ms uniform, every 2 s",
-             seed=4, count=100, every=lambda i: 2.0, delays=uniform(0.100, 0.020),
-             checks_after=[5, 8, 16, 32, 50, 64, 80, 100]),
+             seed=4, count=150, every=lambda i: 2.0, delays=uniform(0.100, 0.020),
+             checks_after=[5, 8, 16, 32, 50, 64, 100, 128, 129, 150]),
         case("drift_100ppm", "the client's clock runs 100 ppm fast, 10 ms each way, every 2 s for 90 s",
              seed=5, count=46, every=lambda i: 2.0, delays=lambda rng, i: (0.010, 0.010), ppm=100.0,
              checks_after=[5, 8, 16, 31, 32, 46]),
@@ -94,8 +94,8 @@ def main() -> None:
              checks_after=[20, 40, 41, 45, 70], step_after=40, step_s=0.050),
         case("drift_200ppm_jitter", "the page's pattern against a kiosk 200 ppm fast, 100 ms each way +-20 ms: "
              "8 exchanges 100 ms apart, then one a second for 100 s",
-             seed=9, count=108, every=lambda i: 0.1 if i < 7 else 1.0, delays=uniform(0.100, 0.020), ppm=200.0,
-             checks_after=[8, 20, 40, 64, 80, 108]),
+             seed=9, count=150, every=lambda i: 0.1 if i < 7 else 1.0, delays=uniform(0.100, 0.020), ppm=200.0,
+             checks_after=[8, 20, 40, 64, 80, 108, 128, 150]),
         case("ties_and_impossible", "two round trips, and an exchange whose "
              "answer came back before it was sent (ignored)",
              seed=7, count=10, every=lambda i: 1.0, delays=lambda rng, i: (0.010, 0.010 if i % 3 else 0.030),
@@ -107,11 +107,11 @@ def main() -> None:
                  "samples: [sent, server, recv] in seconds, sent and recv on the client's clock, server in Unix "
                  "seconds (clock.js takes milliseconds for sent and recv: multiply by 1000). checks: after adding "
                  "the first `after` samples, estimate(at), error and ready; true_offset is what the path makes "
-                 "the offset, for information. The filter (rtts/clock.py OffsetFilter): keep the last 64 samples; "
+                 "the offset, for information. The filter (rtts/clock.py OffsetFilter): keep the last 128 samples; "
                  "ignore one with recv < sent; relative to the latest sample L (ref = L's mid), each sample i "
                  "gives t = mid - ref, low = (server - L.server) - (recv - ref), high = (server - L.server) - "
                  "(sent - ref); if -t of the oldest >= 30, the slope b = k * 5e-6 for k in 0, 1, -1, 2, -2 ... "
-                 "100, -100 whose min(high - b t) - max(low - b t) is strictly the largest (the first on a tie), "
+                 "100, -100 whose width min(high - b t) - max(low - b t) is at least the largest width W less min(0.001, max(W, 0) / 4) (the first in that order), "
                  "else 0; if then max(low - b t) > min(high - b t) and more than one sample is kept, drop the "
                  "oldest and fit again; estimate(at) = (L.server - ref) + (max(low - b t) + min(high - b t))/2 + "
                  "b (at - ref); error = (min(high - b t) - max(low - b t))/2; ready from 5 samples.",
