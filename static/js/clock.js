@@ -7,11 +7,13 @@
 //   s. The server's clock read `server` somewhere between sent and recv, so the offset
 //   (shared - local) lay between server - recv and server - sent, whatever each way took.
 //   One that cannot be right (recv < sent, a value not finite) is ignored.
-//   The last 64 are kept and their intervals intersected: the middle of the intersection
+//   The last 128 are kept and their intervals intersected: the middle of the intersection
 //   is wrong by half the difference between the fastest way out and the fastest way back
 //   seen, not by one exchange's asymmetry (a pong behind audio is slow one way only).
-//   Once they span 30 s, the slope (steps of 5 ppm within +-500 ppm; the smaller on a
-//   tie) that leaves the intersection widest follows a crystal that runs fast or slow.
+//   Once they span 30 s, a slope (steps of 5 ppm within +-500 ppm) follows a crystal that
+//   runs fast or slow: the smallest that leaves the intersection within a slack of its
+//   widest (1 ms, or a quarter of the widest where that is narrow). Not the widest
+//   itself: pongs held back on one side while audio flows tilt it by a few ms.
 //   An empty intersection means the offset changed (a clock was stepped): the oldest go
 //   until it is not. The error is half the intersection's width: a bound, not a guess.
 //   Everything is relative to the latest exchange: offsets are ~1.7e9 s, and the
@@ -20,11 +22,13 @@
 // Pure apart from its defaults: the local clock and the page's time origin are injected.
 // Never Date.now(), which jumps and slews with the system clock.
 
-export const WINDOW = 64;
+export const WINDOW = 128;
 export const READY_AFTER = 5;
 export const SPAN_S = 30;
 export const SLOPE_STEP = 5e-6;
 export const MAX_SLOPE = 500e-6;
+export const SLOPE_SLACK_S = 0.001;
+export const SLOPE_SLACK_SHARE = 0.25;
 
 export class ClockSync {
   // skewPpm (tests only): this page's local clock runs fast by that much, as a cheap
@@ -135,21 +139,20 @@ export function fitOffset(samples) {
   const highs = samples.map((s) => s.server - last.server - (s.sent - ref));
   let slope = 0;
   if (-times[0] >= SPAN_S) {
-    let widest = -Infinity;
-    for (const k of slopeSteps(Math.round(MAX_SLOPE / SLOPE_STEP))) {
-      const b = k * SLOPE_STEP;
+    const slopes = slopeSteps(Math.round(MAX_SLOPE / SLOPE_STEP)).map((k) => k * SLOPE_STEP);
+    const widths = slopes.map((b) => {
       const [low, high] = bounds(times, lows, highs, b);
-      if (high - low > widest) {
-        widest = high - low;
-        slope = b;
-      }
-    }
+      return high - low;
+    });
+    const widest = Math.max(...widths);
+    const slack = Math.min(SLOPE_SLACK_S, Math.max(widest, 0) * SLOPE_SLACK_SHARE);
+    slope = slopes[widths.findIndex((w) => w >= widest - slack)];
   }
   const [low, high] = bounds(times, lows, highs, slope);
   return { ref, base, low, high, slope };
 }
 
-// 0, 1, -1, 2, -2, ... n, -n: the smaller slope first, so that it wins a tie.
+// 0, 1, -1, 2, -2, ... n, -n: the smaller slope first.
 function slopeSteps(n) {
   const out = [0];
   for (let i = 1; i <= n; i++) out.push(i, -i);
