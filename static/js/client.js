@@ -55,7 +55,6 @@ export class RttsClient extends EventTarget {
     this.maxRecords = 200; // an unattended page must not grow without bound
     this.opus = { browser: false, server: null }; // can each side do Opus (null: not known yet)
     this.channels = new Map(); // subscribed channel -> seq of the last announcement heard (null: none)
-    this._late = 0; // the worklet's count of late samples at its last status
   }
 
   // Hear a channel's announcements (docs/protocol.md, "Channels"), on this connection and
@@ -97,7 +96,7 @@ export class RttsClient extends EventTarget {
   // offers its clock, once this page has an estimate of it. Otherwise as soon as it can.
   _timed(msg) {
     const ready = this.conn.ready;
-    return typeof msg.play_at === "number" && this.clock !== null && this.clock.ready
+    return typeof msg.play_at === "number" && this.clock !== null && this.clock.usable
       && Boolean(ready && ready.clock);
   }
 
@@ -375,7 +374,7 @@ export class RttsClient extends EventTarget {
   }
 
   _onStatus(st) {
-    this._countLate(st);
+    for (const [id] of st.placed || []) this._noteLate(id);
     for (const [id, n] of Object.entries(st.received)) {
       const rec = this.utterances.get(id);
       if (rec) rec.received = n;
@@ -391,19 +390,11 @@ export class RttsClient extends EventTarget {
     this._emit("status", st);
   }
 
-  // The worklet counts the samples it dropped because their time had passed (a late
-  // start, or an underrun rejoining at position); what the count grew by since the last
-  // status is the timed utterance's it was playing then (or placed, when it was between
-  // utterances), as lateMs.
-  _countLate(st) {
-    const late = st.late ?? 0;
-    if (late < this._late) this._late = 0; // a new context counts from 0
-    const grown = late - this._late;
-    this._late = late;
-    if (grown <= 0) return;
-    const id = st.id ?? (st.placed && st.placed.length ? st.placed[0][0] : null);
-    const rec = id !== null ? this.utterances.get(id) : undefined;
-    if (rec && rec.playAt !== null) rec.lateMs += (grown / this.player.sampleRate) * 1000;
+  // How much of a timed utterance came too late to be played (its start, or what an
+  // underrun left behind: the rest joins at position), from where its samples were put.
+  _noteLate(id, samples = this.player.lateSamples(id)) {
+    const rec = this.utterances.get(id);
+    if (rec && rec.playAt !== null && samples !== null) rec.lateMs = (samples / this.player.sampleRate) * 1000;
   }
 
   _onSoundStart({ id }) {
@@ -411,7 +402,8 @@ export class RttsClient extends EventTarget {
     if (rec && rec.firstSoundMs === null) rec.firstSoundMs = performance.now() - rec.sentAt;
   }
 
-  _onSoundDone({ id, received, played, flushed }) {
+  _onSoundDone({ id, received, played, flushed, lateSamples }) {
+    if (lateSamples !== undefined) this._noteLate(id, lateSamples);
     const rec = this.utterances.get(id);
     if (rec) {
       rec.received = Math.max(rec.received, received);

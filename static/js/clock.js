@@ -1,27 +1,34 @@
 // The page's estimate of the server's shared clock (docs/protocol.md, "Playing in step"),
-// from ping/pong exchanges: each gives the server's clock read somewhere between the
-// ping leaving and the pong arriving. The filter is the server's rtts/clock.py
-// OffsetFilter, step for step, so both give the same estimate on the same samples
-// (tests/data/clock_vectors.json is run through each):
+// from ping/pong exchanges. The filter is the server's rtts/clock.py OffsetFilter, step
+// for step, so both give the same estimate on the same exchanges (tests/data/
+// clock_vectors.json is run through each):
 //
-//   a sample (sent, server, recv): sent and recv on this page's clock, server in Unix s;
-//   rtt = recv - sent, mid = (sent + recv) / 2, offset = server - mid. One that cannot be
-//   right (rtt < 0, a value not finite) is ignored.
-//   Of the last 32 samples take the 8 with the lowest rtt (ties: the earlier first): the
-//   pong can wait behind queued audio, and the fastest exchanges are the least skewed.
-//   If those span >= 10 s, a least-squares line through (mid, offset), its slope clamped
-//   to +-500 ppm, tracks a crystal that runs fast or slow; else their median.
-//   Offsets and mids are taken from the best sample's (exact differences): offsets are
-//   ~1.7e9 s, and a sum of eight of them would lose microseconds.
+//   an exchange (sent, server, recv): sent and recv on this page's clock, server in Unix
+//   s. The server's clock read `server` somewhere between sent and recv, so the offset
+//   (shared - local) lay between server - recv and server - sent, whatever each way took.
+//   One that cannot be right (recv < sent, a value not finite) is ignored.
+//   The last 128 are kept and their intervals intersected: the middle of the intersection
+//   is wrong by half the difference between the fastest way out and the fastest way back
+//   seen, not by one exchange's asymmetry (a pong behind audio is slow one way only).
+//   Once they span 30 s, a slope (steps of 5 ppm within +-500 ppm) follows a crystal that
+//   runs fast or slow: the smallest that leaves the intersection within a slack of its
+//   widest (1 ms, or a quarter of the widest where that is narrow). Not the widest
+//   itself: pongs held back on one side while audio flows tilt it by a few ms.
+//   An empty intersection means the offset changed (a clock was stepped): the oldest go
+//   until it is not. The error is half the intersection's width: a bound, not a guess.
+//   Everything is relative to the latest exchange: offsets are ~1.7e9 s, and the
+//   differences are exact where sums would lose microseconds.
 //
 // Pure apart from its defaults: the local clock and the page's time origin are injected.
 // Never Date.now(), which jumps and slews with the system clock.
 
-export const WINDOW = 32;
-export const BEST = 8;
+export const WINDOW = 128;
 export const READY_AFTER = 5;
-export const LINE_SPAN_S = 10;
+export const SPAN_S = 30;
+export const SLOPE_STEP = 5e-6;
 export const MAX_SLOPE = 500e-6;
+export const SLOPE_SLACK_S = 0.001;
+export const SLOPE_SLACK_SHARE = 0.25;
 
 export class ClockSync {
   // skewPpm (tests only): this page's local clock runs fast by that much, as a cheap
@@ -31,13 +38,15 @@ export class ClockSync {
     this.now = now;
     this.originMs = originMs;
     this.samples = []; // [{sent, server, recv}] by arrival, at most WINDOW
-    this._fit = null; // the estimate for the current samples (fitOffset)
+    this._fit = null; // what they say (fitOffset); null before any
+    this.synced = false; // ready once since the last reset: the estimate is used from then on
   }
 
   // Forgets every sample (a new connection may reach another server).
   reset() {
     this.samples = [];
     this._fit = null;
+    this.synced = false;
   }
 
   // The page's local clock, ms: performance.now(), skewed for tests.
@@ -53,26 +62,42 @@ export class ClockSync {
   // server's shared clock in between.
   add(sent, server, recv) {
     if (![sent, server, recv].every(Number.isFinite) || recv - sent < 0) return;
-    this.samples.push({ sent, server, recv });
-    if (this.samples.length > WINDOW) this.samples.shift();
-    this._fit = null;
+    const samples = this.samples;
+    samples.push({ sent, server, recv });
+    if (samples.length > WINDOW) samples.shift();
+    let fit = fitOffset(samples);
+    while (fit.low > fit.high && samples.length > 1) {
+      samples.shift();
+      fit = fitOffset(samples);
+    }
+    this._fit = fit;
+    if (this.ready) this.synced = true;
   }
 
+  // Enough exchanges for a first estimate (the filter's own rule, as rtts/clock.py's).
   get ready() {
     return this.samples.length >= READY_AFTER;
   }
 
-  // The offset (shared - local, s) at local time `at` (s); 0 with no samples.
-  estimate(at) {
-    const fit = this._current();
-    if (!fit) return 0;
-    return fit.base + fit.c + fit.b * (at - fit.origin - fit.m);
+  // Whether the estimate is used: from the first time it was ready. When exchanges stop
+  // meeting (a clock drifting faster than the round trip is short), the filter keeps
+  // fewer than READY_AFTER for a while; what it keeps is still its best estimate, and
+  // playing in step must not stop and start with it.
+  get usable() {
+    return this.synced;
   }
 
-  // Half the lowest round trip among the chosen: the offset is known no better than that.
+  // The offset (shared - local, s) at local time `at` (s); 0 with no samples.
+  estimate(at) {
+    const fit = this._fit;
+    if (!fit) return 0;
+    return fit.base + (fit.low + fit.high) / 2 + fit.slope * (at - fit.ref);
+  }
+
+  // At most how wrong the estimate is, path asymmetry included (s); Infinity before any.
   get error() {
-    const fit = this._current();
-    return fit ? fit.minRtt / 2 : null;
+    const fit = this._fit;
+    return fit ? (fit.high - fit.low) / 2 : Infinity;
   }
 
   // Shared-clock seconds at a real performance.now() reading.
@@ -84,68 +109,63 @@ export class ClockSync {
   // The real performance.now() reading at which the shared clock reads `sharedS`: the
   // estimate is a line in local time, so this inverts it exactly.
   perfMs(sharedS) {
-    const { base, c, b, origin, m } = this._current();
-    const local = (sharedS - base - c + b * (origin + m)) / (1 + b);
+    const { base, low, high, slope, ref } = this._fit;
+    const local = (sharedS - base - (low + high) / 2 + slope * ref) / (1 + slope);
     return (local * 1000) / (1 + this.skew);
   }
 
   // For reports: offsetMs is the estimate less this page's own reading of Unix time
   // (timeOrigin + now, the same clock on every page of a host), so 0 is right on one host.
   get stats() {
-    const fit = this._current();
-    if (!fit) return { offsetMs: null, rttMs: null, errorMs: null, samples: 0 };
+    if (!this._fit) return { offsetMs: null, rttMs: null, errorMs: null, samples: 0 };
     const perf = this.now();
     return {
       offsetMs: (this.sharedS(perf) - (this.originMs + perf) / 1000) * 1000,
-      rttMs: fit.minRtt * 1000,
-      errorMs: (fit.minRtt / 2) * 1000,
+      rttMs: Math.min(...this.samples.map((x) => x.recv - x.sent)) * 1000, // the fastest kept
+      errorMs: this.error * 1000,
       samples: this.samples.length,
     };
   }
-
-  _current() {
-    if (!this._fit && this.samples.length) this._fit = fitOffset(this.samples);
-    return this._fit;
-  }
 }
 
-// The filter itself, on samples in arrival order: the offset at local time t is
-// base + c + b * (t - origin - m), where base and origin are the best sample's offset
-// and mid (the sums are of small differences from them, in rtts/clock.py's order, so
-// both round alike).
+// The filter itself, on the kept exchanges in arrival order: the offset at local time
+// t is base + (low + high) / 2 + slope * (t - ref), ref the latest exchange's middle.
 export function fitOffset(samples) {
-  const rows = samples.map((s) => {
-    const mid = (s.sent + s.recv) / 2;
-    return { rtt: s.recv - s.sent, mid, offset: s.server - mid };
-  });
-  const chosen = rows.slice().sort((a, b) => a.rtt - b.rtt).slice(0, BEST); // stable: ties stay in order
-  const best = chosen[0];
-  const offsets = chosen.map((r) => r.offset - best.offset);
-  const mids = chosen.map((r) => r.mid - best.mid);
-  const minRtt = Math.min(...chosen.map((r) => r.rtt));
-  if (Math.max(...mids) - Math.min(...mids) < LINE_SPAN_S) {
-    return { base: best.offset, c: median(offsets), b: 0, origin: best.mid, m: 0, minRtt, n: chosen.length };
+  const last = samples[samples.length - 1];
+  const ref = (last.sent + last.recv) / 2;
+  const base = last.server - ref;
+  const times = samples.map((s) => (s.sent + s.recv) / 2 - ref);
+  const lows = samples.map((s) => s.server - last.server - (s.recv - ref));
+  const highs = samples.map((s) => s.server - last.server - (s.sent - ref));
+  let slope = 0;
+  if (-times[0] >= SPAN_S) {
+    const slopes = slopeSteps(Math.round(MAX_SLOPE / SLOPE_STEP)).map((k) => k * SLOPE_STEP);
+    const widths = slopes.map((b) => {
+      const [low, high] = bounds(times, lows, highs, b);
+      return high - low;
+    });
+    const widest = Math.max(...widths);
+    const slack = Math.min(SLOPE_SLACK_S, Math.max(widest, 0) * SLOPE_SLACK_SHARE);
+    slope = slopes[widths.findIndex((w) => w >= widest - slack)];
   }
-  const meanMid = mean(mids);
-  const meanOffset = mean(offsets);
-  let sxx = 0;
-  let sxy = 0;
-  for (let i = 0; i < mids.length; i++) {
-    sxx += (mids[i] - meanMid) ** 2;
-    sxy += (mids[i] - meanMid) * (offsets[i] - meanOffset);
-  }
-  const b = Math.min(Math.max(sxy / sxx, -MAX_SLOPE), MAX_SLOPE);
-  return { base: best.offset, c: meanOffset, b, origin: best.mid, m: meanMid, minRtt, n: chosen.length };
+  const [low, high] = bounds(times, lows, highs, slope);
+  return { ref, base, low, high, slope };
 }
 
-function mean(xs) {
-  let s = 0;
-  for (const x of xs) s += x;
-  return s / xs.length;
+// 0, 1, -1, 2, -2, ... n, -n: the smaller slope first.
+function slopeSteps(n) {
+  const out = [0];
+  for (let i = 1; i <= n; i++) out.push(i, -i);
+  return out;
 }
 
-function median(xs) {
-  const s = xs.slice().sort((a, b) => a - b);
-  const h = s.length >> 1;
-  return s.length % 2 ? s[h] : (s[h - 1] + s[h]) / 2;
+// The intersection at ref once `slope` is taken out of every interval.
+function bounds(times, lows, highs, slope) {
+  let low = -Infinity;
+  let high = Infinity;
+  for (let i = 0; i < times.length; i++) {
+    low = Math.max(low, lows[i] - slope * times[i]);
+    high = Math.min(high, highs[i] - slope * times[i]);
+  }
+  return [low, high];
 }

@@ -68,6 +68,9 @@ export class Player extends EventTarget {
     this._mappings = []; // recent ones, with the frame rendered when each was posted
     this._history = []; // [[frame, perf]]: output timestamps, for the rate
     this._ticker = null;
+    // id -> {first, end: pos of its first and past its last sample, rows: [[pos, frame]]
+    // (the last few placed), chunks: [{pos, len, first: pos of its first sample placed}]}
+    this._runs = new Map();
     this.ctx = null;
     this.node = null;
     this.sampleRate = 0;
@@ -75,7 +78,7 @@ export class Player extends EventTarget {
     this._flushWaiters = [];
     this._opening = null;
     this._wanted = 0; // the rate of the last open(): messages wait for that context
-    this._pending = []; // messages for a worklet that is still being created
+    this._pending = []; // messages for a worklet still being created, or awaiting a mapping
   }
 
   // Creates (or re-creates, when the rate changed) the context. Safe to call often.
@@ -114,12 +117,7 @@ export class Player extends EventTarget {
     this.mapping = null;
     this._mappings = [];
     this._history = [];
-    // Another rate may have been asked for while this one opened (a first `ready` at
-    // 24 kHz, then Opus's at 48 kHz): what came meanwhile is for that context, which
-    // replaces this one (closing it would lose it).
-    if (this._wanted === sampleRate) {
-      for (const [msg, transfer] of this._pending.splice(0)) node.port.postMessage(msg, transfer);
-    }
+    this._release();
     this._emit("state", { state: ctx.state });
   }
 
@@ -137,12 +135,20 @@ export class Player extends EventTarget {
   push(id, samples, pos) {
     const msg = { type: "audio", id, samples };
     if (pos !== undefined) msg.pos = pos;
-    if (this.timed.has(id)) this.timed.set(id, this.timed.get(id) + samples.length);
+    if (this.timed.has(id)) {
+      this.timed.set(id, this.timed.get(id) + samples.length);
+      if (pos !== undefined) {
+        const run = this._runs.get(id) || { first: pos, end: pos, rows: [], chunks: [], placedUpTo: -1 };
+        run.end = Math.max(run.end, pos + samples.length);
+        run.chunks.push({ pos, len: samples.length, first: null });
+        this._runs.set(id, run);
+      }
+    }
     this._post(msg, [samples.buffer]);
   }
 
   // Utterance `id` is heard from shared-clock time `playAt` (its pos 0); before its audio.
-  // (In a context's first WARMUP_S there is no mapping yet: audio then plays untimed.)
+  // (In a context's first WARMUP_S there is no mapping yet: messages wait for it.)
   timeline(id, playAt) {
     this.timed.set(id, 0);
     this._post({ type: "timeline", id, playAt }, []);
@@ -168,8 +174,23 @@ export class Player extends EventTarget {
   }
 
   _post(msg, transfer) {
-    if (this.node && this.sampleRate === this._wanted) this.node.port.postMessage(msg, transfer);
+    if (this._canPost()) this.node.port.postMessage(msg, transfer);
     else this._pending.push([msg, transfer]);
+  }
+
+  // Messages wait for a worklet of the rate last asked for: another may have been asked
+  // for while this one opened (a first `ready` at 24 kHz, then Opus's at 48 kHz), and
+  // what came meanwhile is for that context, which replaces this one (closing it would
+  // lose it). They also wait, while a timed utterance is queued, for the first mapping
+  // of this context (WARMUP_S): the worklet decides whether an utterance plays timed as
+  // it reaches the head of its queue, and without a mapping it would play it at once.
+  _canPost() {
+    return this.node !== null && this.sampleRate === this._wanted && !(this.timed.size && this.mapping === null);
+  }
+
+  _release() {
+    if (!this._canPost()) return;
+    for (const [msg, transfer] of this._pending.splice(0)) this.node.port.postMessage(msg, transfer);
   }
 
   // Drops everything queued; resolves once the worklet's output is silent.
@@ -194,6 +215,8 @@ export class Player extends EventTarget {
     const st = this.status;
     const ctx = this.ctx;
     if (!ctx || st.id !== id || st.frame === undefined) return null;
+    const run = this._runs.get(id);
+    if (run) return this._heardOnTimeline(run);
     const rate = this.sampleRate;
     let now = ctx.currentTime * rate - ((ctx.baseLatency || 0) + (ctx.outputLatency || 0)) * rate;
     const ts = ctx.getOutputTimestamp ? ctx.getOutputTimestamp() : null;
@@ -208,6 +231,36 @@ export class Player extends EventTarget {
     return Math.max(0, Math.round(st.pos + ahead));
   }
 
+  // A timed utterance is not where its count of samples played says: what came late was
+  // dropped, and corrections drop or double a sample. The frame being heard now, from
+  // the last run placed at or before it (a run plays its samples one a frame), says
+  // which sample of it that is; no further than what has come, and null before its
+  // first is heard.
+  _heardOnTimeline(run) {
+    const out = this._outputNow();
+    const now = out.frame + ((performance.now() - out.perf) / 1000) * this.sampleRate;
+    let row = null; // none while it waits for its time (the worklet's current all the same)
+    for (const r of run.rows) if (r[1] <= now) row = r;
+    if (row === null) return null; // its first sample is not out yet
+    return Math.max(0, Math.round(Math.min(row[0] + (now - row[1]), run.end) - run.first));
+  }
+
+  // Samples of timed utterance `id` dropped because their time had passed: of each chunk
+  // up to the last one placed, those before its first sample placed (all of one never
+  // placed). null for an utterance not timed.
+  lateSamples(id) {
+    const run = this._runs.get(id);
+    if (!run) return null;
+    let late = 0;
+    for (let i = 0; i < run.chunks.length && i < run.placedUpTo; i++) {
+      const c = run.chunks[i];
+      late += c.first === null ? c.len : c.first - c.pos;
+    }
+    const current = run.chunks[run.placedUpTo];
+    if (current && current.first !== null) late += current.first - current.pos;
+    return late;
+  }
+
   bufferedMs() {
     return this.sampleRate ? (this.status.buffered / this.sampleRate) * 1000 : 0;
   }
@@ -220,17 +273,27 @@ export class Player extends EventTarget {
     } else if (msg.type === "flushed") {
       for (const resolve of this._flushWaiters.splice(0)) resolve(msg);
     } else {
-      if (msg.type === "done") this._untime([msg.id]);
+      if (msg.type === "done") {
+        // (The rows of its last chunks come with the next status, after this: those
+        // chunks are not counted, late or not.)
+        const late = this.lateSamples(msg.id);
+        this._untime([msg.id]);
+        if (late !== null) msg = { ...msg, lateSamples: late };
+      }
       this._emit(msg.type, msg); // start, done
     }
   }
 
   _untime(ids) {
-    for (const id of ids) this.timed.delete(id);
+    for (const id of ids) {
+      this.timed.delete(id);
+      this._runs.delete(id);
+    }
     if (!this.timed.size && this._ticker !== null) {
       clearInterval(this._ticker);
       this._ticker = null;
     }
+    this._release();
   }
 
   // Which context frame is heard when, on the page's performance.now() clock, by the
@@ -256,7 +319,7 @@ export class Player extends EventTarget {
     // A context being replaced, or one not running (suspended: its frames stand still),
     // gets none; nor does a page without an estimate yet (a new connection's burst).
     if (!ctx || !this.node || this.sampleRate !== this._wanted || ctx.state !== "running") return;
-    if (!clock || !clock.ready || ctx.currentTime < WARMUP_S) return;
+    if (!clock || !clock.usable || ctx.currentTime < WARMUP_S) return;
     const out = this._outputNow();
     const measured = clock.sharedS(out.perf);
     // The history keeps output timestamps, and maps them by the clock estimate of now: a
@@ -277,6 +340,7 @@ export class Player extends EventTarget {
     const mapping = { type: "clock", frame: out.frame, shared, r };
     this.node.port.postMessage(mapping);
     this.mapping = mapping;
+    this._release();
     this._mappings.push({ ...mapping, at: ctx.currentTime * this.sampleRate });
     if (this._mappings.length > 8) this._mappings.shift();
   }
@@ -291,6 +355,12 @@ export class Player extends EventTarget {
     const rate = this.sampleRate;
     const out = this._outputNow();
     for (const [id, pos, frame] of rows) {
+      const run = this._runs.get(id);
+      if (run) {
+        run.rows.push([pos, frame]);
+        if (run.rows.length > 16) run.rows.shift();
+        notePlaced(run, pos);
+      }
       const m = this._mappingAt(frame);
       const sharedS = m.shared + (frame - m.frame) / m.r;
       const trueS = (performance.timeOrigin + out.perf + ((frame - out.frame) / rate) * 1000) / 1000;
@@ -340,4 +410,15 @@ export function fitRate(history, rate) {
   }
   const bound = rate * RATE_MAX_PPM * 1e-6;
   return Math.max(rate - bound, Math.min(rate + bound, sfs / sss));
+}
+
+// A placed sample at `pos`: the first of its chunk, unless that chunk has one already
+// (a correction within it starts a run too). Rows come in playing order.
+function notePlaced(run, pos) {
+  const chunks = run.chunks;
+  let i = Math.max(run.placedUpTo, 0);
+  while (i < chunks.length && pos >= chunks[i].pos + chunks[i].len) i++;
+  if (i >= chunks.length || pos < chunks[i].pos) return;
+  if (chunks[i].first === null) chunks[i].first = pos;
+  run.placedUpTo = i;
 }
