@@ -1,0 +1,249 @@
+"""Kiosks in step: several kiosk pages in Debian's headless Chromium hear one channel
+announcement, each through a network delay of its own (tests/netdelay.py: its page, its
+WebSocket and its pings all go through it), and play it at the announcement's `play_at`
+on the server's shared clock. Each page reports when each sample reached its output, on
+the one clock every page of this host shares (tests/spread.py); the spread between the
+first and the last page to hear a sample must stay within 10 ms, at the first sample and
+a minute in.
+
+(a) one instance, four kiosks at 0, 33, 66 and 100 ms one way, each ± 20 ms, one of them
+with a clock 200 ppm fast; a raw client and a kiosk with `sync=0` next to them, which
+must go on playing as before. (b) two instances sharing a Redis bus behind nginx, two
+kiosks on each, instance B's host clock 30 ms off and both following the Redis host's
+clock (``--shared-clock bus``), a Mandarin announcement of a minute with no voice named
+(what the users publish), which each instance synthesizes itself.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from urllib.parse import urlencode, urlparse
+
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from rtts import protocol
+
+from tests import spread
+from tests.conftest import Client, RedisServer, RttsProcess, ServerThread, make_config
+from tests.netdelay import DelayProxy
+from tests.system.test_browser import CHROMIUM, CHROMIUM_ARGS
+from tests.system.test_nginx import NGINX, nginx_in_front, readyz
+
+REDIS = shutil.which("redis-server") or ("/usr/bin/redis-server" if Path("/usr/bin/redis-server").exists() else None)
+pytestmark = pytest.mark.slow
+
+# A page in a tab nobody looks at must still run its timers and audio on time.
+ARGS = [*CHROMIUM_ARGS, "--disable-background-timer-throttling", "--disable-renderer-backgrounding",
+        "--disable-backgrounding-occluded-windows"]
+TOKEN = "pub-secret"
+CHANNEL = "hall"
+SPREAD_MS = 10.0  # the issue's target, between any two kiosks
+CLOCK_MS = 5.0  # how far a page's shared-clock estimate may be from the host's clock
+CLAIM_S = 0.25  # what choosing play_at may add beyond sync_max_lead (a Redis round trip, a busy loop)
+# One-way delay ± jitter of each kiosk's link, as the issue asks (0-100 ms, ± 20 ms).
+LINKS = [(0, 20), (33, 20), (66, 20), (100, 20)]
+
+# About 15 s of Hibari (English, the default voice).
+EN = (
+    "The first train to the airport leaves from platform two at eleven fifteen. "
+    "Passengers for the coast should change at the central station. "
+    "The buffet car is at the front of the train and serves hot drinks until noon. "
+    "Please keep your luggage with you at all times."
+)
+# About 64 s of Mandarin; with no voice named it is Kokoro zf_xiaoxiao's (the default for zh).
+ZH = (
+    "各位旅客请注意，开往上海虹桥方向的G1023次列车现在开始检票，请您携带好随身物品，到三号检票口排队检票进站。"
+    "乘坐本次列车的旅客请注意，列车停靠在十二站台，一号到八号车厢在站台南侧，九号到十六号车厢在站台北侧。"
+    "请您按照车票上的车厢号码排队候车，不要拥挤，照顾好身边的老人和儿童。"
+    "本站提醒您，站内禁止吸烟，请不要在候车室内奔跑打闹，注意保管好您的行李和贵重物品。"
+    "如果您需要帮助，请到一楼服务台咨询，或者拨打车站服务电话。"
+    "开往北京南方向的G108次列车因天气原因晚点约二十分钟，具体开车时间请留意车站广播和显示屏。"
+    "给您带来的不便，我们深表歉意，感谢您的理解和支持。"
+    "餐车位于列车的第五节车厢，提供热饮、盒饭和小吃，营业时间到晚上九点。"
+    "祝您旅途愉快，一路平安。"
+)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+class Kiosk:
+    """One kiosk page behind a DelayProxy of its own, its errors collected."""
+
+    def __init__(self, stack: ExitStack, browser: Browser, target_port: int, link: tuple[float, float],
+                 seed: int, **params: object) -> None:
+        self.link = link
+        self.proxy = stack.enter_context(DelayProxy(target_port, *link, seed=seed))
+        ctx = browser.new_context()
+        stack.callback(ctx.close)
+        self.page: Page = ctx.new_page()
+        self.errors: list[str] = []
+        self.page.on("pageerror", lambda exc: self.errors.append(f"pageerror: {exc}"))
+        self.page.on("console", lambda m: m.type == "error" and self.errors.append(f"console: {m.text}"))
+        self.query = urlencode({"channel": CHANNEL, **params})
+        self.name = f"{link[0]:.0f}±{link[1]:.0f} ms" + "".join(f" {k}={v}" for k, v in params.items())
+        self.page.goto(f"{self.proxy.url}/kiosk?{self.query}")
+
+    @property
+    def syncs(self) -> bool:
+        return "sync=0" not in self.query
+
+    def wait_ready(self) -> None:
+        """Subscribed, its audio open, and (when it syncs) a clock estimate from the
+        first burst of pings."""
+        self.page.wait_for_function(
+            "ch => window.rtts && window.rtts.stats.state === 'ready' && window.rtts.player.ctx"
+            " && window.rtts.channels.get(ch) != null", arg=CHANNEL, timeout=60_000)
+        spread.install(self.page)
+        if self.syncs:
+            self.page.wait_for_function("window.rtts.sync.clock && window.rtts.sync.clock.samples >= 8",
+                                        timeout=30_000)
+
+    def wait_played(self, ann_id: str, timeout_s: float) -> None:
+        self.page.wait_for_function(
+            "id => { const u = window.rtts.utterances.get(id); return u && u.soundDone; }", arg=ann_id,
+            timeout=timeout_s * 1000)
+
+    def report(self, ann_id: str) -> spread.Report:
+        return spread.read(self.page, ann_id, self.name)
+
+
+def publish(url: str, text: str) -> tuple[protocol.Published, float]:
+    """Publishes over a WebSocket; the Unix time it was handed over, too."""
+    with Client(url) as c:
+        assert isinstance(c.recv(), protocol.Ready)
+        sent = time.time()
+        c.send(type="publish", channel=CHANNEL, text=text, token=TOKEN)
+        answer = c.recv()
+    assert isinstance(answer, protocol.Published), answer
+    return answer, sent
+
+
+def subscriber(url: str) -> tuple[Client, protocol.Ready]:
+    """A plain Python client on the channel, as any WebSocket client is."""
+    c = Client(url)
+    ready = c.recv()
+    assert isinstance(ready, protocol.Ready)
+    c.send(type="subscribe", channel=CHANNEL)
+    assert isinstance(c.recv(timeout=10), protocol.Subscribed)
+    return c, ready
+
+
+def check_in_step(kiosks: list[Kiosk], ann_id: str, sent: float, play_at: float, max_lead: float,
+                  at_s: tuple[float, ...]) -> spread.Spread:
+    """The assertions both scenarios share; returns the spread, printed."""
+    reports = [k.report(ann_id) for k in kiosks]
+    for k, r in zip(kiosks, reports):
+        assert r.source == "placed", f"{k.name}: the page did not play {ann_id} in step: {r.raw}"
+        assert r.raw["done"], k.name
+    s = spread.spread(reports, at_s=at_s)
+    print(f"\n{ann_id}: {s.line()}")
+    for r in reports:
+        errors = r.clock_errors_ms()
+        # A page's first row is its first sample: the worklet's own `start` frame, mapped as
+        # tests/spread.py maps a sync=0 page's, must say the same (the baseline's measure).
+        start_gap = (r.recorder[0][2] - r.rows[0][2]) * 1000 if r.recorder else float("nan")  # type: ignore[operator]
+        print(f"  {r.name}: heard {r.heard(r.first_pos) - sent:.3f} s after publish, rows {len(r.rows)}, "
+              f"clock {r.raw['clock']}, mapping vs host clock max {max(map(abs, errors)):.2f} ms, "
+              f"late {r.raw['late']}, soft {r.raw['softDrops']}/{r.raw['softDups']}, hard {r.raw['hardSyncs']}, "
+              f"start by the worklet's start frame {start_gap:+.2f} ms")
+        assert abs(r.raw["clock"]["offsetMs"]) <= CLOCK_MS, (r.name, r.raw["clock"])
+        assert max(map(abs, errors)) <= CLOCK_MS, (r.name, errors[:5])
+        assert abs(start_gap) <= 2.0, (r.name, start_gap)
+        assert abs(r.heard(r.first_pos) - play_at - r.first_pos / r.rate) <= SPREAD_MS / 1000, r.name
+    assert 0 < play_at - sent <= max_lead + CLAIM_S, (play_at - sent, max_lead)
+    assert s.start_ms <= SPREAD_MS, s.line()
+    for at, value in s.at_ms.items():
+        assert value <= SPREAD_MS, (at, s.line())
+    assert set(s.at_ms) == set(at_s), f"the pages did not all play {at_s} s in: {s.line()}"
+    return s
+
+
+def test_kiosks_on_one_instance_play_in_step(tmp_path: Path, browser: Browser) -> None:
+    cfg = make_config(tmp_path, publish_token=TOKEN, phrase_cache_mb=0)
+    with ServerThread(cfg) as srv, ExitStack() as stack:
+        port = srv.server.port  # type: ignore[union-attr]
+        kiosks = [Kiosk(stack, browser, port, link, seed=i, **({"clock_skew_ppm": 200} if i == 2 else {}))
+                  for i, link in enumerate(LINKS)]
+        old = Kiosk(stack, browser, port, (0, 0), seed=9, sync=0)
+        for k in [*kiosks, old]:
+            k.wait_ready()
+        raw, ready = subscriber(srv.url)
+        stack.callback(raw.close)
+        assert ready.clock is not None and ready.clock["max_lead_ms"] == round(cfg.sync_max_lead * 1000)
+
+        ann, sent = publish(srv.url, EN)
+        msgs = raw.utterance(ann.id)
+        start = msgs[0]
+        assert isinstance(start, protocol.Start) and isinstance(start.play_at, float), start
+        assert isinstance(msgs[-1], protocol.End) and msgs[-1].reason == "done"
+        audio_s = msgs[-1].stats["audio_ms"] / 1000
+        assert audio_s > 12, audio_s
+        for k in [*kiosks, old]:
+            k.wait_played(ann.id, 60)
+        s = check_in_step(kiosks, ann.id, sent, start.play_at, cfg.sync_max_lead, at_s=())
+        assert s.end_ms <= SPREAD_MS and s.span_s > audio_s - 1, s.line()
+
+        # The page that does not sync played it all, as soon as it could: before play_at.
+        before = old.report(ann.id)
+        assert before.source == "recorder" and before.raw["playAt"] is None
+        played = old.page.evaluate("id => window.rtts.stats.utterances[id]", ann.id)
+        assert played["played"] == played["received"] > audio_s * 24000 * 0.95, played
+        assert before.heard(0) < start.play_at - 0.1, (before.heard(0), start.play_at)
+        print(f"  sync=0 kiosk: heard {before.heard(0) - sent:.3f} s after publish, "
+              f"{(start.play_at - before.heard(0)) * 1000:.0f} ms before the others")
+        for k in [*kiosks, old]:
+            assert not k.errors, (k.name, k.errors)
+
+
+@pytest.mark.skipif(NGINX is None, reason="needs nginx: apt-get install nginx")
+@pytest.mark.skipif(REDIS is None, reason="needs redis-server: apt-get install redis-server")
+def test_kiosks_on_two_instances_play_in_step(tmp_path: Path, browser: Browser) -> None:
+    for d in ("a", "b", "redis", "nginx"):
+        (tmp_path / d).mkdir()
+    with RedisServer(tmp_path / "redis") as redis, ExitStack() as stack:
+        args = ("--bus", redis.url, "--shared-clock", "bus", "--publish-token", TOKEN, "--trusted-proxies",
+                "127.0.0.1", "--preload", "--phrase-cache-mb", "0")
+        a = stack.enter_context(RttsProcess(tmp_path / "a", *args))
+        b = stack.enter_context(RttsProcess(tmp_path / "b", *args, env={"RTTS_TEST_CLOCK_SKEW_MS": "30"}))
+        a.wait_listening(), b.wait_listening()
+        # Each instance loads the Mandarin voice before the announcement, as a box that has
+        # spoken Mandarin before has: the first announcement is not the one to time a cold load.
+        for inst in (a, b):
+            with Client(inst.url) as c:
+                assert isinstance(c.recv(), protocol.Ready)
+                c.send(type="speak", id="warm", text="你好。")
+                assert c.utterance("warm", timeout=120)[-1].reason == "done"
+        url = stack.enter_context(nginx_in_front(tmp_path / "nginx", a.port, b.port))
+        front = urlparse(url).port
+        assert front is not None
+        kiosks = []
+        for i, link in enumerate(LINKS):
+            kiosks.append(Kiosk(stack, browser, front, link, seed=i))
+            kiosks[-1].wait_ready()  # one at a time: nginx's least_conn then puts two on each
+        assert (readyz(a.port)[1]["connections"], readyz(b.port)[1]["connections"]) == (2, 2)
+
+        ann, sent = publish(a.url, ZH)
+        with Client(b.url) as c:
+            ready = c.recv()
+        assert isinstance(ready, protocol.Ready) and ready.clock is not None and ready.clock["source"] == "bus", ready.clock
+        max_lead = ready.clock["max_lead_ms"] / 1000
+        for k in kiosks:
+            k.wait_played(ann.id, 150)
+        play_at = kiosks[0].page.evaluate("id => window.rtts.stats.utterances[id].playAt", ann.id)
+        assert all(k.page.evaluate("id => window.rtts.stats.utterances[id].playAt", ann.id) == play_at
+                   for k in kiosks), "the instances chose different times"
+        check_in_step(kiosks, ann.id, sent, play_at, max_lead, at_s=(60.0,))
+        for k in kiosks:
+            assert not k.errors, (k.name, k.errors)
+    assert "Traceback" not in a.log + b.log, a.log + b.log
