@@ -45,6 +45,9 @@ class Draft:
 class Announcement(Draft):
     seq: int = 0  # the channel's sequence number, from the bus (1, 2, 3… per channel)
     published: float = 0.0  # Unix time the bus took it
+    # When its first sample is heard (Unix s on the shared clock), once the channel has
+    # chosen it (``channels.py``); never on the bus: each instance learns it by its claim.
+    play_at: float | None = None
 
     @property
     def id(self) -> str:

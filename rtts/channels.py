@@ -32,15 +32,16 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from . import protocol
+from . import protocol, timeline
 from .announcements import Announcement, Draft
 from .bus import Bus, BusDown
 from .jobs import Job
 from .protocol import ErrorCode, ProtocolError
 from .shared_jobs import SharedJobs
+from .timeline import LeadEstimator
 
 log = logging.getLogger(__name__)
 
@@ -77,16 +78,28 @@ class _Channel:
     last_seq: int = 0
     timer: asyncio.TimerHandle | None = None
     lag: asyncio.TimerHandle | None = None  # LAG_S for those still receiving ``current``
+    play_end: float = 0.0  # when the audio of the announcements played so far ends (shared clock)
 
 
 class Channels:
     def __init__(
-        self, bus: Bus, jobs: SharedJobs, queue_limit: int, clock: Callable[[], float] = time.time
+        self,
+        bus: Bus,
+        jobs: SharedJobs,
+        queue_limit: int,
+        clock: Callable[[], float] = time.time,
+        lead: LeadEstimator | None = None,
+        gap: float = 0.25,
     ) -> None:
+        """``clock``: the shared clock (``clock.SharedClock.now``), Unix seconds; ``lead``
+        and ``gap``: how far ahead an announcement's ``play_at`` is set, and how far apart
+        consecutive ones are (``timeline.py``)."""
         self._bus = bus
         self.jobs = jobs
         self.queue_limit = queue_limit
         self._clock = clock
+        self.lead = lead or LeadEstimator(min_lead=0.3, max_lead=2.0)
+        self._gap = gap
         self._channels: dict[str, _Channel] = {}
         self._subscriptions: dict[Member, set[str]] = {}  # each member's channels: no walk over all
         self._holding: dict[Member, set[str]] = {}  # announcements handed to a member, not yet ended
@@ -284,6 +297,10 @@ class Channels:
 
     def _begin(self, ch: _Channel, ann: Announcement) -> None:
         self._cancel_timers(ch)
+        at = timeline.floor(ch.play_end, self._gap, ann.not_before, ann.high)
+        ann = replace(ann, play_at=timeline.propose(self._clock(), self.lead.lead(), at))
+        if ann.high:
+            ch.play_end = ann.play_at  # what was to play after this is cut where it begins
         ch.current = ann
         ch.waiting = set(ch.members)
         ch.begun = set()
@@ -312,14 +329,19 @@ class Channels:
         if ch is not None and ch.current is not None and ch.current.id == ann_id and member in ch.waiting:
             ch.begun.add(member)
 
-    def ended(self, member: Member, ann_id: str) -> None:
-        """``member`` sent ``end`` for an announcement (done, cancelled or error)."""
+    def ended(self, member: Member, ann_id: str, audio_ms: float | None = None) -> None:
+        """``member`` sent ``end`` for an announcement (done, cancelled or error), after
+        ``audio_ms`` of its audio (``end.stats``)."""
         held = self._holding.get(member)
         if held is not None and ann_id in held:
             held.discard(ann_id)
             self.jobs.release(ann_id)
         ch = self._channels.get(ann_id.rpartition("#")[0])
         if ch is not None and ch.current is not None and ch.current.id == ann_id and member in ch.waiting:
+            play_at = ch.current.play_at
+            if play_at is not None and audio_ms is not None and audio_ms > 0:
+                # The next announcement is heard after this one ends on every kiosk.
+                ch.play_end = max(ch.play_end, play_at + audio_ms / 1000)
             self._ended_by(ch, member, received=member in ch.begun)
 
     def _ended_by(self, ch: _Channel, member: Member, *, received: bool) -> None:

@@ -48,6 +48,16 @@ class Config:
     publish_token: str | None = None
     bus: str | None = None  # "redis://host:port/db": announcements reach every instance; None: this process only
     channel_queue: int = 16  # announcements waiting per channel on an instance
+    # Playing in step (docs/protocol.md): how far ahead of now an announcement's play_at is
+    # set, in seconds. sync_lead 0: learnt from how late audio came before, within
+    # sync_min_lead..sync_max_lead (the bound on the delay this adds); sync_gap: silence
+    # between consecutive announcements; shared_clock: the host's own clock (kept by
+    # NTP/chrony on every instance) or the Redis server's (``bus``, through TIME).
+    sync_lead: float = 0.0
+    sync_min_lead: float = 0.3
+    sync_max_lead: float = 2.0
+    sync_gap: float = 0.25
+    shared_clock: str = "host"
     default_voice: str | None = None
     max_text_chars: int = 5000
     max_message_bytes: int = 65536
@@ -172,6 +182,16 @@ class Config:
             problems.append("channel-queue must be at least 1")
         if self.bus is not None and not self.bus.startswith(("redis://", "rediss://", "unix://")):
             problems.append("bus must be a redis:// (or rediss://, unix://) URL")
+        if not 0 < self.sync_min_lead <= self.sync_max_lead <= 60:
+            problems.append("sync-min-lead and sync-max-lead must be positive, min <= max <= 60 s")
+        if not 0 <= self.sync_lead <= self.sync_max_lead:
+            problems.append("sync-lead must be 0 (learnt) or positive, at most sync-max-lead")
+        if not 0 <= self.sync_gap <= 60:
+            problems.append("sync-gap must be within 0..60 s")
+        if self.shared_clock not in ("host", "bus"):
+            problems.append("shared-clock must be host or bus")
+        elif self.shared_clock == "bus" and self.bus is None:
+            problems.append("shared-clock bus follows the Redis server's clock: give --bus too")
         if self.drain_grace < 0 or self.shutdown_timeout <= self.drain_grace:
             problems.append("shutdown-timeout must be longer than drain-grace (>= 0)")
         if problems:
@@ -197,6 +217,7 @@ class Config:
             "send_stall_ms": round(self.send_stall * 1000),
             "channel_queue": self.channel_queue,
             "memory_budget_mb": round(self.memory_budget or 0),
+            "sync_max_lead_ms": round(self.sync_max_lead * 1000),
         }
 
     @property
@@ -253,6 +274,13 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "publish_token_file": (Path, "read the publish token from this file"),
     "bus": (str, "redis://HOST:PORT/DB: share channel announcements with every instance using that Redis"),
     "channel_queue": (int, "announcements waiting per channel; more are refused with queue_full"),
+    "sync_lead": (float, "seconds ahead an announcement's play_at is set, fixed (default: learnt from how late "
+                  "audio came, within sync-min-lead..sync-max-lead)"),
+    "sync_min_lead": (float, "the least lead, in seconds"),
+    "sync_max_lead": (float, "the most lead, in seconds: the bound on the delay playing in step adds"),
+    "sync_gap": (float, "seconds of silence between consecutive announcements of a channel"),
+    "shared_clock": (str, "the clock kiosks follow: host (this host's, kept by NTP) or bus (the Redis server's; "
+                     "needs --bus)"),
     "default_voice": (str, "voice used when a client names none"),
     "max_text_chars": (int, "longest text one utterance may hold"),
     "max_message_bytes": (int, "largest message accepted; larger closes with 1009"),

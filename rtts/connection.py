@@ -90,7 +90,8 @@ class Connection:
                 self.service.metrics.observe(effect.message)
                 self.deliver(effect.message)
                 if isinstance(effect.message, protocol.End) and effect.message.channel is not None:
-                    self.service.channels.ended(self, effect.message.id)
+                    end = effect.message
+                    self.service.channels.ended(self, end.id, end.stats.get("audio_ms"))
             elif isinstance(effect, Submit):
                 effect.job.sink = self._job_event
                 self._submit(effect.job)
@@ -109,7 +110,8 @@ class Connection:
         """Queue one message for the client."""
         data = self._encode(message)
         if data:
-            self.outbox.put(data)
+            # A pong goes ahead of queued audio: its round trip times the client's clock.
+            self.outbox.put(data, front=isinstance(message, protocol.Pong))
             if isinstance(message, protocol.Audio):
                 self.playing_until = max(self.playing_until, time.monotonic()) + self.session.out.frame_ms / 1000
 

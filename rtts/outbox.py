@@ -40,6 +40,7 @@ class Outbox:
         self.stall_s = stall_s
         self._on_room = on_room
         self._items: deque[bytes | tuple[int, str]] = deque()
+        self._ahead = 0  # items at the head put there with ``front``, in the order they came
         self.bytes = 0  # queued here, not yet handed to the connection
         self.peak = 0
         self._wake = asyncio.Event()
@@ -53,10 +54,17 @@ class Outbox:
     def full(self) -> bool:
         return self.bytes >= self.limit
 
-    def put(self, data: bytes) -> None:
+    def put(self, data: bytes, front: bool = False) -> None:
+        """Queue ``data`` last, or with ``front`` ahead of everything queued that was not
+        itself put in front (a pong: its time is measured, and must not wait behind
+        256 KiB of audio); those put in front keep their order."""
         if self.closing or self.done:
             return
-        self._items.append(data)
+        if front:
+            self._items.insert(self._ahead, data)
+            self._ahead += 1
+        else:
+            self._items.append(data)
         self.bytes += len(data)
         self.peak = max(self.peak, self.bytes)
         if self.full:
@@ -70,6 +78,7 @@ class Outbox:
         self.closing = True
         if now:
             self._items.clear()
+            self._ahead = 0
             self.bytes = 0
         self._items.append((code, reason))
         self._wake.set()
@@ -86,6 +95,7 @@ class Outbox:
                     self._wake.clear()
                     await self._wake.wait()
                 item = self._items.popleft()
+                self._ahead = max(0, self._ahead - 1)
                 if isinstance(item, tuple):
                     await sink.close(*item)
                     return

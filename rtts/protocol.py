@@ -203,6 +203,9 @@ class Ready:
     v: int = VERSION
     # The formats this server can send (an extension of v1: "opus" only where PyAV is installed).
     formats: list[str] | None = None
+    # The shared clock announcements are timed on (an extension of v1, "Playing in step"):
+    # {"source": "host" | "bus", "max_lead_ms": the most play_at is ever set ahead}.
+    clock: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -219,6 +222,10 @@ class Start:
     channel: str | None = None
     text: str | None = None
     priority: str | None = None
+    # An announcement's timeline (an extension of v1, "Playing in step"): the Unix time in
+    # seconds, on the shared clock, at which its sample at pts 0 is heard; the same on every
+    # instance. The sample at ``pts`` p is heard at ``play_at + p / sample_rate``.
+    play_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -281,6 +288,10 @@ class Error:
 class Pong:
     TYPE: ClassVar[str] = "pong"
     t: Any = None
+    # The shared clock (Unix seconds) when the ping was handled: with the client's own
+    # times of sending the ping and receiving this, one sample of its offset to the
+    # server's clock (an extension of v1, "Playing in step"). Sent ahead of queued audio.
+    server_time: float | None = None
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from . import memory, protocol
 from .config import Config
 from .bus import make_bus
 from .channels import Channels
+from .clock import HostClock, host_time
 from .inference import InferenceWorker
 from .jobs import Job
 from .phrase_cache import PhraseCache
@@ -31,6 +33,7 @@ from .text.lexicon import Lexicon
 from .session import Session
 from .shared_jobs import SharedJobs
 from .speech_stream import SpeechStream
+from .timeline import LeadEstimator
 from .engines.base import VoiceInfo
 from .host.client import Host
 from .voices import VoiceRegistry, host_ops
@@ -179,7 +182,13 @@ class Service:
         self.worker = InferenceWorker(
             self.registry, self._post, cache=cache, host=self.host, budget_bytes=config.memory_budget_bytes
         )
-        self.channels = Channels(make_bus(config.bus, config.max_text_chars), SharedJobs(self.worker), config.channel_queue)
+        # The clock announcements are timed on, read by every session's pong too.
+        self.clock = HostClock(host_time(os.environ))
+        lead = LeadEstimator(config.sync_min_lead, config.sync_max_lead, fixed=config.sync_lead)
+        self.channels = Channels(
+            make_bus(config.bus, config.max_text_chars), SharedJobs(self.worker), config.channel_queue,
+            clock=self.clock.now, lead=lead, gap=config.sync_gap,
+        )
         self.metrics = Metrics(self)
         self.active = 0  # connections and HTTP syntheses in progress
         self._idle_timer: asyncio.TimerHandle | None = None
@@ -303,7 +312,8 @@ class Service:
 
     def new_session(self, authorized: bool = False) -> Session:
         return Session(
-            f"s{next(self._ids)}", self.config, _CatalogView(self), authorized=authorized, lexicon=self.lexicon()
+            f"s{next(self._ids)}", self.config, _CatalogView(self), authorized=authorized, lexicon=self.lexicon(),
+            wall=self.clock.now,
         )
 
     def lexicon(self) -> Lexicon:

@@ -219,12 +219,16 @@ class Session:
         clock: Callable[[], float] = time.monotonic,
         authorized: bool = False,
         lexicon: Lexicon | None = None,
+        wall: Callable[[], float] = time.time,
     ) -> None:
+        """``clock``: monotonic seconds, for pacing; ``wall``: the shared clock (Unix
+        seconds, ``clock.SharedClock.now``) a pong carries, for clients playing in step."""
         self.id = session_id
         self._config = config
         self._catalog = catalog
         self._lexicon = lexicon or Lexicon({})
         self._clock = clock
+        self._wall = wall
         # ``authorized``: the token already came in the handshake (Sec-WebSocket-Protocol).
         self.authorized = config.token is None or authorized
         self.voice = catalog.default_voice
@@ -382,7 +386,7 @@ class Session:
         if isinstance(msg, protocol.Publish):
             return [Post(self._draft(msg))]
         assert isinstance(msg, protocol.Ping)
-        return [Send(protocol.Pong(msg.t))]
+        return [Send(protocol.Pong(msg.t, server_time=self._wall()))]
 
     def _whole(self, utt: Utterance, raw: str) -> None:
         """Queue a whole text as the utterance's units; refuse what cannot be spoken before any audio."""
@@ -467,6 +471,7 @@ class Session:
             loaded=self._catalog.loaded_voices(),
             limits=self._config.limits,
             formats=[f for f in protocol.FORMATS if f != "opus" or codecs.available("opus")],
+            clock={"source": self._config.shared_clock, "max_lead_ms": round(self._config.sync_max_lead * 1000)},
         )
 
     # ------------------------------------------------------------ utterances
@@ -740,7 +745,7 @@ class Session:
             return protocol.Start(utt.id, voice, utt.out.sample_rate, utt.out.format, expected_wait_ms)
         return protocol.Start(
             utt.id, voice, utt.out.sample_rate, utt.out.format, expected_wait_ms,
-            channel=ann.channel, text=ann.text, priority=ann.priority,
+            channel=ann.channel, text=ann.text, priority=ann.priority, play_at=ann.play_at,
         )
 
     def _end(self, utt: Utterance, reason: str) -> protocol.End:

@@ -5,7 +5,13 @@
 // request is handed to the socket: `ttfaMs` to the first `audio` frame received and
 // `firstSoundMs` to the worklet starting to play it. The server's own `ttfa_ms` (from
 // `end.stats`) is kept next to them for comparison.
+//
+// With `sync` on, the page follows the server's shared clock (clock.js) and plays a
+// channel announcement that carries `play_at` at that time (docs/protocol.md, "Playing
+// in step"), so every kiosk that hears it speaks as one; window.rtts.sync reports the
+// clock and where each timed sample was put.
 
+import { ClockSync } from "./clock.js";
 import { Connection, wsUrl } from "./connection.js";
 import { Player, decodeFrame } from "./player.js";
 import { OPUS_RATE, OpusStream, opusSupported } from "./opus.js";
@@ -26,16 +32,19 @@ export class RttsClient extends EventTarget {
   // go with each utterance, sampleRate, format, token and words with `hello`. format "opus" is
   // used when both this browser (WebCodecs) and the server (ready.formats) can; else pcm16.
   // words (true, "word" or "char"): ask for word timing, and caption word by word.
+  // sync: play timed announcements in step; outputMs: the sink's latency beyond what the
+  // browser reports; clockSkewPpm (tests only): this page's clock runs fast by that much.
   constructor(settings = {}) {
     super();
-    this.settings = { prebufferMs: 60, ...settings };
+    this.settings = { prebufferMs: 60, sync: false, outputMs: 0, clockSkewPpm: 0, ...settings };
     this.utterances = new Map(); // id -> record, in creation order
     this.live = new Set(); // ids the server has not ended yet
     this.last = null; // {id, rate, chunks} audio of the most recent utterance, for WAV
     this.caption = null; // {id, text, index} from marks; with words also {word, parts, pos}
     this._following = null; // the requestAnimationFrame that moves the word highlight
-    this.player = new Player({ prebufferMs: this.settings.prebufferMs });
-    this.conn = new Connection({ url: settings.url || wsUrl(), hello: () => this._hello() });
+    this.clock = this.settings.sync ? new ClockSync({ skewPpm: this.settings.clockSkewPpm }) : null;
+    this.player = new Player({ prebufferMs: this.settings.prebufferMs, clock: this.clock, outputMs: this.settings.outputMs });
+    this.conn = new Connection({ url: settings.url || wsUrl(), hello: () => this._hello(), clock: this.clock });
     this.conn.addEventListener("message", (e) => this._onMessage(e.detail));
     this.conn.addEventListener("state", (e) => this._emit("state", e.detail));
     this.conn.addEventListener("closed", () => this._onDisconnect());
@@ -68,17 +77,27 @@ export class RttsClient extends EventTarget {
   }
 
   // An announcement begins: it becomes an utterance record like the page's own. A
-  // high-priority one has cut what this connection was playing: drop what is queued here.
+  // high-priority one has cut what this connection was playing: drop what is queued here,
+  // at once; or, when it is timed, at its start (player.cutAt), which is the same
+  // instant on every kiosk.
   _announcement(msg) {
     if (msg.priority === "high") {
       this._dropLocal();
-      this.player.flush();
+      if (!this._timed(msg)) this.player.flush();
     }
     const rec = this._record(msg.id, msg.text || "", "channel");
     Object.assign(rec, { channel: msg.channel, priority: msg.priority || "normal" });
     const seq = Number(String(msg.id).split("#").pop());
     if (Number.isInteger(seq)) this.channels.set(msg.channel, Math.max(this.channels.get(msg.channel) ?? 0, seq));
     return rec;
+  }
+
+  // Whether a `start` is played at its `play_at`: only with sync on, from a server that
+  // offers its clock, once this page has an estimate of it. Otherwise as soon as it can.
+  _timed(msg) {
+    const ready = this.conn.ready;
+    return typeof msg.play_at === "number" && this.clock !== null && this.clock.ready
+      && Boolean(ready && ready.clock);
   }
 
   async start() {
@@ -130,7 +149,7 @@ export class RttsClient extends EventTarget {
       id, text, mode, sentAt: performance.now(), flushAt: null,
       started: false, voice: null, marks: [], words: [], cps: null, firstPts: null, sent: 0, received: 0, played: 0,
       ttfaMs: null, firstSoundMs: null, serverTtfaMs: null, firstFrameAt: null, expectedWaitMs: null,
-      reason: null, stats: null, error: null, cancelled: false, stopMs: null,
+      reason: null, stats: null, error: null, cancelled: false, stopMs: null, playAt: null, lateMs: null,
     };
     this.utterances.set(id, rec);
     this.live.add(id);
@@ -243,6 +262,13 @@ export class RttsClient extends EventTarget {
               (err) => this._onOpusError(rec, err));
           }
           rec.expectedWaitMs = msg.expected_wait_ms ?? null;
+          if (rec.playAt === null && this._timed(msg)) {
+            // Before any of its audio: the worklet plays a chunk as it comes unless it
+            // knows the chunk's utterance has a time.
+            rec.playAt = msg.play_at;
+            this.player.timeline(rec.id, msg.play_at);
+            if (rec.priority === "high") this.player.cutAt(rec.id);
+          }
           this._emit("start", rec);
         }
         break;
@@ -321,11 +347,14 @@ export class RttsClient extends EventTarget {
   }
 
   _onSamples(rec, samples) {
+    // Its place on the utterance's timeline: the pts of its first sample. Decoded Opus
+    // keeps pts (opus.js trims the pre-skip), so this holds for every format.
+    const pos = rec.playAt !== null ? rec.firstPts + rec.sent : undefined;
     rec.sent += samples.length;
     if (this.last && this.last.id === rec.id) this.last.chunks.push(samples.slice());
     // Frames still in flight after Stop or an interrupt are dropped here, so they can
     // never reach the speakers.
-    if (!rec.cancelled) this.player.push(rec.id, samples);
+    if (!rec.cancelled) this.player.push(rec.id, samples, pos);
   }
 
   _onDisconnect() {
@@ -343,6 +372,15 @@ export class RttsClient extends EventTarget {
   }
 
   _onStatus(st) {
+    if (st.placed) {
+      for (const [id, pos] of st.placed) {
+        const rec = this.utterances.get(id);
+        // How much of its start came too late to be played (the rest joins at position).
+        if (rec && rec.lateMs === null && rec.playAt !== null) {
+          rec.lateMs = Math.max(0, ((pos - rec.firstPts) / this.player.sampleRate) * 1000);
+        }
+      }
+    }
     for (const [id, n] of Object.entries(st.received)) {
       const rec = this.utterances.get(id);
       if (rec) rec.received = n;
@@ -457,6 +495,7 @@ export class RttsClient extends EventTarget {
         reason: r.reason, stats: r.stats, error: r.error, stopMs: r.stopMs, format: r.format ?? null, bytes: r.bytes ?? 0,
         marks: r.marks.length, firstFrameAt: r.firstFrameAt, flushAt: r.flushAt, expectedWaitMs: r.expectedWaitMs,
         channel: r.channel ?? null, priority: r.priority ?? null, words: r.words.length,
+        playAt: r.playAt, lateMs: r.lateMs,
       };
     }
     const st = this.player.status;
@@ -467,6 +506,20 @@ export class RttsClient extends EventTarget {
         ? (st.starved / this.player.sampleRate) * 1000 : 0,
       caption: this.caption ? this.caption.text : null, lastStopMs: this.lastStopMs ?? null,
       utterances,
+    };
+  }
+
+  // Playing in step, for tests and the benchmark: the clock estimate, and per timed
+  // utterance (the last 8) rows [pos, sharedS, trueS]: sample `pos` was meant to be heard
+  // at shared-clock second sharedS and is output at trueS, Unix seconds by this page's
+  // own clock (timeOrigin + performance.now(), the same on every page of a host). The
+  // worklet's counters of late samples and corrections come with them.
+  get sync() {
+    const st = this.player.status;
+    return {
+      clock: this.clock ? this.clock.stats : null,
+      placed: this.player.placed,
+      late: st.late ?? 0, softDrops: st.softDrops ?? 0, softDups: st.softDups ?? 0, hardSyncs: st.hardSyncs ?? 0,
     };
   }
 

@@ -2,11 +2,18 @@
 // `hello` on every (re)connect, a ping every few seconds so a dead link is noticed
 // even when TCP is not told, and reconnection with capped, jittered backoff — forever,
 // because a kiosk has nobody to press a button.
+//
+// Given a ClockSync (clock.js), the pings also follow the server's shared clock: where
+// `ready.clock` says the server offers one, each pong's `server_time` is a sample, taken
+// in a burst at connect (so the estimate is ready within a second) and then every 2 s.
 
 import { decode, encode } from "../vendor/msgpack/index.mjs";
 
 const PING_EVERY_MS = 5000;
 const PING_TIMEOUT_MS = 12000;
+const PING_BURST = 8; // pings 100 ms apart after a `ready` that offers a clock
+const PING_BURST_MS = 100;
+const PING_SYNC_MS = 2000;
 const BACKOFF_FIRST_MS = 500;
 const BACKOFF_MAX_MS = 10000;
 
@@ -17,10 +24,12 @@ export function wsUrl(path = "/ws") {
 
 export class Connection extends EventTarget {
   // hello(): the `hello` message to send on each connect (settings, token).
-  constructor({ url = wsUrl(), hello = () => ({}) } = {}) {
+  // clock: a ClockSync to feed from pongs (null: pings only keep the link alive).
+  constructor({ url = wsUrl(), hello = () => ({}), clock = null } = {}) {
     super();
     this.url = url;
     this.hello = hello;
+    this.clock = clock;
     this.ws = null;
     this.state = "idle"; // connecting | ready | reconnecting | unauthorized
     this.ready = null; // the last `ready`
@@ -31,7 +40,7 @@ export class Connection extends EventTarget {
     this._retryTimer = null;
     this._pingTimer = null;
     this._lastPong = 0;
-    this._pingSeq = 0;
+    this._syncing = false; // this socket's pings sample the server's clock
   }
 
   connect() {
@@ -48,8 +57,9 @@ export class Connection extends EventTarget {
     this.ws = ws;
     ws.onopen = () => {
       this._lastPong = performance.now();
+      this._syncing = false;
       this._sendRaw({ type: "hello", v: 1, ...this.hello() });
-      this._pingTimer = setInterval(() => this._ping(), PING_EVERY_MS);
+      this._pingEvery(PING_EVERY_MS);
     };
     ws.onmessage = (e) => this._onFrame(e.data);
     ws.onclose = (e) => this._onClose(ws, e);
@@ -87,7 +97,34 @@ export class Connection extends EventTarget {
       this._onClose(this.ws, { code: 4000, reason: "ping timeout" });
       return;
     }
-    this._sendRaw({ type: "ping", t: performance.now() });
+    this._sendRaw({ type: "ping", t: this._localMs() });
+  }
+
+  _pingEvery(ms) {
+    clearInterval(this._pingTimer);
+    this._pingTimer = setInterval(() => this._ping(), ms);
+  }
+
+  // The first `ready` of a socket that offers a clock starts sampling it. The samples of
+  // an earlier socket are dropped: behind a load balancer it may have been another
+  // instance, whose clock need not be this one's.
+  _startSync() {
+    if (this._syncing || !this.clock) return;
+    this._syncing = true;
+    this.clock.reset();
+    clearInterval(this._pingTimer);
+    let sent = 0;
+    const burst = () => {
+      if (this.ws === null || this.ws.readyState !== WebSocket.OPEN) return;
+      this._ping();
+      if (++sent < PING_BURST) this._pingTimer = setTimeout(burst, PING_BURST_MS);
+      else this._pingEvery(PING_SYNC_MS);
+    };
+    burst();
+  }
+
+  _localMs() {
+    return this.clock ? this.clock.localMs() : performance.now();
   }
 
   _onFrame(data) {
@@ -103,16 +140,21 @@ export class Connection extends EventTarget {
       this.ready = msg;
       this.attempt = 0;
       this._setState("ready");
+      if (msg.clock) this._startSync();
     } else if (msg.type === "pong") {
       this._lastPong = performance.now();
-      if (typeof msg.t === "number") this.rttMs = performance.now() - msg.t;
+      if (typeof msg.t === "number") {
+        const now = this._localMs();
+        this.rttMs = now - msg.t;
+        if (this._syncing && typeof msg.server_time === "number") this.clock.add(msg.t / 1000, msg.server_time, now / 1000);
+      }
     }
     this.dispatchEvent(new CustomEvent("message", { detail: msg }));
   }
 
   _onClose(ws, e) {
     if (ws !== this.ws) return; // an old socket we already gave up on
-    clearInterval(this._pingTimer);
+    clearInterval(this._pingTimer); // also clears the burst's timeout: one pool of ids
     this.ws = null;
     this.closeInfo = { code: e.code, reason: e.reason || "" };
     this._scheduleRetry(e.code === 1008 ? "unauthorized" : "reconnecting");

@@ -11,6 +11,12 @@
 //                     subscribed again on every reconnection, with what was missed shown
 //   words=0           caption by sentence only; by default the kiosk asks for word timing
 //                     (its own announcements and its channels') and lights the word heard
+//   sync=0            play a channel's announcements as soon as they come; by default the
+//                     kiosk follows the server's clock and plays each at its `play_at`,
+//                     in step with every other kiosk on the channel
+//   output_ms=N       the loudspeaker's latency beyond what the browser reports (an HDMI
+//                     or Bluetooth sink often reports none): heard N ms earlier to match
+//   clock_skew_ppm=N  tests only: this page's clock runs N ppm fast, as a cheap crystal
 //
 // More announcements come from window.rtts.announce(text, {priority: "high"}) or a
 // same-origin postMessage({type: "rtts-announce", text, priority}). A high-priority
@@ -41,6 +47,9 @@ const client = new RttsClient({
   sampleRate: number("rate", 24000),
   format: params.get("format") || "pcm16", // "opus" for thin links (WebCodecs; pcm16 where missing)
   words: params.get("words") !== "0", // in `hello`, so a channel's announcements carry them too
+  sync: params.get("sync") !== "0",
+  outputMs: number("output_ms", 0),
+  clockSkewPpm: number("clock_skew_ppm", 0),
 });
 
 const urlQueue = params.getAll("queue").map(parseItem).filter((item) => item.text);

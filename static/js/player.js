@@ -1,8 +1,34 @@
 // Main-thread side of playback: one AudioContext running at the session's sample rate
 // (so `pts` and sample counts mean the same thing on both ends) and the worklet node.
+//
+// Playing in step (docs/protocol.md, "Playing in step"): an utterance given a timeline
+// (`play_at`, on the server's shared clock) is scheduled by the worklet against a mapping
+// from context frames to shared-clock time that this side keeps up to date: a `clock`
+// message every 250 ms, {frame F, shared: when F is heard, r: frames per shared second}.
+//
+// What the output timestamp means, measured in Debian's headless Chromium 156 at
+// 24 kHz (issue 24, step 0: 10 s of getOutputTimestamp() with a worklet playing):
+// - contextTime advances at sr frames per performanceTime second: the line through
+//   (performanceTime, contextTime) has slope 1 + 1.5e-6, residuals under 0.26 ms. On a
+//   real device the two can drift apart; the mapping's rate r is fitted, not assumed.
+// - currentTime - contextTime = 42.8 ms (median) while baseLatency + outputLatency =
+//   10.0 + 32.0 = 42.0 ms: contextTime is the frame being heard at performanceTime, the
+//   output latency already in it. So (contextTime, performanceTime) is used as it is, and
+//   the latencies are added only on the fallback, currentTime (the frame about to be
+//   rendered) at performance.now(); that fallback is ~5 ms coarser (currentTime moves in
+//   steps of the device's ~10 ms callback).
+// - performanceTime trails performance.now() by 0-10 ms (it is renewed once a callback).
 
 const WORKLET_URL = new URL("./worklet.js", import.meta.url);
 const QUANTUM = 128; // samples an AudioWorklet renders per call
+const TICK_MS = 250;
+const RATE_WINDOW_S = 60; // the mapping's rate is fitted over this much history...
+const RATE_MIN_SPAN_S = 10; // ...once there is this much (the nominal rate before)
+const RATE_MAX_PPM = 1000;
+const SLEW_S = 0.002; // the mapped time moves at most this much per tick...
+const HARD_S = 0.015; // ...unless it is off by more than this, when it jumps (hard sync)
+const PLACED_UTTERANCES = 8; // placements kept for window.rtts.sync
+const PLACED_ROWS = 4000;
 
 export function decodeFrame(data, format) {
   // msgpack hands back a view into the message buffer that may sit at an odd offset;
@@ -25,9 +51,19 @@ function mulawToFloat(u) {
 }
 
 export class Player extends EventTarget {
-  constructor({ prebufferMs = 60 } = {}) {
+  // clock: the page's ClockSync, for timed utterances (null: none are). outputMs: latency
+  // of the sink beyond what the browser reports (HDMI, Bluetooth), added to every timestamp.
+  constructor({ prebufferMs = 60, clock = null, outputMs = 0 } = {}) {
     super();
     this.prebufferMs = prebufferMs;
+    this.clock = clock;
+    this.outputMs = outputMs;
+    this.timed = new Set(); // ids given a timeline and not done yet
+    this.placed = new Map(); // id -> [[pos, sharedS, trueS], ...]: where timed samples were put
+    this.mapping = null; // the last `clock` posted: {frame, shared, r}
+    this._mappings = []; // recent ones, with the frame rendered when each was posted
+    this._history = []; // [[frame, shared]] measured, for the rate
+    this._ticker = null;
     this.ctx = null;
     this.node = null;
     this.sampleRate = 0;
@@ -70,10 +106,15 @@ export class Player extends EventTarget {
     this.ctx = ctx;
     this.node = node;
     this.sampleRate = sampleRate;
+    // Frames count from 0 again in a new context: what was measured in the old one is void.
+    this.mapping = null;
+    this._mappings = [];
+    this._history = [];
     // Another rate may have been asked for while this one opened (a first `ready` at
     // 24 kHz, then Opus's at 48 kHz): what came meanwhile is for that context, which
     // replaces this one (closing it would lose it).
     if (this._wanted === sampleRate) {
+      if (this.timed.size) this._clockTick(); // before the audio, or it would play untimed
       for (const [msg, transfer] of this._pending.splice(0)) node.port.postMessage(msg, transfer);
     }
     this._emit("state", { state: ctx.state });
@@ -88,8 +129,26 @@ export class Player extends EventTarget {
     if (this.ctx && this.ctx.state === "suspended") await this.ctx.resume();
   }
 
-  push(id, samples) {
-    this._post({ type: "audio", id, samples }, [samples.buffer]);
+  // pos: the utterance's sample index of samples[0] (its pts), for a timed utterance;
+  // left out, the chunk plays as soon as it can, as always.
+  push(id, samples, pos) {
+    const msg = { type: "audio", id, samples };
+    if (pos !== undefined) msg.pos = pos;
+    this._post(msg, [samples.buffer]);
+  }
+
+  // Utterance `id` is heard from shared-clock time `playAt` (its pos 0); before its audio.
+  timeline(id, playAt) {
+    this.timed.add(id);
+    this._post({ type: "timeline", id, playAt }, []);
+    this._clockTick();
+    if (this._ticker === null) this._ticker = setInterval(() => this._clockTick(), TICK_MS);
+  }
+
+  // A high-priority timed utterance: what plays before it goes on until its start, and
+  // is cut there (on every kiosk at the same instant), rather than at once by flush().
+  cutAt(id) {
+    this._post({ type: "cutAt", id }, []);
   }
 
   end(id) {
@@ -104,6 +163,7 @@ export class Player extends EventTarget {
   // Drops everything queued; resolves once the worklet's output is silent.
   flush() {
     this._pending = [];
+    this._untime([...this.timed]);
     if (!this.node) return Promise.resolve({ dropped: 0 });
     this.node.port.postMessage({ type: "flush" });
     // A suspended context renders nothing, so it is silent already; the flag is applied
@@ -142,16 +202,126 @@ export class Player extends EventTarget {
 
   _onMessage(msg) {
     if (msg.type === "status") {
+      if (msg.placed && msg.placed.length) this._place(msg.placed);
       this.status = msg;
       this._emit("status", msg);
     } else if (msg.type === "flushed") {
       for (const resolve of this._flushWaiters.splice(0)) resolve(msg);
     } else {
+      if (msg.type === "done") this._untime([msg.id]);
       this._emit(msg.type, msg); // start, done
     }
+  }
+
+  _untime(ids) {
+    for (const id of ids) this.timed.delete(id);
+    if (!this.timed.size && this._ticker !== null) {
+      clearInterval(this._ticker);
+      this._ticker = null;
+    }
+  }
+
+  // Which context frame is heard when, on the page's performance.now() clock, by the
+  // output timestamp where there is one (see the top of this file), plus the trim.
+  _outputNow() {
+    const ctx = this.ctx;
+    const rate = this.sampleRate;
+    const ts = ctx.getOutputTimestamp ? ctx.getOutputTimestamp() : null;
+    if (ts && ts.contextTime > 0 && ts.performanceTime > 0) {
+      return { frame: ts.contextTime * rate, perf: ts.performanceTime + this.outputMs };
+    }
+    const latency = (ctx.baseLatency || 0) + (ctx.outputLatency || 0);
+    return { frame: ctx.currentTime * rate, perf: performance.now() + latency * 1000 + this.outputMs };
+  }
+
+  // One `clock` message: the frame heard now and when that is on the shared clock, the
+  // rate fitted to the history, and the time moved towards the measurement by at most
+  // SLEW_S, so that a new clock sample (or a jittery timestamp) shifts playback by a
+  // soft correction; a bigger error (a context that was suspended) is taken at once.
+  _clockTick() {
+    const ctx = this.ctx;
+    const clock = this.clock;
+    // A context being replaced, or one not running (suspended: its frames stand still),
+    // gets none; nor does a page without an estimate yet (a new connection's burst).
+    if (!ctx || !this.node || this.sampleRate !== this._wanted || ctx.state !== "running") return;
+    if (!clock || !clock.ready) return;
+    const out = this._outputNow();
+    const measured = clock.sharedS(out.perf);
+    const history = this._history;
+    history.push([out.frame, measured]);
+    while (history.length && history[0][1] < measured - RATE_WINDOW_S) history.shift();
+    const r = fitRate(history, this.sampleRate);
+    let shared = measured;
+    const prev = this.mapping;
+    if (prev) {
+      const predicted = prev.shared + (out.frame - prev.frame) / prev.r;
+      const error = measured - predicted;
+      if (Math.abs(error) <= HARD_S) shared = predicted + Math.max(-SLEW_S, Math.min(SLEW_S, error));
+    }
+    const mapping = { type: "clock", frame: out.frame, shared, r };
+    this.node.port.postMessage(mapping);
+    this.mapping = mapping;
+    this._mappings.push({ ...mapping, at: ctx.currentTime * this.sampleRate });
+    if (this._mappings.length > 8) this._mappings.shift();
+  }
+
+  // The worklet's placements [id, pos, frame] (frame: the context frame the sample was
+  // written to) as [pos, sharedS, trueS]: when the page meant it to be heard, by the
+  // mapping the worklet had, and when it is output by the page's own clock in Unix
+  // seconds (timeOrigin + performance.now(): one clock for every page on a host, so
+  // tests can compare pages without trusting any page's estimate).
+  _place(rows) {
+    if (!this._mappings.length || !this.ctx) return;
+    const rate = this.sampleRate;
+    const out = this._outputNow();
+    for (const [id, pos, frame] of rows) {
+      const m = this._mappingAt(frame);
+      const sharedS = m.shared + (frame - m.frame) / m.r;
+      const trueS = (performance.timeOrigin + out.perf + ((frame - out.frame) / rate) * 1000) / 1000;
+      let list = this.placed.get(id);
+      if (!list) {
+        list = [];
+        this.placed.set(id, list);
+        while (this.placed.size > PLACED_UTTERANCES) this.placed.delete(this.placed.keys().next().value);
+      }
+      if (list.length < PLACED_ROWS) list.push([pos, sharedS, trueS]);
+    }
+  }
+
+  // The last mapping posted before `frame` was rendered (the worklet applies each as it
+  // arrives, some ~10 ms after it is posted; rows are reported within ~40 ms).
+  _mappingAt(frame) {
+    let m = this._mappings[0];
+    for (const x of this._mappings) if (x.at <= frame) m = x;
+    return m;
   }
 
   _emit(type, detail) {
     this.dispatchEvent(new CustomEvent(type, { detail }));
   }
+}
+
+// Context frames per shared-clock second: the least-squares slope of frame over shared
+// time, within RATE_MAX_PPM of the nominal rate, and the nominal rate until the history
+// spans RATE_MIN_SPAN_S (a short line would follow the timestamps' jitter).
+export function fitRate(history, rate) {
+  const n = history.length;
+  if (n < 2 || history[n - 1][1] - history[0][1] < RATE_MIN_SPAN_S) return rate;
+  const [f0, s0] = history[0]; // relative to the first: Unix seconds would swamp the sums
+  let mf = 0;
+  let ms = 0;
+  for (const [f, s] of history) {
+    mf += f - f0;
+    ms += s - s0;
+  }
+  mf /= n;
+  ms /= n;
+  let sfs = 0;
+  let sss = 0;
+  for (const [f, s] of history) {
+    sfs += (f - f0 - mf) * (s - s0 - ms);
+    sss += (s - s0 - ms) * (s - s0 - ms);
+  }
+  const bound = rate * RATE_MAX_PPM * 1e-6;
+  return Math.max(rate - bound, Math.min(rate + bound, sfs / sss));
 }

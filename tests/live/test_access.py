@@ -67,9 +67,11 @@ def test_token_in_subprotocol_skips_hello(guarded: ServerThread):
             "send_stall_ms": 30000,
             "channel_queue": 16,
             "memory_budget_mb": round(guarded.config.memory_budget or 0),  # the cgroup's cap, if any
+            "sync_max_lead_ms": 2000,
         }
         ws.send(msgpack.packb({"type": "ping", "t": 1}))
-        assert protocol.decode_server(ws.recv(10)) == protocol.Pong(1)
+        pong = protocol.decode_server(ws.recv(10))
+        assert isinstance(pong, protocol.Pong) and pong.t == 1
 
 
 def test_wrong_token_in_subprotocol_is_401_before_the_upgrade(guarded: ServerThread):

@@ -381,3 +381,71 @@ async def test_a_resync_counts_only_what_was_missed_since_subscribing() -> None:
     told = a.told[-1]
     assert isinstance(told, protocol.Subscribed) and (told.seq, told.missed) == (42, 2)
     await hub.stop()
+
+
+# ---------------------------------------------------------------- playing in step
+
+
+class Wall:
+    """The shared clock, by hand (Unix seconds)."""
+
+    def __init__(self) -> None:
+        self.t = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+async def test_every_member_gets_one_play_at_one_lead_ahead_and_the_next_after_the_end() -> None:
+    from rtts.timeline import LeadEstimator
+
+    wall = Wall()
+    hub = Channels(LocalBus(wall), FakeJobs(), queue_limit=3, clock=wall,  # type: ignore[arg-type]
+                   lead=LeadEstimator(0.3, 2.0), gap=0.25)
+    await hub.start()
+    a, b = Member(hub), Member(hub)
+    hub.join(a, "lobby", None), hub.join(b, "lobby", None)
+    await hub.publish(draft("one"))
+    await hub.publish(draft("two"))
+    await settle()
+    first = a.heard[0]
+    assert first.play_at == b.heard[0].play_at == wall.t + 1.0  # no lag measured yet: 1 s ahead
+    wall.t += 0.2  # all its audio sent, far ahead of playing it: the next waits for it to be heard
+    hub.ended(a, first.id, 3000.0)
+    hub.ended(b, first.id, 3000.0)
+    assert a.heard[1].play_at == b.heard[1].play_at == first.play_at + 3.0 + 0.25
+    wall.t += 10  # long after: one lead ahead again
+    hub.ended(a, a.heard[1].id, 500.0)
+    hub.ended(b, b.heard[1].id, 500.0)
+    await hub.publish(draft("three"))
+    await settle()
+    assert a.heard[2].play_at == wall.t + 1.0
+    await hub.stop()
+
+
+async def test_a_high_priority_announcement_cuts_at_its_own_play_at() -> None:
+    from rtts.timeline import LeadEstimator
+
+    wall = Wall()
+    hub = Channels(LocalBus(wall), FakeJobs(), queue_limit=3, clock=wall,  # type: ignore[arg-type]
+                   lead=LeadEstimator(0.3, 2.0, fixed=0.5), gap=0.25)
+    await hub.start()
+    a = Member(hub)
+    hub.join(a, "lobby", None)
+    await hub.publish(draft("long one"))
+    await settle()
+    hub.ended(a, a.heard[0].id, 60_000.0)  # sent, to be heard for a minute
+    await hub.publish(draft("next"))
+    await settle()
+    assert a.heard[1].play_at == a.heard[0].play_at + 60.25
+    wall.t += 1
+    await hub.publish(draft("fire", priority="high"))
+    await settle()
+    fire = a.heard[2]
+    assert fire.text == "fire" and fire.play_at == wall.t + 0.5  # no floor: it cuts what plays
+    hub.ended(a, a.heard[1].id, 60_000.0)  # the cut one ends, after the high one began: no say
+    hub.ended(a, fire.id, 2000.0)
+    await hub.publish(draft("after"))
+    await settle()
+    assert a.heard[3].play_at == fire.play_at + 2.0 + 0.25
+    await hub.stop()

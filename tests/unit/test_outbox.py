@@ -74,3 +74,27 @@ async def test_close_now_skips_what_is_queued():
     await asyncio.wait_for(sender, 1)
     assert pipe.closed == (1001, "server shutting down")
     assert len(pipe.got) <= 1  # at most the message already being sent
+
+
+async def test_what_is_put_in_front_goes_ahead_of_the_queue_in_its_own_order():
+    """A pong times the client's clock: it must not wait behind 256 KiB of audio."""
+    box = Outbox(limit=1000, stall_s=5)
+    pipe = Pipe()
+    pipe.gate.clear()
+    sender = asyncio.create_task(box.run(pipe))
+    box.put(b"audio1")
+    await asyncio.sleep(0.01)  # the sender holds audio1, waiting for the client
+    box.put(b"audio2")
+    box.put(b"audio3")
+    box.put(b"pong1", front=True)
+    box.put(b"pong2", front=True)
+    assert box.bytes == len(b"audio1audio2audio3pong1pong2")
+    pipe.gate.set()
+    await asyncio.sleep(0.01)
+    box.put(b"audio4")
+    box.put(b"pong3", front=True)
+    box.close(1000, "bye")
+    box.put(b"late", front=True)  # nothing goes ahead of a queued close, nor after it
+    await asyncio.wait_for(sender, 1)
+    assert pipe.got == [b"audio1", b"pong1", b"pong2", b"audio2", b"audio3", b"pong3", b"audio4"]
+    assert box.bytes == 0

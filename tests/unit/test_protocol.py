@@ -155,3 +155,20 @@ def test_check_passes_what_decoding_passes() -> None:
     for msg in (protocol.Speak(id="a", text="hi", speed=1.5), protocol.Hello(sample_rate=16000), protocol.Ping(t=3)):
         protocol.check(msg)
         assert protocol.decode_client(protocol.encode(msg)) == msg
+
+
+def test_the_fields_of_playing_in_step_round_trip_and_are_absent_when_unset():
+    """docs/protocol.md "Playing in step": optional fields, so a message without them is the
+    same bytes as before they existed, and an older client drops them."""
+    pong = protocol.Pong(7, server_time=1_800_000_000.125)
+    start = protocol.Start("lobby#3", "piper/a", 24000, "pcm16", channel="lobby", play_at=1_800_000_001.5)
+    assert protocol.decode_server(protocol.encode(pong)) == pong
+    assert protocol.decode_server(protocol.encode(start)) == start
+    assert protocol.encode(protocol.Pong(7)) == pack({"type": "pong", "t": 7})
+    assert protocol.encode(protocol.Start("a", "piper/a", 24000, "pcm16")) == pack(
+        {"type": "start", "id": "a", "voice": "piper/a", "sample_rate": 24000, "format": "pcm16"}
+    )
+    ready = protocol.Ready("s1", 24000, "pcm16", 20, [], "piper/a", [], {}, clock={"source": "bus", "max_lead_ms": 2000})
+    assert protocol.decode_server(protocol.encode(ready)).clock == {"source": "bus", "max_lead_ms": 2000}
+    # A ping's t comes back as it was sent, whatever the server adds.
+    assert protocol.decode_client(pack({"type": "ping", "t": 1234.5, "server_time": 1})) == protocol.Ping(1234.5)

@@ -36,10 +36,14 @@ class Clock:
         return self.t
 
 
+# The shared clock a session's pongs read (Unix seconds): the test clock, far from time.time().
+UNIX0 = 1_800_000_000.0
+
+
 def make(**overrides) -> tuple[Session, Clock]:
     clock = Clock()
     cfg = Config(cache_dir="/tmp/rtts-test", models_dir="/tmp/rtts-test", **overrides)
-    return Session("s1", cfg, Catalog(), clock), clock
+    return Session("s1", cfg, Catalog(), clock, wall=lambda: UNIX0 + clock.t), clock
 
 
 def send(session: Session, **msg) -> list:
@@ -242,7 +246,7 @@ def test_limits_and_bad_requests_keep_the_session_usable():
     send(session, type="speak", id="b", text="B.")
     assert errors(send(session, type="speak", id="c", text="C.")) == ["busy"]
     assert errors(send(session, type="append", id="a2", text="x" * 15)) == ["busy"]
-    assert sent(send(session, type="ping", t=7)) == [protocol.Pong(7)]
+    assert sent(send(session, type="ping", t=7)) == [protocol.Pong(7, server_time=UNIX0 + 100.0)]
 
 
 def test_append_total_length_is_limited():
@@ -624,3 +628,28 @@ def test_every_rate_the_opus_refusal_lists_is_accepted():
     for rate in listed:
         (ready,) = sent(send(session, type="hello", v=1, sample_rate=rate, format="opus"), protocol.Ready)
         assert ready.sample_rate == rate and ready.format == "opus"
+
+
+# ---------------------------------------------------------------- playing in step
+
+
+def test_a_pong_carries_the_shared_clock_and_ready_offers_it():
+    session, clock = make(shared_clock="host", sync_max_lead=1.5)
+    ready = sent(session.open(), protocol.Ready)[0]
+    assert ready.clock == {"source": "host", "max_lead_ms": 1500}
+    assert ready.limits["sync_max_lead_ms"] == 1500
+    clock.t = 250.5
+    assert sent(send(session, type="ping", t="client-ms")) == [protocol.Pong("client-ms", server_time=UNIX0 + 250.5)]
+
+
+def test_an_announcement_starts_with_its_play_at_and_a_speak_without():
+    from rtts.announcements import Announcement
+
+    session, _ = make()
+    ann = Announcement("lobby", "Hello there.", "piper/a", None, 1.0, "normal", None, seq=4, published=UNIX0,
+                       play_at=UNIX0 + 0.8)
+    start = sent(session.announce(ann), protocol.Start)[0]
+    assert (start.id, start.channel, start.play_at) == ("lobby#4", "lobby", UNIX0 + 0.8)
+    assert sent(send(session, type="speak", id="own", text="Mine."), protocol.Start) == []  # queued behind it
+    other, _ = make()
+    assert sent(send(other, type="speak", id="own", text="Mine."), protocol.Start)[0].play_at is None
