@@ -21,8 +21,17 @@ import bisect
 import statistics
 import time
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
+
+from tests.netdelay import DelayProxy
+
+# A page in a tab nobody looks at must still run its timers and audio on time: what
+# Chromium is started with for these pages, next to tests/system/test_browser.py's flags.
+UNTHROTTLED = ["--disable-background-timer-throttling", "--disable-renderer-backgrounding",
+               "--disable-backgrounding-occluded-windows"]
 
 # Installed once the page is ready (window.rtts.player exists): from then on every `start`
 # and every whole-quantum status of the worklet becomes a row [pos, null, trueS] in
@@ -55,7 +64,7 @@ RECORDER = """() => {
 READ = """id => {
     const r = window.rtts, sync = r.sync || null, u = r.utterances.get(id) || {};
     const placed = sync && sync.placed ? (sync.placed.get ? sync.placed.get(id) : sync.placed[id]) : null;
-    const st = r.player.status || {};
+    const st = r.player.status || {};  // its counters are the page's whole life's
     const first = u.firstPts || 0;
     const own = (window.__spread && window.__spread[id]) || [];
     return {
@@ -64,8 +73,9 @@ READ = """id => {
         recorder: own.map(([p, s, t]) => [p + first, s, t]),
         rate: r.player.sampleRate, firstPts: first, clock: sync ? sync.clock : null,
         playAt: (r.stats.utterances[id] || {}).playAt ?? null,
-        late: st.late ?? null, softDrops: st.softDrops ?? null, softDups: st.softDups ?? null,
-        hardSyncs: st.hardSyncs ?? null, underruns: st.underruns ?? null, done: Boolean(u.soundDone),
+        late: sync ? sync.late : null, softDrops: sync ? sync.softDrops : null, softDups: sync ? sync.softDups : null,
+        hardSyncs: sync ? sync.hardSyncs : null, lateMs: (r.stats.utterances[id] || {}).lateMs ?? null,
+        underruns: st.underruns ?? null, done: Boolean(u.soundDone),
     };
 }"""
 
@@ -187,3 +197,47 @@ def truth_offsets_ms(pages: Sequence[Any], tries: int = 5) -> list[float]:
 
 def median(values: Sequence[float]) -> float:
     return statistics.median(values) if values else float("nan")
+
+
+class Kiosk:
+    """A kiosk page on ``channel`` loaded through a DelayProxy of its own (so its page, its
+    WebSocket and its pings all take that link's delay), its errors collected. What it
+    opens is closed with ``stack``."""
+
+    def __init__(self, stack: ExitStack, browser: Any, target_port: int, link: tuple[float, float], seed: int,
+                 channel: str, **params: object) -> None:
+        self.link = link
+        self.channel = channel
+        self.proxy = stack.enter_context(DelayProxy(target_port, *link, seed=seed))
+        ctx = browser.new_context()
+        stack.callback(ctx.close)
+        self.page = ctx.new_page()
+        self.errors: list[str] = []
+        self.page.on("pageerror", lambda exc: self.errors.append(f"pageerror: {exc}"))
+        self.page.on("console", lambda m: m.type == "error" and self.errors.append(f"console: {m.text}"))
+        self.params = {k: str(v) for k, v in params.items()}
+        self.name = f"{link[0]:.0f}±{link[1]:.0f} ms" + "".join(f" {k}={v}" for k, v in self.params.items())
+        self.page.goto(f"{self.proxy.url}/kiosk?{urlencode({'channel': channel, **self.params})}")
+
+    @property
+    def syncs(self) -> bool:
+        return self.params.get("sync") != "0"
+
+    def wait_ready(self, timeout_s: float = 60) -> None:
+        """Subscribed, its audio open, and (when it syncs) a clock estimate from its
+        first burst of pings."""
+        self.page.wait_for_function(
+            "ch => window.rtts && window.rtts.stats.state === 'ready' && window.rtts.player.ctx"
+            " && window.rtts.channels.get(ch) != null", arg=self.channel, timeout=timeout_s * 1000)
+        install(self.page)
+        if self.syncs:
+            self.page.wait_for_function("window.rtts.sync.clock && window.rtts.sync.clock.samples >= 8",
+                                        timeout=timeout_s * 1000)
+
+    def wait_played(self, ann_id: str, timeout_s: float) -> None:
+        self.page.wait_for_function(
+            "id => { const u = window.rtts.utterances.get(id); return u && u.soundDone; }", arg=ann_id,
+            timeout=timeout_s * 1000)
+
+    def report(self, ann_id: str) -> Report:
+        return read(self.page, ann_id, self.name)
