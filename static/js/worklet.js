@@ -1,4 +1,5 @@
-// The playback end of the page: an AudioWorklet processor with a small jitter buffer.
+// The playback end of the page: an AudioWorklet processor with a small jitter buffer,
+// and sample-accurate timed playback for announcements played in step on many kiosks.
 //
 // Frames arrive over the port as they come off the WebSocket and are played from a
 // queue of chunks; nothing waits for a whole utterance. Playback starts once
@@ -7,16 +8,34 @@
 // frame has arrived, that is an underrun: it is counted, the edge is faded out (a
 // hard cut to zero is what makes a click), and playback waits for the buffer to refill.
 //
-// Port messages in:  {type:"audio", id, samples: Float32Array}  {type:"end", id}
+// Timed utterances (chunks with a `pos`, a `timeline` for their id and a `clock`
+// mapping, all known when the utterance comes to the head of the queue) play each
+// sample at the context frame the mapping gives it instead (drift.js has the
+// arithmetic): silence until the first is due, then sample-accurately. Samples whose
+// time has passed are dropped, never played late, so every kiosk stays on one timeline:
+// a late start or an underrun joins at the right position with a fade-in. While playing,
+// each quantum measures how far the output is from the mapping: a small error is
+// corrected one sample at a time at the quietest point of a quantum (at most one per
+// SOFT_EVERY samples), a large one by a fade-out and a jump to the right position.
+//
+// Port messages in:  {type:"audio", id, samples: Float32Array, pos?}  {type:"end", id}
 //                    {type:"flush"}  {type:"prebuffer", samples}
-// Port messages out: {type:"status", ...} every ~40 ms while anything changes,
+//                    {type:"timeline", id, playAt}  {type:"clock", frame, shared, r}
+//                    {type:"cutAt", id}
+// Port messages out: {type:"status", ...} every ~40 ms while anything changes, with
+//                    `placed` rows [id, pos, frame] and the timed counters,
 //                    {type:"start", id} first sample of an utterance played,
 //                    {type:"done", id, received, played} last sample played (or flushed),
 //                    {type:"flushed", dropped} the output is silent after a flush.
 
+import { decide, posAt, quietest, targetFrame } from "./drift.js";
+
 const FADE = 64; // samples of fade in/out around gaps and flushes (~3 ms at 24 kHz)
 const MAX_REFILL_S = 0.5;
 const AUDIBLE = 0.01; // -40 dBFS: quieter than this where a gap begins, and it is not heard
+const HARD_WAIT_S = 0.2; // a jump waits this long at most for a quiet moment to happen in
+const MAX_PLACED = 256; // placement rows kept between statuses (a status goes every ~40 ms)
+const MAX_TIMELINES = 64; // timelines of utterances not finished yet (an unattended page runs for months)
 
 class RttsPlayer extends AudioWorkletProcessor {
   constructor(options) {
@@ -24,9 +43,10 @@ class RttsPlayer extends AudioWorkletProcessor {
     const opts = (options && options.processorOptions) || {};
     this.prebuffer = opts.prebuffer || Math.round(sampleRate * 0.06);
     this.refill = this.prebuffer; // samples to gather before (re)starting; grows after underruns
-    this.chunks = []; // [{id, data: Float32Array, off}]
+    this.chunks = []; // [{id, data: Float32Array, off, pos, placed}]
     this.buffered = 0;
-    this.playing = false; // false: silent, waiting for the buffer to fill
+    this.queued = new Map(); // id -> samples of it in `chunks`
+    this.playing = false; // false: silent, waiting for the buffer to fill (or for a timed start)
     this.current = null; // id of the utterance whose samples are being played
     this.ended = new Set(); // ids whose last frame has arrived
     this.received = new Map(); // id -> samples received
@@ -37,9 +57,27 @@ class RttsPlayer extends AudioWorkletProcessor {
     this.starved = 0; // samples of silence output during underruns
     this.fadeIn = 0; // samples left of a fade-in
     this.tail = null; // fade-out samples still to play after a flush
+    this.fades = []; // [{data, at, from}]: fade-outs mixed into the output (cuts, jumps)
     this.flushDropped = 0;
     this.sinceStatus = 0;
     this.dirty = true;
+    // Timed playback.
+    this.clock = null; // {frame, shared, r}: the latest mapping of context frames to the shared clock
+    this.timelines = new Map(); // id -> playAt, shared seconds at which its pos 0 is heard
+    this.timed = new Map(); // id -> whether it plays timed, fixed when it comes to the head
+    this.cuts = new Set(); // ids that cut what is queued before them at their start frame
+    this.state = "wait"; // of the timed current: "wait" (for its frame), "play", "hard" (a jump due)
+    this.started = false; // the timed current has played a sample (silence since is starvation)
+    this.resyncing = false; // the wait is a jump's, not a late arrival's
+    this.hardFrom = 0; // frame at which a jump became due
+    this.sinceSoft = 0; // output samples since the last soft correction
+    this.mark = false; // the next sample written starts a run: report where it went
+    this.placed = []; // [[id, pos, frame]] since the last status
+    this.late = 0;
+    this.softDrops = 0;
+    this.softDups = 0;
+    this.hardSyncs = 0;
+    this.scratch = new Float32Array(2 * FADE + 256); // a look ahead at the next samples
     this.port.onmessage = (e) => this.onMessage(e.data);
   }
 
@@ -47,8 +85,10 @@ class RttsPlayer extends AudioWorkletProcessor {
     switch (msg.type) {
       case "audio": {
         const n = msg.samples.length;
-        this.chunks.push({ id: msg.id, data: msg.samples, off: 0 });
+        const pos = Number.isFinite(msg.pos) ? msg.pos : undefined;
+        this.chunks.push({ id: msg.id, data: msg.samples, off: 0, pos, placed: false });
         this.buffered += n;
+        this.queued.set(msg.id, (this.queued.get(msg.id) || 0) + n);
         this.received.set(msg.id, (this.received.get(msg.id) || 0) + n);
         this.changed.add(msg.id);
         break;
@@ -67,6 +107,22 @@ class RttsPlayer extends AudioWorkletProcessor {
         break;
       case "prebuffer":
         this.prebuffer = this.refill = msg.samples;
+        break;
+      case "timeline":
+        if (!Number.isFinite(msg.playAt)) break;
+        this.timelines.delete(msg.id);
+        this.timelines.set(msg.id, msg.playAt);
+        // Timelines of utterances that never came are forgotten, the oldest first.
+        if (this.timelines.size > MAX_TIMELINES) this.timelines.delete(this.timelines.keys().next().value);
+        break;
+      case "clock":
+        if ([msg.frame, msg.shared, msg.r].every(Number.isFinite) && msg.r > 0) {
+          this.clock = { frame: msg.frame, shared: msg.shared, r: msg.r };
+        }
+        break;
+      case "cutAt":
+        this.cuts.add(msg.id);
+        if (this.cuts.size > MAX_TIMELINES) this.cuts.delete(this.cuts.values().next().value);
         break;
     }
     this.dirty = true;
@@ -93,6 +149,7 @@ class RttsPlayer extends AudioWorkletProcessor {
     }
     this.flushDropped = this.dropAll();
     this.tail = tail;
+    this.fades = [];
     for (const id of [...this.received.keys()]) this.finish("done", id, { flushed: true });
   }
 
@@ -100,6 +157,7 @@ class RttsPlayer extends AudioWorkletProcessor {
     const dropped = this.buffered;
     this.chunks = [];
     this.buffered = 0;
+    this.queued.clear();
     this.playing = false;
     this.current = null;
     return dropped;
@@ -116,6 +174,10 @@ class RttsPlayer extends AudioWorkletProcessor {
     this.played.delete(id);
     this.ended.delete(id);
     this.changed.delete(id);
+    this.queued.delete(id);
+    this.timelines.delete(id);
+    this.timed.delete(id);
+    this.cuts.delete(id);
   }
 
   process(inputs, outputs) {
@@ -131,16 +193,23 @@ class RttsPlayer extends AudioWorkletProcessor {
       this.port.postMessage({ type: "flushed", dropped: this.flushDropped, frame: currentFrame });
       this.dirty = true;
     } else {
-      if (!this.playing && this.buffered > 0 && (this.buffered >= this.refill || this.allComplete())) {
-        this.playing = true;
-        this.fadeIn = FADE;
+      this.cutDue(n);
+      const head = this.chunks[0];
+      if (head ? this.timedChunk(head) : this.current !== null && this.timed.get(this.current)) {
+        this.renderTimed(out, n);
+      } else {
+        if (!this.playing && this.buffered > 0 && (this.buffered >= this.refill || this.allComplete())) {
+          this.playing = true;
+          this.fadeIn = FADE;
+        }
+        if (this.playing) this.render(out, n);
+        else if (this.current !== null) this.starved += n; // mid-utterance, waiting to refill
       }
-      if (this.playing) this.render(out, n);
-      else if (this.current !== null) this.starved += n; // mid-utterance, waiting to refill
     }
+    this.mixFades(out);
 
     this.sinceStatus += n;
-    if (this.sinceStatus >= sampleRate * 0.04 && (this.dirty || this.playing)) this.postStatus();
+    if (this.sinceStatus >= sampleRate * 0.04 && (this.dirty || this.playing || this.placed.length)) this.postStatus();
     return true;
   }
 
@@ -148,9 +217,10 @@ class RttsPlayer extends AudioWorkletProcessor {
     // If more audio is expected but fewer than a quantum plus a fade are queued, this
     // quantum is the last before the queue runs dry: play what there is, fading out at
     // its end. (Waiting until it is empty would cut at full amplitude whenever a chunk
-    // ends on a quantum boundary, and frames often do.)
+    // ends on a quantum boundary, and frames often do.) A timed utterance queued next
+    // is not more of this one: it starts at its own frame.
     const last = this.chunks.length ? this.chunks[this.chunks.length - 1].id : this.current;
-    const starving = last !== null && !this.ended.has(last) && this.buffered < n + FADE;
+    const starving = last !== null && !this.ended.has(last) && this.buffered < n + FADE && !this.timedQueued();
     const want = starving ? Math.min(n, this.buffered) : n;
     let i = 0;
     while (i < want && this.chunks.length) {
@@ -159,10 +229,17 @@ class RttsPlayer extends AudioWorkletProcessor {
         if (this.current !== null && !this.hasQueued(this.current)) {
           this.finish("done", this.current);
         }
+        if (this.timedChunk(c)) {
+          this.current = null; // the rest of this quantum is silence; it starts at its frame
+          break;
+        }
         this.current = c.id;
+        this.timed.set(c.id, false);
         this.port.postMessage({ type: "start", id: c.id, frame: currentFrame + i });
       }
       const take = Math.min(want - i, c.data.length - c.off);
+      if (take > 0 && c.pos !== undefined && !c.placed) this.place(c.id, c.pos + c.off, currentFrame + i);
+      c.placed = true;
       for (let k = 0; k < take; k++) {
         let s = c.data[c.off + k];
         if (this.fadeIn > 0) s *= 1 - this.fadeIn-- / FADE;
@@ -171,6 +248,7 @@ class RttsPlayer extends AudioWorkletProcessor {
       c.off += take;
       i += take;
       this.buffered -= take;
+      this.queued.set(c.id, this.queued.get(c.id) - take);
       this.played.set(c.id, (this.played.get(c.id) || 0) + take);
       if (c.off >= c.data.length) this.chunks.shift();
     }
@@ -180,13 +258,7 @@ class RttsPlayer extends AudioWorkletProcessor {
       // one gap is not followed by many (an adaptive jitter buffer, reset per utterance).
       this.refill = Math.min(this.refill * 2, Math.round(sampleRate * MAX_REFILL_S));
       this.starved += n - i;
-      const fade = Math.min(FADE, i);
-      // A gap inside speech is heard; one inside a pause (often the leading silence,
-      // while the server's second window is still on its way) is not. Count both.
-      let peak = 0;
-      for (let k = i - fade; k < i; k++) peak = Math.max(peak, Math.abs(out[k]));
-      if (peak > AUDIBLE) this.audibleUnderruns++;
-      for (let k = 0; k < fade; k++) out[i - fade + k] *= 1 - (k + 1) / fade;
+      this.fadeOutAt(out, i);
       this.playing = false;
       this.dirty = true;
     } else if (i < n) {
@@ -198,9 +270,320 @@ class RttsPlayer extends AudioWorkletProcessor {
     }
   }
 
+  // Fades out the samples before out[i], where a gap begins.
+  fadeOutAt(out, i) {
+    const fade = Math.min(FADE, i);
+    // A gap inside speech is heard; one inside a pause (often the leading silence,
+    // while the server's second window is still on its way) is not. Count both.
+    let peak = 0;
+    for (let k = i - fade; k < i; k++) peak = Math.max(peak, Math.abs(out[k]));
+    if (peak > AUDIBLE) this.audibleUnderruns++;
+    for (let k = 0; k < fade; k++) out[i - fade + k] *= 1 - (k + 1) / fade;
+  }
+
   hasQueued(id) {
     for (const c of this.chunks) if (c.id === id) return true;
     return false;
+  }
+
+  // ------------------------------------------------------------ timed playback
+
+  // Whether chunk `c` plays at the frames its timeline gives: decided for the whole
+  // utterance when it comes to the head (a clock arriving mid-way does not move it).
+  timedChunk(c) {
+    const fixed = this.timed.get(c.id);
+    if (fixed !== undefined) return fixed;
+    return c.pos !== undefined && this.clock !== null && this.timelines.has(c.id);
+  }
+
+  timedQueued() {
+    for (const c of this.chunks) if (this.timedChunk(c)) return true;
+    return false;
+  }
+
+  // The context frame at which sample `pos` of utterance `id` is to be heard.
+  frameOf(id, pos) {
+    return targetFrame(this.clock, this.timelines.get(id), pos, sampleRate);
+  }
+
+  // Timed utterances from the head of the queue into out[0, n): each waits for its
+  // frame, then plays under watch of the clock.
+  renderTimed(out, n) {
+    const f0 = currentFrame;
+    let i = 0;
+    while (i < n && this.chunks.length) {
+      const c = this.chunks[0];
+      if (c.off >= c.data.length) {
+        this.chunks.shift(); // an empty chunk
+        continue;
+      }
+      if (c.id !== this.current) {
+        if (this.current !== null && !this.hasQueued(this.current)) this.finish("done", this.current);
+        this.current = null;
+        this.playing = false;
+        if (!this.timedChunk(c)) break; // untimed: the jitter buffer's, from the next quantum
+        this.current = c.id;
+        this.timed.set(c.id, true);
+        this.state = "wait";
+        this.started = false;
+        this.resyncing = false;
+      }
+      i = this.state === "wait" ? this.join(out, i, n, f0) : this.playTimed(out, i, n, f0);
+    }
+    if (i < n && this.current !== null && this.timed.get(this.current) && !this.hasQueued(this.current)) {
+      if (this.ended.has(this.current)) {
+        // All of it played (or dropped as late): done.
+        this.finish("done", this.current);
+        this.current = null;
+        this.playing = false;
+        this.dirty = true;
+      } else if (this.started) {
+        this.starved += n - i; // an underrun: waiting for more
+      }
+    }
+  }
+
+  // In the wait state at out[i]: drops the samples whose time has passed, then starts
+  // the next one at its exact frame if that falls in this quantum and enough is queued
+  // to go on with. Returns the index of the first sample written, or n (still waiting).
+  join(out, i, n, f0) {
+    const id = this.current;
+    const playAt = this.timelines.get(id);
+    // The position due now; dropped up to chunk by chunk, as each chunk's own pos says
+    // where it belongs.
+    const due = Math.round(posAt(this.clock, playAt, f0 + i, sampleRate));
+    let dropped = 0;
+    while (this.chunks.length && this.chunks[0].id === id) {
+      const c = this.chunks[0];
+      const p = c.pos + c.off;
+      if (p >= due) break;
+      dropped += this.skip(Math.min(due - p, c.data.length - c.off));
+    }
+    if (!this.resyncing) this.late += dropped;
+    if (dropped) this.dirty = true;
+    const c = this.chunks[0];
+    if (!c || c.id !== id) return n; // everything queued was late
+    const s = i + Math.max(0, Math.round(this.frameOf(id, c.pos + c.off) - (f0 + i)));
+    // Starting with a few samples would be an underrun right away: the jitter buffer's
+    // rule, without its growth (a timed stream cannot catch up by waiting; its late
+    // samples are dropped anyway).
+    const enough = this.ended.has(id) || this.queued.get(id) >= this.prebuffer;
+    if (s >= n || !enough) {
+      if (this.started) this.starved += n - i;
+      return n;
+    }
+    if (this.started) this.starved += s - i;
+    // Sample 0 on time is the utterance's own start; anything else is joined mid-way.
+    this.fadeIn = c.pos + c.off > 0 ? FADE : 0;
+    this.state = "play";
+    this.playing = true;
+    this.resyncing = false;
+    this.mark = true;
+    this.dirty = true;
+    if (!this.started) {
+      this.started = true;
+      this.port.postMessage({ type: "start", id, frame: f0 + s });
+    }
+    return s;
+  }
+
+  // Plays out[i, n) of the timed current, after measuring how far it is from its mapping.
+  // Returns the index reached.
+  playTimed(out, i, n, f0) {
+    const id = this.current;
+    const c = this.chunks[0];
+    const len = n - i;
+    const avail = this.queued.get(id);
+    if (!this.ended.has(id) && avail < len + FADE) return this.starve(out, i, n, f0);
+    // Positive: the output is behind the samples' frames.
+    const e = f0 + i - this.frameOf(id, c.pos + c.off);
+    let d = decide(e, this.sinceSoft, sampleRate);
+    if (d.kind === "hard") {
+      if (this.state !== "hard") {
+        this.state = "hard";
+        this.hardFrom = f0 + i;
+      }
+      // A jump is a fade-out and a fade-in: made in a quiet moment if one comes soon.
+      const quiet = this.peak(len) < AUDIBLE;
+      if (quiet || f0 + i - this.hardFrom >= HARD_WAIT_S * sampleRate) return this.resync(out, i, f0);
+      d = { kind: "none", n: 0 };
+    } else if (this.state === "hard") {
+      this.state = "play"; // the mapping came back
+    }
+    if (len >= 2 && d.kind === "drop" && avail > len) {
+      const k = quietest(this.scratch, 0, this.look(len + 1));
+      let w = this.write(out, i, k, f0 + i);
+      this.skip(1);
+      this.softDrops++;
+      this.sinceSoft = 0;
+      w += this.write(out, i + w, len - w, f0 + i + w);
+      return i + w;
+    }
+    if (len >= 2 && d.kind === "dup" && avail >= len) {
+      const k = quietest(this.scratch, 0, this.look(len));
+      let w = this.write(out, i, k + 1, f0 + i);
+      out[i + w] = out[i + w - 1]; // the same sample once more
+      w++;
+      this.softDups++;
+      this.sinceSoft = 0;
+      this.mark = true;
+      w += this.write(out, i + w, len - w, f0 + i + w);
+      return i + w;
+    }
+    const w = this.write(out, i, len, f0 + i);
+    // The last of the utterance may end mid-quantum: what follows is the next one's.
+    return w > 0 ? i + w : n;
+  }
+
+  // The queue of the timed current runs dry before its last frame: play what there is,
+  // fading out, and wait. Its next sample rejoins at its own frame (late, mostly): the
+  // timeline does not move, and the jitter buffer does not grow.
+  starve(out, i, n, f0) {
+    const w = this.write(out, i, n - i, f0 + i);
+    this.fadeOutAt(out, i + w);
+    this.underruns++;
+    this.starved += n - i - w;
+    this.state = "wait";
+    this.playing = false;
+    this.dirty = true;
+    return n;
+  }
+
+  // A hard correction at out[i]: what would play next fades out over FADE samples
+  // (mixed in, under whatever follows), and the wait state skips the samples or waits
+  // the frames to the right position.
+  resync(out, i, f0) {
+    this.fadeOut(i, f0 + i);
+    this.hardSyncs++;
+    this.state = "wait";
+    this.resyncing = true;
+    this.dirty = true;
+    return i;
+  }
+
+  // The next FADE samples of the current, fading out, to be mixed into the output from
+  // out[from] (heard at `frame`) on.
+  fadeOut(from, frame) {
+    const data = new Float32Array(FADE);
+    const k = this.write(data, 0, FADE, frame);
+    for (let j = 0; j < k; j++) data[j] *= 1 - j / FADE;
+    this.fades.push({ data: data.subarray(0, k), at: 0, from });
+    this.mark = true;
+  }
+
+  mixFades(out) {
+    if (!this.fades.length) return;
+    for (const f of this.fades) {
+      for (let k = f.from; k < out.length && f.at < f.data.length; k++) out[k] += f.data[f.at++];
+      f.from = 0;
+    }
+    this.fades = this.fades.filter((f) => f.at < f.data.length);
+  }
+
+  // A due high-priority cut: from the quantum where its start frame is less than a
+  // quantum and a fade away, what is queued before it fades out and is dropped, so it
+  // starts at its frame on every kiosk alike.
+  cutDue(n) {
+    if (!this.cuts.size || this.clock === null) return;
+    for (const id of [...this.cuts]) {
+      if (!this.timelines.has(id)) continue;
+      if (this.frameOf(id, 0) - currentFrame >= n + FADE) continue;
+      this.cuts.delete(id);
+      this.cutBefore(id);
+    }
+  }
+
+  cutBefore(id) {
+    let first = this.chunks.findIndex((c) => c.id === id);
+    if (first < 0) first = this.chunks.length; // its audio is still on its way
+    const ids = new Set(this.chunks.slice(0, first).map((c) => c.id));
+    if (this.current !== null && this.current !== id) ids.add(this.current);
+    if (!ids.size) return;
+    if (this.playing && this.current !== id) this.fadeOut(0, currentFrame);
+    while (this.chunks.length && this.chunks[0].id !== id) {
+      const c = this.chunks.shift();
+      const left = c.data.length - c.off;
+      this.buffered -= left;
+      this.queued.set(c.id, this.queued.get(c.id) - left);
+    }
+    for (const cut of ids) if (this.received.has(cut)) this.finish("done", cut, { flushed: true });
+    this.current = null;
+    this.playing = false;
+    this.state = "wait";
+    this.dirty = true;
+  }
+
+  // Moves up to k samples of the current utterance from the queue to dst[at...], where
+  // dst[at] is heard at context frame `frame`: with the fade-in, and a placement row for
+  // the first sample of each chunk and of each run after a correction. Returns how many.
+  write(dst, at, k, frame) {
+    const id = this.current;
+    let w = 0;
+    while (w < k && this.chunks.length && this.chunks[0].id === id) {
+      const c = this.chunks[0];
+      const take = Math.min(k - w, c.data.length - c.off);
+      if (take > 0 && c.pos !== undefined && (this.mark || !c.placed)) this.place(id, c.pos + c.off, frame + w);
+      if (take > 0) {
+        c.placed = true;
+        this.mark = false;
+      }
+      for (let j = 0; j < take; j++) {
+        let s = c.data[c.off + j];
+        if (this.fadeIn > 0) s *= 1 - this.fadeIn-- / FADE;
+        dst[at + w + j] = s;
+      }
+      this.advance(c, take);
+      w += take;
+    }
+    this.played.set(id, (this.played.get(id) || 0) + w);
+    this.sinceSoft += w;
+    return w;
+  }
+
+  // Drops up to k samples of the current utterance from the queue; returns how many.
+  skip(k) {
+    const id = this.current;
+    let d = 0;
+    while (d < k && this.chunks.length && this.chunks[0].id === id) {
+      const c = this.chunks[0];
+      const take = Math.min(k - d, c.data.length - c.off);
+      this.advance(c, take);
+      d += take;
+    }
+    if (d) this.mark = true;
+    return d;
+  }
+
+  advance(c, take) {
+    c.off += take;
+    this.buffered -= take;
+    this.queued.set(c.id, this.queued.get(c.id) - take);
+    if (c.off >= c.data.length) this.chunks.shift();
+  }
+
+  // Copies up to k of the current's next samples into `scratch` without taking them.
+  look(k) {
+    const id = this.current;
+    let w = 0;
+    for (const c of this.chunks) {
+      if (c.id !== id || w >= k) break;
+      const take = Math.min(k - w, c.data.length - c.off);
+      this.scratch.set(c.data.subarray(c.off, c.off + take), w);
+      w += take;
+    }
+    return w;
+  }
+
+  peak(k) {
+    const m = this.look(k);
+    let peak = 0;
+    for (let j = 0; j < m; j++) peak = Math.max(peak, Math.abs(this.scratch[j]));
+    return peak;
+  }
+
+  place(id, pos, frame) {
+    this.placed.push([id, pos, frame]);
+    if (this.placed.length > MAX_PLACED) this.placed.shift();
   }
 
   postStatus() {
@@ -218,7 +601,13 @@ class RttsPlayer extends AudioWorkletProcessor {
       starved: this.starved,
       received,
       frame: currentFrame,
+      placed: this.placed,
+      late: this.late,
+      softDrops: this.softDrops,
+      softDups: this.softDups,
+      hardSyncs: this.hardSyncs,
     });
+    this.placed = [];
     this.sinceStatus = 0;
     this.dirty = false;
   }

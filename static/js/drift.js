@@ -1,0 +1,53 @@
+// Timed playback's arithmetic, pure, for the worklet (which imports it: AudioWorklet
+// modules are ES modules, and a relative import resolves against worklet.js's URL) and
+// for tests, which import it into a page.
+//
+// A clock mapping {frame, shared, r} says that context frame `frame` is heard at
+// `shared` seconds on the shared clock, and that r context frames pass per shared
+// second. An utterance's timeline says when (shared seconds) its sample 0 is heard;
+// sample p is heard p / rate later, `rate` being the utterance's (and the context's)
+// sample rate.
+
+const SOFT_MIN_S = 0.0005; // below this the error is not corrected: 0.5 ms is inaudible between speakers
+const SOFT_MAX_S = 0.015; // above this, one sample at a time would take too long: jump
+export const SOFT_EVERY = 1024; // output samples between two soft corrections (~0.1 % of the rate)
+
+// The context frame at which sample `pos` of an utterance starting at `playAt` is heard.
+export function targetFrame(clock, playAt, pos, rate) {
+  return clock.frame + (playAt + pos / rate - clock.shared) * clock.r;
+}
+
+// The inverse: the utterance position heard at context frame `frame` (fractional).
+export function posAt(clock, playAt, frame, rate) {
+  return ((frame - clock.frame) / clock.r + clock.shared - playAt) * rate;
+}
+
+// What to do about an error of `e` samples (output frame minus the frame the next sample
+// is due at: positive is late) when the last soft correction was `sinceLast` output
+// samples ago. Soft: drop (late) or duplicate (early) one sample, no more often than
+// every SOFT_EVERY samples, so the rate changes by at most ~0.1 %, far under what the
+// ear notices in speech. Hard: the error is too large for that; the caller fades out and
+// rejoins at the right position. `n` is the samples the correction removes (negative:
+// adds).
+export function decide(e, sinceLast, rate) {
+  const a = Math.abs(e);
+  if (a > SOFT_MAX_S * rate) return { kind: "hard", n: Math.round(e) };
+  if (a <= SOFT_MIN_S * rate || sinceLast < SOFT_EVERY) return { kind: "none", n: 0 };
+  return e > 0 ? { kind: "drop", n: 1 } : { kind: "dup", n: -1 };
+}
+
+// The index k in [off, off + n - 1) where taking out or repeating buf[k] changes the
+// sound least: where the wave is both near zero and flat, min |x[k]| + |x[k+1] - x[k]|.
+// The earliest such point on ties (silence: the first sample).
+export function quietest(buf, off, n) {
+  let best = off;
+  let cost = Infinity;
+  for (let k = off; k < off + n - 1; k++) {
+    const c = Math.abs(buf[k]) + Math.abs(buf[k + 1] - buf[k]);
+    if (c < cost) {
+      cost = c;
+      best = k;
+    }
+  }
+  return best;
+}
