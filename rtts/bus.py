@@ -21,11 +21,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
+import uuid
 from collections.abc import Callable
 from typing import Protocol
 
-from . import announcements
+from . import announcements, timeline
 from .announcements import Announcement, Draft
 from .protocol import ErrorCode, ProtocolError
 
@@ -45,6 +47,8 @@ class Bus(Protocol):
     state: str  # "local", "listening", "connecting" (to Redis, or again), "stopped"
     dropped: int  # messages from the bus refused as unreadable
     errors: int  # failures of the listener (each one logged, then retried)
+    # Other instances hear it too: an announcement's play_at must be agreed on (claim_play_at).
+    shared: bool
 
     async def start(self, deliver: Deliver, resync: Resync) -> None:
         """From now on, call ``deliver`` on the event loop with every announcement published,
@@ -56,6 +60,15 @@ class Bus(Protocol):
     async def last_seq(self, channel: str) -> int:
         """The number of the channel's latest announcement (0: none yet)."""
 
+    async def server_time(self) -> float:
+        """The clock every instance of this bus can read (Unix seconds; ``clock.BusClock``);
+        raises ``BusDown``."""
+
+    async def claim_play_at(self, key: str, now: float, lead: float, floor: float, *, max_lead: float) -> float:
+        """The ``play_at`` of the announcement ``key`` names (its id and publish time): the
+        one the first instance to begin it fixed, or, being first, ``timeline.propose`` with
+        the largest recent ``lead`` of any instance (at most ``max_lead``); raises ``BusDown``."""
+
     async def stop(self) -> None: ...
 
 
@@ -65,6 +78,7 @@ class LocalBus:
     state = "local"
     dropped = 0
     errors = 0
+    shared = False
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
@@ -85,6 +99,12 @@ class LocalBus:
     async def last_seq(self, channel: str) -> int:
         return self._seq.get(channel, 0)
 
+    async def server_time(self) -> float:
+        return self._clock()
+
+    async def claim_play_at(self, key: str, now: float, lead: float, floor: float, *, max_lead: float) -> float:
+        return timeline.propose(now, min(lead, max_lead), floor)  # nobody else to agree with
+
     async def stop(self) -> None:
         self._deliver = None
 
@@ -96,6 +116,36 @@ local seq = redis.call('INCR', KEYS[1])
 redis.call('PUBLISH', ARGV[1], seq .. '\\n' .. ARGV[2])
 return seq
 """
+# KEYS[1]: the announcement's play_at; KEYS[2]: every instance's lead, "<lead>:<when>";
+# ARGV: this instance, its lead, now, the floor, the largest lead allowed. The first
+# claim fixes play_at for every instance, covering the slowest instance's recent lead;
+# the others get that value. Leads older than LEAD_TTL_S (an instance gone) are dropped.
+# Returned as text: Redis turns a Lua number into an integer.
+_CLAIM = """
+local lead, now, floor, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2] .. ':' .. ARGV[3])
+redis.call('EXPIRE', KEYS[2], ARGV[7])
+local fixed = redis.call('GET', KEYS[1])
+if fixed then return fixed end
+local all = redis.call('HGETALL', KEYS[2])
+for i = 1, #all, 2 do
+  local other, at = string.match(all[i + 1], '^([^:]+):(.+)$')
+  other, at = tonumber(other), tonumber(at)
+  if other and at and now - at < tonumber(ARGV[6]) then
+    if other > lead then lead = other end
+  else
+    redis.call('HDEL', KEYS[2], all[i])
+  end
+end
+if lead > cap then lead = cap end
+local play = string.format('%.6f', math.max(now + lead, floor))
+redis.call('SET', KEYS[1], play, 'EX', ARGV[7])
+return play
+"""
+LEAD_TTL_S = 600  # an instance's lead counts this long after its last claim
+# A claimed play_at is kept this long: every instance begins an announcement within minutes
+# of the first (a channel waits at most HOLD_S for each before it).
+PLAY_TTL_S = 3600
 PREFIX = "rtts:"
 _TOPIC = PREFIX + "announce"
 _RETRY_S = (0.2, 0.5, 1.0, 2.0, 5.0)
@@ -110,6 +160,8 @@ _WARN_EVERY_S = 1.0
 
 
 class RedisBus:
+    shared = True
+
     def __init__(self, url: str, max_text_chars: int, clock: Callable[[], float] = time.time) -> None:
         import redis.asyncio as redis  # only with --bus: an optional dependency
 
@@ -119,6 +171,8 @@ class RedisBus:
         )
         self._redis = redis.Redis.from_pool(pool)
         self._script = self._redis.register_script(_PUBLISH)
+        self._claim = self._redis.register_script(_CLAIM)
+        self.instance = uuid.uuid4().hex  # whose lead is whose, in rtts:lead
         self._max_text_chars = max_text_chars
         self._clock = clock
         self._listener: asyncio.Task[None] | None = None
@@ -236,6 +290,29 @@ class RedisBus:
             log.warning("bus: %s holds %r, not a number", key, value[:40] if isinstance(value, bytes) else value)
             raise BusDown(f"Redis: {key} holds no number")
         return int(value)
+
+    async def server_time(self) -> float:
+        try:
+            seconds, micros = await self._redis.time()
+        except self._errors as exc:
+            raise BusDown(f"Redis: {exc}") from None
+        return int(seconds) + int(micros) / 1e6
+
+    async def claim_play_at(self, key: str, now: float, lead: float, floor: float, *, max_lead: float) -> float:
+        keys = [f"{PREFIX}play:{key}", f"{PREFIX}lead"]
+        args = [self.instance, repr(lead), repr(now), repr(floor), repr(max_lead), LEAD_TTL_S, PLAY_TTL_S]
+        try:
+            value = await self._claim(keys=keys, args=args)
+        except self._errors as exc:
+            raise BusDown(f"Redis: {exc}") from None
+        # Anyone who can write to this Redis can write there: a number, or not trusted.
+        try:
+            play_at = float(value)
+        except (TypeError, ValueError):
+            raise BusDown(f"Redis: {keys[0]} holds {str(value)[:40]!r}, not a time") from None
+        if not math.isfinite(play_at) or abs(play_at - now) > 24 * 3600:
+            raise BusDown(f"Redis: {keys[0]} holds {play_at!r}, not a time near now")
+        return play_at
 
     async def stop(self) -> None:
         self._stopping = True

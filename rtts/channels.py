@@ -57,6 +57,9 @@ HOLD_S = 60.0
 LAG_S = 5.0
 # Channels one connection may subscribe to: each costs an entry here for as long as it lasts.
 MAX_SUBSCRIPTIONS = 16
+# How long an announcement waits for the instances to agree on its play_at (one Redis
+# round trip, ~1 ms on a LAN) before it is played at this instance's own.
+CLAIM_TIMEOUT_S = 0.5
 
 
 class Member(Protocol):
@@ -79,6 +82,10 @@ class _Channel:
     timer: asyncio.TimerHandle | None = None
     lag: asyncio.TimerHandle | None = None  # LAG_S for those still receiving ``current``
     play_end: float = 0.0  # when the audio of the announcements played so far ends (shared clock)
+    play_at: float | None = None  # ``current``'s, once agreed
+    begun_at: float = 0.0  # when ``current`` began here (shared clock): what play_at was set from
+    delivered_s: float = 0.0  # of its audio, how much was synthesized so far
+    lag_s: float | None = None  # how late its audio came (``timeline.LeadEstimator``)
 
 
 class Channels:
@@ -106,6 +113,8 @@ class Channels:
         self._tasks: set[asyncio.Task[None]] = set()
         self.started = 0  # announcements started on this instance
         self.dropped = 0  # announcements this instance could not queue
+        self.claims_failed = 0  # announcements played at this instance's own time, the bus silent
+        jobs.on_audio = self.audio
 
     async def start(self) -> None:
         await self._bus.start(self._arrived, self._resync)
@@ -297,31 +306,84 @@ class Channels:
 
     def _begin(self, ch: _Channel, ann: Announcement) -> None:
         self._cancel_timers(ch)
-        at = timeline.floor(ch.play_end, self._gap, ann.not_before, ann.high)
-        ann = replace(ann, play_at=timeline.propose(self._clock(), self.lead.lead(), at))
-        if ann.high:
-            ch.play_end = ann.play_at  # what was to play after this is cut where it begins
+        self._learn(ch)
         ch.current = ann
         ch.waiting = set(ch.members)
         ch.begun = set()
+        ch.play_at = None
         self.started += 1
         log.info("channel %s: %s to %d subscribers", ch.name, ann.id, len(ch.waiting))
+        now = self._clock()
+        ch.begun_at, ch.delivered_s, ch.lag_s = now, 0.0, None
+        lead, floor = self.lead.lead(), timeline.floor(ch.play_end, self._gap, ann.not_before, ann.high)
         try:
             for member in list(ch.waiting):
                 self.jobs.hold(ann.id)
                 self._holding.setdefault(member, set()).add(ann.id)
-            for member in list(ch.waiting):
-                try:
-                    member.announce(ann)  # may end it at once (an error): ``ended`` copes
-                except Exception:  # one subscriber's failure is its own, never the channel's
-                    log.exception("channel %s: %s could not be handed to a subscriber", ch.name, ann.id)
-                    self._let_go(ch, member, ann)
+            if self._bus.shared:
+                # Every instance must hear it at one time: agreed through the bus, then handed out.
+                self._spawn(self._claim(ch, ann, now, lead, floor))
+            else:
+                self._hand_out(ch, ann, timeline.propose(now, lead, floor))
         finally:
             # Whatever happened above, the channel goes on: never wedged on ``current``.
             if ch.current is ann:
                 ch.timer = asyncio.get_running_loop().call_later(HOLD_S, self._stop_holding, ch, ann)
                 if not ch.waiting:
                     self._finish(ch)
+
+    async def _claim(self, ch: _Channel, ann: Announcement, now: float, lead: float, floor: float) -> None:
+        """Agree on ``ann``'s ``play_at`` with the other instances, then hand it out; without
+        an answer soon, this instance's own time (its kiosks may then differ from the others')."""
+        members = list(ch.waiting)
+        try:
+            async with asyncio.timeout(CLAIM_TIMEOUT_S):
+                play_at = await self._bus.claim_play_at(
+                    f"{ann.id}:{ann.published!r}", now, lead, floor, max_lead=self.lead.max_lead
+                )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # BusDown, a timeout or a bug: the announcement is played all the same
+            play_at = timeline.propose(now, lead, floor)
+            self.claims_failed += 1
+            log.warning("channel %s: no agreed time for %s (%s); played at this instance's own",
+                        ch.name, ann.id, exc if isinstance(exc, BusDown) else type(exc).__name__)
+        if ch.current is not ann:
+            # The channel went on meanwhile (everyone left, or a high one cut it): never handed out.
+            for member in members:
+                self._unhold(member, ann.id)
+            return
+        self._hand_out(ch, ann, play_at)
+        if ch.current is ann and not ch.waiting:
+            self._finish(ch)
+
+    def _hand_out(self, ch: _Channel, ann: Announcement, play_at: float) -> None:
+        """Give ``ann``, timed, to every subscriber still waiting for it."""
+        ch.play_at = play_at
+        if ann.high:
+            ch.play_end = play_at  # what was to play after it is cut where it begins
+        timed = replace(ann, play_at=play_at)
+        for member in list(ch.waiting):
+            try:
+                member.announce(timed)  # may end it at once (an error): ``ended`` copes
+            except Exception:  # one subscriber's failure is its own, never the channel's
+                log.exception("channel %s: %s could not be handed to a subscriber", ch.name, ann.id)
+                self._let_go(ch, member, ann)
+
+    def audio(self, ann_id: str, audio_s: float) -> None:
+        """``audio_s`` more of the announcement's audio was synthesized (``SharedJobs``):
+        how late it came, after what came before it, teaches the lead."""
+        ch = self._channels.get(ann_id.rpartition("#")[0])
+        if ch is None or ch.current is None or ch.current.id != ann_id:
+            return
+        lag = self._clock() - ch.begun_at - ch.delivered_s
+        ch.lag_s = lag if ch.lag_s is None else max(ch.lag_s, lag)
+        ch.delivered_s += audio_s
+
+    def _learn(self, ch: _Channel) -> None:
+        if ch.lag_s is not None:
+            self.lead.record(ch.lag_s)
+            ch.lag_s = None
 
     def begun(self, member: Member, ann_id: str) -> None:
         """``member``'s session made the first job of announcement ``ann_id``: it is receiving it."""
@@ -338,10 +400,9 @@ class Channels:
             self.jobs.release(ann_id)
         ch = self._channels.get(ann_id.rpartition("#")[0])
         if ch is not None and ch.current is not None and ch.current.id == ann_id and member in ch.waiting:
-            play_at = ch.current.play_at
-            if play_at is not None and audio_ms is not None and audio_ms > 0:
+            if ch.play_at is not None and audio_ms is not None and audio_ms > 0:
                 # The next announcement is heard after this one ends on every kiosk.
-                ch.play_end = max(ch.play_end, play_at + audio_ms / 1000)
+                ch.play_end = max(ch.play_end, ch.play_at + audio_ms / 1000)
             self._ended_by(ch, member, received=member in ch.begun)
 
     def _ended_by(self, ch: _Channel, member: Member, *, received: bool) -> None:
@@ -370,12 +431,15 @@ class Channels:
         its session still plays the announcement when it comes to it, synthesized for it alone."""
         ch.waiting.discard(member)
         ch.begun.discard(member)
+        self._unhold(member, ann.id)
+
+    def _unhold(self, member: Member, ann_id: str) -> None:
         held = self._holding.get(member)
-        if held is not None and ann.id in held:
-            held.discard(ann.id)
+        if held is not None and ann_id in held:
+            held.discard(ann_id)
             if not held:
                 del self._holding[member]
-            self.jobs.release(ann.id)
+            self.jobs.release(ann_id)
 
     def _stop_holding(self, ch: _Channel, ann: Announcement) -> None:
         if ch.current is ann:
@@ -385,6 +449,7 @@ class Channels:
             self._finish(ch)
 
     def _finish(self, ch: _Channel) -> None:
+        self._learn(ch)
         ch.current = None
         ch.waiting.clear()
         ch.begun.clear()

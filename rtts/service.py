@@ -24,7 +24,7 @@ from . import memory, protocol
 from .config import Config
 from .bus import make_bus
 from .channels import Channels
-from .clock import HostClock, host_time
+from .clock import make_clock
 from .inference import InferenceWorker
 from .jobs import Job
 from .phrase_cache import PhraseCache
@@ -113,6 +113,11 @@ class Metrics:
                      lambda: channels.dropped, r)
         _LiveCounter("rtts_announcement_jobs_shared", "subscribers' announcement jobs served by a synthesis "
                      "another subscriber started", lambda: channels.jobs.joined, r)
+        prom.Gauge("rtts_sync_lead_seconds", "how far ahead the next announcement's play_at is set (learnt from "
+                   "how late audio came, or --sync-lead)", registry=r).set_function(lambda: channels.lead.lead())
+        _LiveCounter("rtts_sync_claims_failed", "announcements played at this instance's own time because the "
+                     "bus did not agree one in time (their kiosks may differ from other instances')",
+                     lambda: channels.claims_failed, r)
         bus = channels.bus
         _LiveCounter("rtts_bus_messages_dropped", "messages from the bus (Redis) refused as unreadable or invalid",
                      lambda: bus.dropped, r)
@@ -120,6 +125,11 @@ class Metrics:
                      "listened again)", lambda: bus.errors, r)
         prom.Gauge("rtts_bus_up", "1 while this instance hears the bus (always with the in-process one)",
                    registry=r).set_function(lambda: bus.state in ("local", "listening"))
+        clock = service.clock
+        prom.Gauge("rtts_clock_offset_seconds", "how far the shared clock announcements are timed on is ahead "
+                   "of this host's (--shared-clock bus: the Redis server's)", registry=r).set_function(
+            lambda: clock.offset
+        )
         _LiveCounter("rtts_inference_process_starts", "inference processes started (loads after an idle "
                      "unload, or after a crash)", lambda: service.host.starts, r)
         prom.Gauge("rtts_inference_process_resident_bytes", "RSS of the inference process (models, "
@@ -182,12 +192,12 @@ class Service:
         self.worker = InferenceWorker(
             self.registry, self._post, cache=cache, host=self.host, budget_bytes=config.memory_budget_bytes
         )
+        bus = make_bus(config.bus, config.max_text_chars)
         # The clock announcements are timed on, read by every session's pong too.
-        self.clock = HostClock(host_time(os.environ))
+        self.clock = make_clock(config.shared_clock, bus, os.environ)
         lead = LeadEstimator(config.sync_min_lead, config.sync_max_lead, fixed=config.sync_lead)
         self.channels = Channels(
-            make_bus(config.bus, config.max_text_chars), SharedJobs(self.worker), config.channel_queue,
-            clock=self.clock.now, lead=lead, gap=config.sync_gap,
+            bus, SharedJobs(self.worker), config.channel_queue, clock=self.clock.now, lead=lead, gap=config.sync_gap
         )
         self.metrics = Metrics(self)
         self.active = 0  # connections and HTTP syntheses in progress
@@ -202,6 +212,7 @@ class Service:
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self.worker.start()
+        self.clock.start()
         log.info(
             "%d voices (default %s); models load on demand, unload after %.0f s idle",
             len(self.registry.voices),
@@ -212,6 +223,7 @@ class Service:
     def stop(self, timeout: float = 10.0) -> None:
         if self._idle_timer is not None:
             self._idle_timer.cancel()
+        self.clock.stop()
         self.worker.stop(timeout)
         self.host.stop()
 

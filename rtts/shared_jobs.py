@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .inference import InferenceWorker
@@ -58,6 +59,9 @@ class SharedJobs:
         self._held: dict[str, _Held] = {}
         self.runs = 0  # syntheses started for announcements
         self.joined = 0  # subscribers' jobs answered by a synthesis another one started
+        # Told of every piece of an announcement's audio as it is synthesized, (id, seconds):
+        # how late it comes sets how far ahead announcements are timed (``Channels.audio``).
+        self.on_audio: Callable[[str, float], None] = lambda announcement, seconds: None
 
     def hold(self, announcement: str) -> None:
         """One more subscriber was handed ``announcement``: keep its audio until it ends it."""
@@ -112,6 +116,8 @@ class SharedJobs:
 
     def _fan_out(self, run: _Run, event: JobEvent) -> None:
         run.events.append(event)
+        if isinstance(event, JobAudio):
+            self.on_audio(run.job.utterance, len(event.samples) / run.job.voice.native_rate)
         for job in list(run.listeners):
             if not job.cancelled and job.sink is not None:
                 job.sink(job, event)

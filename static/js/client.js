@@ -55,6 +55,7 @@ export class RttsClient extends EventTarget {
     this.maxRecords = 200; // an unattended page must not grow without bound
     this.opus = { browser: false, server: null }; // can each side do Opus (null: not known yet)
     this.channels = new Map(); // subscribed channel -> seq of the last announcement heard (null: none)
+    this._late = 0; // the worklet's count of late samples at its last status
   }
 
   // Hear a channel's announcements (docs/protocol.md, "Channels"), on this connection and
@@ -266,6 +267,7 @@ export class RttsClient extends EventTarget {
             // Before any of its audio: the worklet plays a chunk as it comes unless it
             // knows the chunk's utterance has a time.
             rec.playAt = msg.play_at;
+            rec.lateMs = 0;
             this.player.timeline(rec.id, msg.play_at);
             if (rec.priority === "high") this.player.cutAt(rec.id);
           }
@@ -293,6 +295,7 @@ export class RttsClient extends EventTarget {
             if (rec.stats && rec.stats.ttfa_ms >= 0) rec.serverTtfaMs = rec.stats.ttfa_ms;
             this.live.delete(msg.id);
             if (!rec.cancelled) this.player.end(msg.id);
+            else this.player.forget(msg.id);
             this._emit("end", rec);
           };
           if (rec.opus) {
@@ -372,15 +375,7 @@ export class RttsClient extends EventTarget {
   }
 
   _onStatus(st) {
-    if (st.placed) {
-      for (const [id, pos] of st.placed) {
-        const rec = this.utterances.get(id);
-        // How much of its start came too late to be played (the rest joins at position).
-        if (rec && rec.lateMs === null && rec.playAt !== null) {
-          rec.lateMs = Math.max(0, ((pos - rec.firstPts) / this.player.sampleRate) * 1000);
-        }
-      }
-    }
+    this._countLate(st);
     for (const [id, n] of Object.entries(st.received)) {
       const rec = this.utterances.get(id);
       if (rec) rec.received = n;
@@ -394,6 +389,21 @@ export class RttsClient extends EventTarget {
       }
     }
     this._emit("status", st);
+  }
+
+  // The worklet counts the samples it dropped because their time had passed (a late
+  // start, or an underrun rejoining at position); what the count grew by since the last
+  // status is the timed utterance's it was playing then (or placed, when it was between
+  // utterances), as lateMs.
+  _countLate(st) {
+    const late = st.late ?? 0;
+    if (late < this._late) this._late = 0; // a new context counts from 0
+    const grown = late - this._late;
+    this._late = late;
+    if (grown <= 0) return;
+    const id = st.id ?? (st.placed && st.placed.length ? st.placed[0][0] : null);
+    const rec = id !== null ? this.utterances.get(id) : undefined;
+    if (rec && rec.playAt !== null) rec.lateMs += (grown / this.player.sampleRate) * 1000;
   }
 
   _onSoundStart({ id }) {

@@ -18,10 +18,14 @@
 //   rendered) at performance.now(); that fallback is ~5 ms coarser (currentTime moves in
 //   steps of the device's ~10 ms callback).
 // - performanceTime trails performance.now() by 0-10 ms (it is renewed once a callback).
+// - The first timestamps of a context that has just started are off: 7-13 ms, once
+//   257 ms, in the first 50 ms of output; after that they sit on one line. So the mapping
+//   starts once the context has played WARMUP_S.
 
 const WORKLET_URL = new URL("./worklet.js", import.meta.url);
 const QUANTUM = 128; // samples an AudioWorklet renders per call
 const TICK_MS = 250;
+const WARMUP_S = 0.5;
 const RATE_WINDOW_S = 60; // the mapping's rate is fitted over this much history...
 const RATE_MIN_SPAN_S = 10; // ...once there is this much (the nominal rate before)
 const RATE_MAX_PPM = 1000;
@@ -58,11 +62,11 @@ export class Player extends EventTarget {
     this.prebufferMs = prebufferMs;
     this.clock = clock;
     this.outputMs = outputMs;
-    this.timed = new Set(); // ids given a timeline and not done yet
+    this.timed = new Map(); // id -> samples pushed, for ids given a timeline and not done yet
     this.placed = new Map(); // id -> [[pos, sharedS, trueS], ...]: where timed samples were put
     this.mapping = null; // the last `clock` posted: {frame, shared, r}
     this._mappings = []; // recent ones, with the frame rendered when each was posted
-    this._history = []; // [[frame, shared]] measured, for the rate
+    this._history = []; // [[frame, perf]]: output timestamps, for the rate
     this._ticker = null;
     this.ctx = null;
     this.node = null;
@@ -114,7 +118,6 @@ export class Player extends EventTarget {
     // 24 kHz, then Opus's at 48 kHz): what came meanwhile is for that context, which
     // replaces this one (closing it would lose it).
     if (this._wanted === sampleRate) {
-      if (this.timed.size) this._clockTick(); // before the audio, or it would play untimed
       for (const [msg, transfer] of this._pending.splice(0)) node.port.postMessage(msg, transfer);
     }
     this._emit("state", { state: ctx.state });
@@ -134,12 +137,14 @@ export class Player extends EventTarget {
   push(id, samples, pos) {
     const msg = { type: "audio", id, samples };
     if (pos !== undefined) msg.pos = pos;
+    if (this.timed.has(id)) this.timed.set(id, this.timed.get(id) + samples.length);
     this._post(msg, [samples.buffer]);
   }
 
   // Utterance `id` is heard from shared-clock time `playAt` (its pos 0); before its audio.
+  // (In a context's first WARMUP_S there is no mapping yet: audio then plays untimed.)
   timeline(id, playAt) {
-    this.timed.add(id);
+    this.timed.set(id, 0);
     this._post({ type: "timeline", id, playAt }, []);
     this._clockTick();
     if (this._ticker === null) this._ticker = setInterval(() => this._clockTick(), TICK_MS);
@@ -153,6 +158,13 @@ export class Player extends EventTarget {
 
   end(id) {
     this._post({ type: "end", id }, []);
+    // The worklet reports `done` only for what it got: with nothing, this is the end.
+    if (this.timed.get(id) === 0) this.forget(id);
+  }
+
+  // No more ticks for `id` (an utterance that ends cancelled, with nothing more to play).
+  forget(id) {
+    this._untime([id]);
   }
 
   _post(msg, transfer) {
@@ -163,7 +175,7 @@ export class Player extends EventTarget {
   // Drops everything queued; resolves once the worklet's output is silent.
   flush() {
     this._pending = [];
-    this._untime([...this.timed]);
+    this._untime([...this.timed.keys()]);
     if (!this.node) return Promise.resolve({ dropped: 0 });
     this.node.port.postMessage({ type: "flush" });
     // A suspended context renders nothing, so it is silent already; the flag is applied
@@ -228,10 +240,10 @@ export class Player extends EventTarget {
     const rate = this.sampleRate;
     const ts = ctx.getOutputTimestamp ? ctx.getOutputTimestamp() : null;
     if (ts && ts.contextTime > 0 && ts.performanceTime > 0) {
-      return { frame: ts.contextTime * rate, perf: ts.performanceTime + this.outputMs };
+      return { frame: ts.contextTime * rate, perf: ts.performanceTime + this.outputMs, stamped: true };
     }
     const latency = (ctx.baseLatency || 0) + (ctx.outputLatency || 0);
-    return { frame: ctx.currentTime * rate, perf: performance.now() + latency * 1000 + this.outputMs };
+    return { frame: ctx.currentTime * rate, perf: performance.now() + latency * 1000 + this.outputMs, stamped: false };
   }
 
   // One `clock` message: the frame heard now and when that is on the shared clock, the
@@ -244,13 +256,17 @@ export class Player extends EventTarget {
     // A context being replaced, or one not running (suspended: its frames stand still),
     // gets none; nor does a page without an estimate yet (a new connection's burst).
     if (!ctx || !this.node || this.sampleRate !== this._wanted || ctx.state !== "running") return;
-    if (!clock || !clock.ready) return;
+    if (!clock || !clock.ready || ctx.currentTime < WARMUP_S) return;
     const out = this._outputNow();
     const measured = clock.sharedS(out.perf);
+    // The history keeps output timestamps, and maps them by the clock estimate of now: a
+    // new estimate (a step of a few ms, or another server after a reconnection) then
+    // shifts the whole line instead of bending its slope for a minute.
+    // The fallback's frames (no timestamp) are too coarse to fit a rate to.
     const history = this._history;
-    history.push([out.frame, measured]);
-    while (history.length && history[0][1] < measured - RATE_WINDOW_S) history.shift();
-    const r = fitRate(history, this.sampleRate);
+    if (out.stamped) history.push([out.frame, out.perf]);
+    while (history.length && history[0][1] < out.perf - RATE_WINDOW_S * 1000) history.shift();
+    const r = fitRate(history.map(([frame, perf]) => [frame, clock.sharedS(perf)]), this.sampleRate);
     let shared = measured;
     const prev = this.mapping;
     if (prev) {

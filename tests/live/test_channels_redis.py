@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from rtts import protocol
-from rtts.bus import MAX_CONNECTIONS
+from rtts.bus import MAX_CONNECTIONS, BusDown
 
 from tests.conftest import Client, RedisServer, RttsProcess, ServerThread, make_config
 
@@ -319,3 +319,77 @@ def test_channel_names_published_through_redis_cost_nothing_where_nobody_listens
 
 async def _channel_count(server: ServerThread) -> int:
     return len(server.service.channels._channels)
+
+
+# ---------------------------------------------------------------- playing in step
+
+
+async def test_two_instances_claiming_one_announcement_agree_and_the_larger_lead_wins(redis_server: RedisServer, r) -> None:  # type: ignore[no-untyped-def]
+    """docs/protocol.md "Playing in step": the first claim fixes play_at for every instance,
+    covering the largest recent lead of any of them (each claim records its own), at most
+    the largest lead allowed."""
+    import asyncio
+
+    from rtts.bus import RedisBus
+
+    a, b = RedisBus(redis_server.url, 5000), RedisBus(redis_server.url, 5000)
+    try:
+        r.delete("rtts:lead")
+        now = time.time()
+        key = f"lobby#7:{now!r}"
+        got = await asyncio.gather(
+            a.claim_play_at(key, now, 0.4, 0.0, max_lead=2.0), b.claim_play_at(key, now, 1.3, 0.0, max_lead=2.0)
+        )
+        assert got[0] == got[1]  # the first to run fixed it, for both
+        # Each claim records its instance's lead: from now on, the slower instance's is covered,
+        # whoever claims first.
+        later = now + 10
+        for n in range(8, 12):
+            got = await asyncio.gather(
+                a.claim_play_at(f"lobby#{n}:{later!r}", later, 0.4, 0.0, max_lead=2.0),
+                b.claim_play_at(f"lobby#{n}:{later!r}", later, 1.3, 0.0, max_lead=2.0),
+            )
+            assert got[0] == got[1] == pytest.approx(later + 1.3, abs=1e-6)
+        # Never beyond the largest lead allowed.
+        assert await a.claim_play_at(f"lobby#12:{later!r}", later, 0.4, 0.0, max_lead=1.0) == pytest.approx(later + 1.0)
+        # A floor holds: the announcement before it is still being heard.
+        assert await b.claim_play_at(f"lobby#13:{later!r}", later, 1.3, later + 30, max_lead=2.0) == pytest.approx(
+            later + 30, abs=1e-6
+        )
+        # The same number published again (Redis restarted without its data) is another announcement.
+        assert await a.claim_play_at(f"lobby#7:{later!r}", later, 0.4, 0.0, max_lead=2.0) == pytest.approx(
+            later + 1.3, abs=1e-6
+        )
+        assert 3000 < r.ttl(f"rtts:play:lobby#7:{later!r}") <= 3600
+        # A lead not renewed for ten minutes (its instance gone) no longer counts.
+        r.hset("rtts:lead", b.instance, f"1.9:{later - 601!r}")
+        assert await a.claim_play_at(f"lobby#14:{later!r}", later, 0.4, 0.0, max_lead=2.0) == pytest.approx(
+            later + 0.4, abs=1e-6
+        )
+        assert r.hget("rtts:lead", b.instance) is None
+        # What anyone wrote there is not trusted.
+        r.set(f"rtts:play:lobby#15:{later!r}", "soon")
+        with pytest.raises(BusDown):
+            await a.claim_play_at(f"lobby#15:{later!r}", later, 0.4, 0.0, max_lead=2.0)
+        assert abs(await a.server_time() - time.time()) < 0.05
+    finally:
+        await a.stop()
+        await b.stop()
+
+
+def test_an_announcement_starts_with_one_play_at_for_every_subscriber(server: ServerThread) -> None:
+    kiosks = [subscriber(server, "timed"), subscriber(server, "timed")]
+    try:
+        before = time.time()
+        ann = announce(server, "Playing in step.", channel="timed")
+        starts = [k.utterance(ann.id)[0] for k in kiosks]
+        assert all(isinstance(s, protocol.Start) for s in starts)
+        play_at = {s.play_at for s in starts}  # type: ignore[union-attr]
+        assert len(play_at) == 1
+        (at,) = play_at
+        assert before + 0.3 <= at <= time.time() + 2.0  # one lead ahead, within the bounds
+        assert metric(server, "rtts_sync_claims_failed_total") == 0
+        assert 0.3 <= metric(server, "rtts_sync_lead_seconds") <= 2.0
+    finally:
+        for k in kiosks:
+            k.close()

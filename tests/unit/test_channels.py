@@ -449,3 +449,133 @@ async def test_a_high_priority_announcement_cuts_at_its_own_play_at() -> None:
     await settle()
     assert a.heard[3].play_at == fire.play_at + 2.0 + 0.25
     await hub.stop()
+
+
+class SharedBus(LocalBus):
+    """A bus other instances share (as Redis): every claim waits for ``answer``."""
+
+    shared = True
+
+    def __init__(self, clock) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(clock)
+        self.claims: list[tuple[str, float, float, float]] = []
+        self.answer: asyncio.Future[float] | None = None
+        self.down = False
+
+    async def claim_play_at(self, key: str, now: float, lead: float, floor: float, *, max_lead: float) -> float:
+        from rtts.bus import BusDown
+
+        self.claims.append((key, now, lead, floor))
+        if self.down:
+            raise BusDown("Redis: connection refused")
+        self.answer = asyncio.get_running_loop().create_future()
+        return await self.answer
+
+
+async def shared_hub(wall: Wall, **lead) -> tuple[Channels, SharedBus]:  # type: ignore[no-untyped-def]
+    from rtts.timeline import LeadEstimator
+
+    bus = SharedBus(wall)
+    hub = Channels(bus, FakeJobs(), queue_limit=3, clock=wall,  # type: ignore[arg-type]
+                   lead=LeadEstimator(0.3, 2.0, **lead), gap=0.25)
+    await hub.start()
+    return hub, bus
+
+
+async def test_across_instances_one_claim_and_its_time_for_every_member() -> None:
+    wall = Wall()
+    hub, bus = await shared_hub(wall)
+    a, b = Member(hub), Member(hub)
+    hub.join(a, "lobby", None), hub.join(b, "lobby", None)
+    ann = await hub.publish(draft("one"))
+    await settle()
+    assert a.heard == [] and len(bus.claims) == 1  # nobody has it before its time is agreed
+    key, now, lead, floor = bus.claims[0]
+    assert key.startswith("lobby#1:") and (now, lead, floor) == (wall.t, 1.0, 0.25)
+    assert bus.answer is not None
+    bus.answer.set_result(wall.t + 1.7)  # another instance claimed it first, with a longer lead
+    await settle()
+    assert [x.play_at for x in a.heard] == [wall.t + 1.7] == [x.play_at for x in b.heard]
+    assert a.heard[0].id == ann.id and hub.claims_failed == 0
+    await hub.stop()
+
+
+async def test_without_an_answer_from_the_bus_an_announcement_plays_at_this_instances_time(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from rtts import channels
+
+    wall = Wall()
+    hub, bus = await shared_hub(wall, fixed=0.6)
+    a = Member(hub)
+    hub.join(a, "lobby", None)
+    bus.down = True
+    await hub.publish(draft("one"))
+    await settle()
+    assert [x.play_at for x in a.heard] == [wall.t + 0.6] and hub.claims_failed == 1
+    a.end(a.heard[0])
+    bus.down = False
+    monkeypatch.setattr(channels, "CLAIM_TIMEOUT_S", 0.05)  # Redis hangs
+    await hub.publish(draft("two"))
+    await asyncio.sleep(0.1)
+    assert [x.text for x in a.heard] == ["one", "two"] and hub.claims_failed == 2
+    await hub.stop()
+
+
+async def test_a_member_that_leaves_mid_claim_is_not_handed_it_nor_holds_it() -> None:
+    wall = Wall()
+    hub, bus = await shared_hub(wall)
+    a, b = Member(hub), Member(hub)
+    hub.join(a, "lobby", None), hub.join(b, "lobby", None)
+    await hub.publish(draft("one"))
+    await settle()
+    hub.leave(b, "lobby")
+    assert bus.answer is not None
+    bus.answer.set_result(wall.t + 1.0)
+    await settle()
+    assert len(a.heard) == 1 and b.heard == []
+    assert hub.jobs.holds == {"lobby#1": 1}  # type: ignore[attr-defined]
+    hub.leave(a, "lobby")  # the last one leaves while it plays: the channel is let go
+    assert hub.jobs.holds == {"lobby#1": 0}  # type: ignore[attr-defined]
+    await hub.stop()
+
+
+async def test_a_high_one_that_cuts_a_normal_one_mid_claim_leaves_no_hold_behind() -> None:
+    wall = Wall()
+    hub, bus = await shared_hub(wall)
+    a = Member(hub)
+    hub.join(a, "lobby", None)
+    await hub.publish(draft("normal"))
+    await settle()
+    first = bus.answer
+    await hub.publish(draft("fire", priority="high"))
+    await settle()
+    assert first is not None and bus.answer is not first and len(bus.claims) == 2
+    assert bus.claims[1][3] == 0.0  # a high one has no floor: it cuts
+    bus.answer.set_result(wall.t + 1.0)
+    first.set_result(wall.t + 1.0)  # the normal one's answer comes late: it was cut before it began
+    await settle()
+    assert [x.text for x in a.heard] == ["fire"]
+    assert hub.jobs.holds == {"lobby#1": 0, "lobby#2": 1}  # type: ignore[attr-defined]
+    await hub.stop()
+
+
+async def test_how_late_audio_came_sets_the_next_lead() -> None:
+    wall = Wall()
+    hub = Channels(LocalBus(wall), FakeJobs(), queue_limit=3, clock=wall)  # type: ignore[arg-type]
+    await hub.start()
+    a = Member(hub)
+    hub.join(a, "lobby", None)
+    await hub.publish(draft("one"))
+    await settle()
+    assert a.heard[0].play_at == wall.t + 1.0
+    wall.t += 0.3  # first audio: 0.3 s after it began
+    hub.audio(a.heard[0].id, 0.5)
+    wall.t += 0.6  # the next half second came 0.4 s after the first ran out
+    hub.audio(a.heard[0].id, 0.5)
+    hub.audio("lobby#9", 5.0)  # not playing: not counted
+    a.end(a.heard[0])
+    assert hub.lead.lags == [pytest.approx(0.4)]
+    assert hub.lead.lead() == pytest.approx(0.4 * 1.25 + 0.25)
+    await hub.publish(draft("two"))
+    await settle()
+    assert a.heard[1].play_at == pytest.approx(wall.t + 0.75)
+    await hub.stop()

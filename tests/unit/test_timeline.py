@@ -1,0 +1,45 @@
+"""How far ahead announcements are timed: the lead learnt from lags, its bounds, the floors."""
+
+from __future__ import annotations
+
+import pytest
+
+from rtts import timeline
+from rtts.timeline import LeadEstimator
+
+
+def test_before_any_lag_the_lead_is_a_second_within_the_bounds() -> None:
+    assert LeadEstimator(0.3, 2.0).lead() == 1.0
+    assert LeadEstimator(0.3, 0.8).lead() == 0.8
+    assert LeadEstimator(1.5, 2.0).lead() == 1.5
+
+
+def test_the_lead_covers_the_95th_percentile_of_the_last_32_lags() -> None:
+    est = LeadEstimator(0.3, 2.0)
+    for lag in [0.2] * 19 + [0.6]:  # one slow first audio in twenty
+        est.record(lag)
+    # The 95th percentile of twenty sits at rank 0.95 * 19 = 18.05: 5% of the way from 0.2 to 0.6.
+    assert est.lead() == pytest.approx((0.2 + 0.05 * 0.4) * 1.25 + 0.25)
+    for _ in range(32):
+        est.record(0.1)  # the slow one is forgotten after 32 more
+    assert est.lags == [0.1] * 32 and est.lead() == pytest.approx(0.1 * 1.25 + 0.25)
+
+
+def test_the_lead_is_bounded_and_a_fixed_one_wins() -> None:
+    est = LeadEstimator(0.3, 2.0)
+    est.record(0.0)
+    assert est.lead() == 0.3
+    est.record(5.0)  # slower than real time: the bound is what the setting promises
+    assert est.lead() == 2.0
+    est.record(float("nan"))
+    est.record(-1.0)  # audio that came before its time counts as on time
+    assert est.lags == [0.0, 5.0, 0.0]
+    assert LeadEstimator(0.3, 2.0, fixed=0.7).lead() == 0.7
+
+
+def test_floors_keep_announcements_apart_except_a_high_one() -> None:
+    assert timeline.floor(prev_end=100.0, gap=0.25, not_before=None, high=False) == 100.25
+    assert timeline.floor(prev_end=100.0, gap=0.25, not_before=200.0, high=False) == 200.0
+    assert timeline.floor(prev_end=100.0, gap=0.25, not_before=200.0, high=True) == 0.0
+    assert timeline.propose(now=99.0, lead=0.5, floor=100.25) == 100.25
+    assert timeline.propose(now=99.0, lead=2.0, floor=100.25) == 101.0
