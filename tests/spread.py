@@ -235,9 +235,17 @@ class Kiosk:
                                         timeout=timeout_s * 1000)
 
     def wait_played(self, ann_id: str, timeout_s: float) -> None:
-        self.page.wait_for_function(
-            "id => { const u = window.rtts.utterances.get(id); return u && u.soundDone; }", arg=ann_id,
-            timeout=timeout_s * 1000)
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        try:
+            self.page.wait_for_function(
+                "id => { const u = window.rtts.utterances.get(id); return u && u.soundDone; }", arg=ann_id,
+                timeout=timeout_s * 1000)
+        except PlaywrightTimeout:
+            state = self.page.evaluate(
+                "id => ({utterance: window.rtts.stats.utterances[id] || null, worklet: window.rtts.player.status,"
+                " sync: {...window.rtts.sync, placed: undefined}})", ann_id)
+            raise AssertionError(f"{self.name}: {ann_id} not played out in {timeout_s} s: {state}") from None
 
     def report(self, ann_id: str) -> Report:
         return read(self.page, ann_id, self.name)
