@@ -143,11 +143,13 @@ class Spread:
     p95_ms: float
     max_ms: float
     span_s: float  # the stretch compared: from the common first to the common last sample
+    max_at_s: float  # where the max is, seconds into the announcement
 
     def line(self) -> str:
         at = "".join(f", at {s:.0f} s {v:.1f} ms" for s, v in self.at_ms.items())
         return (f"spread at start {self.start_ms:.1f} ms{at}, at the end {self.end_ms:.1f} ms; "
-                f"p95 {self.p95_ms:.1f} ms, max {self.max_ms:.1f} ms over {self.span_s:.1f} s")
+                f"p95 {self.p95_ms:.1f} ms, max {self.max_ms:.1f} ms (at {self.max_at_s:.2f} s) "
+                f"over {self.span_s:.1f} s")
 
 
 def spread(reports: Sequence[Report], at_s: Sequence[float] = (), step_s: float = 0.02) -> Spread:
@@ -161,7 +163,9 @@ def spread(reports: Sequence[Report], at_s: Sequence[float] = (), step_s: float 
         raise ValueError("the pages played no stretch in common")
     step = max(1, round(step_s * rate))
     grid = [first + k * step for k in range(int((last - first) // step) + 1)]
-    values = sorted(spread_at(reports, p) for p in grid)
+    at_grid = [(spread_at(reports, p), p) for p in grid]
+    values = sorted(v for v, _ in at_grid)
+    worst = max(at_grid)
     return Spread(
         start_ms=spread_at(reports, first) * 1000,
         at_ms={s: spread_at(reports, s * rate) * 1000 for s in at_s if first <= s * rate <= last},
@@ -169,6 +173,7 @@ def spread(reports: Sequence[Report], at_s: Sequence[float] = (), step_s: float 
         p95_ms=values[min(len(values) - 1, int(0.95 * len(values)))] * 1000,
         max_ms=values[-1] * 1000,
         span_s=(last - first) / rate,
+        max_at_s=worst[1] / rate,
     )
 
 
