@@ -22,6 +22,13 @@ subscribers nor work is forgotten.
 A high-priority announcement does not wait: it interrupts a playing normal one (each
 subscriber's session treats it as ``speak`` with ``interrupt: true``).
 
+Each announcement is handed out with the time its first sample is heard (``play_at``,
+docs/protocol.md "Playing in step"): one lead ahead of its begin (``timeline.py``, learnt
+from how late its audio came, ``audio``), after the one before it ends. Across instances
+(a shared bus) the first instance to begin it fixes that time for all of them
+(``Bus.claim_play_at``), so it is handed out once the claim is answered, within
+``CLAIM_TIMEOUT_S``; in one process at once.
+
 Delivery is at most once. A connection that subscribes gets what starts from then on;
 with ``subscribe.after`` (the last ``seq`` it heard) it is told how many it missed.
 """

@@ -45,27 +45,48 @@ class Sample(NamedTuple):
         return self.server - self.mid
 
 
-class OffsetFilter:
-    """How far another clock is ahead of ours, from exchanges timed on ours (NTP's way).
+class Fit(NamedTuple):
+    """What the kept exchanges say: the other clock minus ours is between ``low`` and
+    ``high`` at our time ``ref`` (the latest exchange's middle), and moves by ``slope``
+    seconds per second of ours."""
 
-    An exchange says the other clock read ``server`` at about the middle of the round
-    trip; its error is at most half the round trip, and is large exactly when one way
-    was slow (a pong behind audio in a queue, a busy loop). So only the ``best``
-    exchanges with the lowest round trip among the last ``window`` count: their median
-    offset, or, once they span ``SPAN_S``, a line through them, so that a clock that
-    runs fast or slow (a drifting crystal) is followed between exchanges; its slope is
-    bounded by ``MAX_SLOPE``. The page's ``static/js/clock.js`` is the same filter: both
-    give the results in tests/data/clock_vectors.json.
+    ref: float
+    base: float  # the latest exchange's ``server - ref``: low and high are relative to it
+    low: float
+    high: float
+    slope: float
+
+
+class OffsetFilter:
+    """How far another clock is ahead of ours, from exchanges timed on ours.
+
+    The other clock read ``server`` somewhere between ``sent`` and ``recv``, so the
+    offset lay between ``server - recv`` and ``server - sent``, whatever the two ways
+    took. The filter keeps the last ``window`` exchanges and intersects those
+    intervals: the middle of the intersection is wrong by half the difference between
+    the *fastest* way out and the *fastest* way back seen, not by one exchange's
+    asymmetry. This matters because the way back is often slow on one side only (a
+    pong behind audio, TCP holding a segment for a late one): NTP's "lowest round
+    trip" sample still carries its asymmetry, several ms under ±20 ms of jitter, where
+    the intersection's is a fraction of a ms (benchmarks/clock_filter.py).
+
+    A drifting crystal tilts the intervals, so once they span ``SPAN_S`` the slope is
+    the one (in steps of ``SLOPE_STEP`` within ``MAX_SLOPE``) that leaves the
+    intersection widest; the smaller slope on a tie. An empty intersection means the
+    offset changed (a clock was stepped): the oldest exchanges go until it is not.
+    ``error`` is half the intersection's width, a bound, not a guess. The page's
+    ``static/js/clock.js`` is the same filter: both give tests/data/clock_vectors.json.
     """
 
-    SPAN_S = 10.0  # the chosen exchanges span this much: fit a line, not a median
+    WINDOW = 64
+    SPAN_S = 30.0  # the kept exchanges span this much: follow a slope
+    SLOPE_STEP = 5e-6
     MAX_SLOPE = 500e-6  # 500 ppm: past any real crystal's drift
     READY = 5  # exchanges before the estimate is used
 
-    def __init__(self, window: int = 32, best: int = 8) -> None:
+    def __init__(self, window: int = WINDOW) -> None:
         self._samples: deque[Sample] = deque(maxlen=window)
-        self._best = best
-        self._chosen: list[Sample] = []
+        self._fit: Fit | None = None
 
     def add(self, sent: float, server: float, recv: float) -> None:
         """One exchange; one that cannot be right (a round trip below zero, our clock
@@ -74,8 +95,11 @@ class OffsetFilter:
         if not all(map(math.isfinite, sample)) or sample.rtt < 0:
             return
         self._samples.append(sample)
-        # Lowest round trip first; of equal ones the earlier (sorted is stable).
-        self._chosen = sorted(self._samples, key=lambda s: s.rtt)[: self._best]
+        fit = _fit(self._samples, self.SPAN_S, self.SLOPE_STEP, self.MAX_SLOPE)
+        while fit.low > fit.high and len(self._samples) > 1:
+            self._samples.popleft()
+            fit = _fit(self._samples, self.SPAN_S, self.SLOPE_STEP, self.MAX_SLOPE)
+        self._fit = fit
 
     @property
     def samples(self) -> int:
@@ -87,41 +111,53 @@ class OffsetFilter:
 
     @property
     def error(self) -> float:
-        """At most how wrong the estimate can be from path asymmetry: half the lowest round
-        trip (seconds); infinite before any exchange."""
-        return min(s.rtt for s in self._chosen) / 2 if self._chosen else math.inf
+        """At most how wrong the estimate is, path asymmetry included: half the width of the
+        intersection (seconds); infinite before any exchange."""
+        fit = self._fit
+        return (fit.high - fit.low) / 2 if fit is not None else math.inf
 
     def estimate(self, at: float) -> float:
         """The other clock minus ours at our time ``at`` (0 before any exchange)."""
-        chosen = self._chosen
-        if not chosen:
+        fit = self._fit
+        if fit is None:
             return 0.0
-        # Offsets from the best exchange's, and times from its: a page's offsets are ~1.7e9 s,
-        # and a sum of eight of them would lose microseconds (the differences are exact).
-        best = chosen[0]
-        offsets = [s.offset - best.offset for s in chosen]
-        mids = [s.mid - best.mid for s in chosen]
-        if max(mids) - min(mids) < self.SPAN_S:
-            return best.offset + _median(offsets)
-        mean_mid, mean_offset = _mean(mids), _mean(offsets)
-        sxx = sum((x - mean_mid) ** 2 for x in mids)
-        sxy = sum((x - mean_mid) * (y - mean_offset) for x, y in zip(mids, offsets))
-        slope = min(max(sxy / sxx, -self.MAX_SLOPE), self.MAX_SLOPE)
-        return best.offset + mean_offset + slope * (at - best.mid - mean_mid)
+        return fit.base + (fit.low + fit.high) / 2 + fit.slope * (at - fit.ref)
 
     def shared(self, local: float) -> float:
         """Our time ``local`` on the other clock."""
         return local + self.estimate(local)
 
 
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values)
+def _fit(samples: deque[Sample], span_s: float, step: float, max_slope: float) -> Fit:
+    # Everything relative to the latest exchange: a page's offsets are ~1.7e9 s, and the
+    # differences are exact where the sums would lose microseconds.
+    last = samples[-1]
+    ref, base = last.mid, last.server - last.mid
+    times = [s.mid - ref for s in samples]
+    lows = [(s.server - last.server) - (s.recv - ref) for s in samples]
+    highs = [(s.server - last.server) - (s.sent - ref) for s in samples]
+    slope = 0.0
+    if -times[0] >= span_s:
+        widest = -math.inf
+        for k in _steps(round(max_slope / step)):
+            b = k * step
+            low, high = _bounds(times, lows, highs, b)
+            if high - low > widest:
+                widest, slope = high - low, b
+    low, high = _bounds(times, lows, highs, slope)
+    return Fit(ref, base, low, high, slope)
 
 
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    half = len(ordered) // 2
-    return ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
+def _steps(n: int) -> list[int]:
+    """0, 1, -1, 2, -2, ... n, -n: the smaller slope first, so it wins a tie."""
+    return [0] + [k for i in range(1, n + 1) for k in (i, -i)]
+
+
+def _bounds(times: list[float], lows: list[float], highs: list[float], slope: float) -> tuple[float, float]:
+    """The intersection at ``ref`` once ``slope`` is taken out of every interval."""
+    low = max(lo - slope * t for t, lo in zip(times, lows))
+    high = min(hi - slope * t for t, hi in zip(times, highs))
+    return low, high
 
 
 class SharedClock(Protocol):
@@ -164,7 +200,7 @@ class HostClock:
 
     @property
     def offset(self) -> float:
-        return self._local() - time.time()
+        return 0.0
 
     def start(self) -> None:
         pass  # nothing to follow: NTP keeps the host's clock
@@ -174,7 +210,7 @@ class HostClock:
 
 
 # How BusClock asks: a burst at start, so that it is ready within a second, then one
-# exchange every few seconds, enough to follow a drifting crystal (the filter keeps 32).
+# exchange every few seconds, enough to follow a drifting crystal (the filter keeps 64).
 BURST = 8
 BURST_GAP_S = 0.05
 EVERY_S = 2.0
@@ -215,7 +251,8 @@ class BusClock:
 
     @property
     def offset(self) -> float:
-        return self.now() - time.time()
+        local = self._local()
+        return self.filter.estimate(local) if self.filter.ready else 0.0
 
     @property
     def ready(self) -> bool:

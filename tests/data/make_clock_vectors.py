@@ -29,9 +29,11 @@ Delays = Callable[[random.Random, int], tuple[float, float]]  # (out, back) of e
 
 
 def case(name: str, about: str, *, seed: int, count: int, every: Callable[[int], float], delays: Delays,
-         ppm: float = 0.0, checks_after: list[int], extra: list[list[float]] | None = None) -> dict:
+         ppm: float = 0.0, checks_after: list[int], extra: list[list[float]] | None = None,
+         step_after: int = 0, step_s: float = 0.0) -> dict:
     """``every(i)``: seconds from exchange i to the next; ``extra``: exchanges added after
-    the drawn ones, as they are ([sent, server, recv])."""
+    the drawn ones, as they are ([sent, server, recv]); from exchange ``step_after`` on the
+    server's clock reads ``step_s`` ahead (a clock stepped by NTP)."""
     rng = random.Random(seed)
 
     def local(true_s: float) -> float:
@@ -41,7 +43,8 @@ def case(name: str, about: str, *, seed: int, count: int, every: Callable[[int],
     t = 0.0  # true seconds since the case began
     for i in range(count):
         out, back = delays(rng, i)
-        sent, server, recv = local(t), UNIX0 + t + out, local(t + out + back)
+        stepped = step_s if step_after and i >= step_after else 0.0
+        sent, server, recv = local(t), UNIX0 + t + out + stepped, local(t + out + back)
         samples.append([sent, server, recv])
         t += every(i)
     samples += extra or []
@@ -55,7 +58,7 @@ def case(name: str, about: str, *, seed: int, count: int, every: Callable[[int],
             checks.append({
                 "after": n, "at": at, "ready": filt.ready, "samples": filt.samples,
                 "estimate": filt.estimate(at), "error": filt.error,
-                "true_offset": UNIX0 + (at - LOCAL0) / (1 + ppm * 1e-6) - at,
+                "true_offset": UNIX0 + (step_s if step_after and n > step_after else 0.0) + (at - LOCAL0) / (1 + ppm * 1e-6) - at,
             })
     return {"name": name, "about": about, "ppm": ppm, "samples": samples, "checks": checks}
 
@@ -68,10 +71,10 @@ def main() -> None:
     cases = [
         case("symmetric", "20 ms each way, every 2 s: the estimate is the offset exactly",
              seed=1, count=12, every=lambda i: 2.0, delays=lambda rng, i: (0.020, 0.020), checks_after=[1, 4, 5, 12]),
-        case("fewer_than_eight", "3 exchanges with different round trips: not ready; the median of them",
+        case("fewer_than_eight", "3 exchanges with different round trips: not ready yet",
              seed=2, count=3, every=lambda i: 0.1, delays=uniform(0.010, 0.004), checks_after=[1, 2, 3]),
         case("one_sided_queueing", "5 ms each way; every other answer waits behind up to 300 ms of audio: "
-             "the lowest round trips are the clean ones",
+             "the fastest way back bounds the offset",
              seed=3, count=40, every=lambda i: 2.0,
              delays=lambda rng, i: (0.005, 0.005 + (rng.uniform(0.0, 0.3) if i % 2 else 0.0)),
              checks_after=[5, 8, 16, 32, 40]),
@@ -85,7 +88,15 @@ def main() -> None:
              "the client 200 ppm fast; 30 ms each way +-5 ms",
              seed=6, count=60, every=lambda i: 0.1 if i < 7 else 2.0, delays=uniform(0.030, 0.005), ppm=200.0,
              checks_after=[5, 8, 9, 20, 40, 60]),
-        case("ties_and_impossible", "equal round trips (the earlier is chosen first) and an exchange whose "
+        case("stepped", "10 ms each way +-2 ms, every second; after 40 s the server's clock is stepped 50 ms "
+             "ahead: the exchanges before the step no longer agree and are dropped",
+             seed=8, count=70, every=lambda i: 1.0, delays=uniform(0.010, 0.002),
+             checks_after=[20, 40, 41, 45, 70], step_after=40, step_s=0.050),
+        case("drift_200ppm_jitter", "the page's pattern against a kiosk 200 ppm fast, 100 ms each way +-20 ms: "
+             "8 exchanges 100 ms apart, then one a second for 100 s",
+             seed=9, count=108, every=lambda i: 0.1 if i < 7 else 1.0, delays=uniform(0.100, 0.020), ppm=200.0,
+             checks_after=[8, 20, 40, 64, 80, 108]),
+        case("ties_and_impossible", "two round trips, and an exchange whose "
              "answer came back before it was sent (ignored)",
              seed=7, count=10, every=lambda i: 1.0, delays=lambda rng, i: (0.010, 0.010 if i % 3 else 0.030),
              checks_after=[10, 11, 12],
@@ -96,11 +107,14 @@ def main() -> None:
                  "samples: [sent, server, recv] in seconds, sent and recv on the client's clock, server in Unix "
                  "seconds (clock.js takes milliseconds for sent and recv: multiply by 1000). checks: after adding "
                  "the first `after` samples, estimate(at), error and ready; true_offset is what the path makes "
-                 "the offset, for information. The filter: keep the last 32 samples; ignore one with recv < sent; "
-                 "choose the 8 lowest round trips (stable: the earlier first on a tie); with d = offset - the "
-                 "best's offset and m = mid - the best's mid (the chosen[0], exact differences): if max(m) - min(m) "
-                 "< 10, best.offset + median(d), else the least-squares line of d over m, slope clamped to "
-                 "+-500e-6, at (at - best.mid); error = min(rtt)/2; ready from 5 samples.",
+                 "the offset, for information. The filter (rtts/clock.py OffsetFilter): keep the last 64 samples; "
+                 "ignore one with recv < sent; relative to the latest sample L (ref = L's mid), each sample i "
+                 "gives t = mid - ref, low = (server - L.server) - (recv - ref), high = (server - L.server) - "
+                 "(sent - ref); if -t of the oldest >= 30, the slope b = k * 5e-6 for k in 0, 1, -1, 2, -2 ... "
+                 "100, -100 whose min(high - b t) - max(low - b t) is strictly the largest (the first on a tie), "
+                 "else 0; if then max(low - b t) > min(high - b t) and more than one sample is kept, drop the "
+                 "oldest and fit again; estimate(at) = (L.server - ref) + (max(low - b t) + min(high - b t))/2 + "
+                 "b (at - ref); error = (min(high - b t) - max(low - b t))/2; ready from 5 samples.",
         "tolerance_s": TOLERANCE_S,
         "cases": cases,
     }

@@ -393,3 +393,36 @@ def test_an_announcement_starts_with_one_play_at_for_every_subscriber(server: Se
     finally:
         for k in kiosks:
             k.close()
+
+
+@pytest.mark.parametrize("source", ["host", "bus"])
+def test_a_wrong_host_clock_is_what_kiosks_follow_unless_the_bus_keeps_time(
+    tmp_path: Path, redis_server: RedisServer, monkeypatch, source: str  # type: ignore[no-untyped-def]
+) -> None:
+    """RTTS_TEST_CLOCK_SKEW_MS makes this instance's host clock 30 ms fast; with
+    --shared-clock bus it follows the Redis server's (here, the true time) instead."""
+    monkeypatch.setenv("RTTS_TEST_CLOCK_SKEW_MS", "30")
+    cfg = make_config(tmp_path, bus=redis_server.url, shared_clock=source)
+    with ServerThread(cfg) as srv:
+        c = Client(srv.url)
+        try:
+            ready = c.recv()
+            assert isinstance(ready, protocol.Ready) and ready.clock == {"source": source, "max_lead_ms": 2000}
+            time.sleep(1.0)  # the bus clock's first burst
+            # The lowest round trip of a few, as a kiosk's filter would take it (the box is shared).
+            samples = []
+            for _ in range(5):
+                sent = time.time()
+                c.send(type="ping", t=1)
+                pong = c.until(protocol.Pong)[-1]
+                recv = time.time()
+                samples.append((recv - sent, pong.server_time - (sent + recv) / 2))  # type: ignore[operator]
+            ahead = min(samples)[1]
+            if source == "host":
+                assert ahead == pytest.approx(0.030, abs=0.008)
+                assert metric(srv, "rtts_clock_offset_seconds") == 0.0
+            else:
+                assert ahead == pytest.approx(0.0, abs=0.008)
+                assert metric(srv, "rtts_clock_offset_seconds") == pytest.approx(-0.030, abs=0.005)
+        finally:
+            c.close()

@@ -579,3 +579,40 @@ async def test_how_late_audio_came_sets_the_next_lead() -> None:
     await settle()
     assert a.heard[1].play_at == pytest.approx(wall.t + 0.75)
     await hub.stop()
+
+
+async def test_the_one_synthesis_tells_how_much_audio_came_once_for_every_subscriber() -> None:
+    import numpy as np
+
+    from rtts.engines.base import VoiceInfo
+    from rtts.jobs import Job, JobAudio, JobDone
+    from rtts.shared_jobs import SharedJobs
+
+    class Worker:
+        def __init__(self) -> None:
+            self.jobs: list[Job] = []
+
+        def submit(self, job: Job) -> None:
+            self.jobs.append(job)
+
+        def drop(self, job: Job) -> None:
+            job.cancelled = True
+
+    voice = VoiceInfo("piper/a", "A", ("en",), "piper", 22050, "piper/a")
+    worker = Worker()
+    jobs = SharedJobs(worker)  # type: ignore[arg-type]
+    told: list[tuple[str, float]] = []
+    jobs.on_audio = lambda ann, seconds: told.append((ann, seconds))
+    jobs.hold("lobby#1"), jobs.hold("lobby#1")
+    got: list[object] = []
+    for _ in range(2):  # two subscribers' sessions make the same job
+        job = Job("lobby#1", "Hi.", voice, "en", 1.0, 0.0)
+        job.shared, job.sink = ("lobby#1", 0), lambda j, event: got.append(event)
+        jobs.submit(job)
+    assert len(worker.jobs) == 1
+    run = worker.jobs[0]
+    assert run.sink is not None
+    run.sink(run, JobAudio(np.zeros(11025, dtype=np.float32)))
+    await settle()
+    run.sink(run, JobDone(0.1))
+    assert told == [("lobby#1", 0.5)] and len(got) == 4  # each subscriber got both events

@@ -51,7 +51,7 @@ def test_the_vectors_are_what_the_filter_gives() -> None:
                 assert filt.error == pytest.approx(want["error"], abs=doc["tolerance_s"])
 
 
-def test_a_symmetric_path_gives_the_offset_and_half_the_round_trip_as_error() -> None:
+def test_a_symmetric_path_gives_the_offset_and_half_the_round_trip_as_bound() -> None:
     filt = OffsetFilter()
     for sent, server, recv, true in exchanges(seconds=8, every=2, out=0.03, back=0.03):
         filt.add(sent, server, recv)
@@ -63,7 +63,8 @@ def test_a_symmetric_path_gives_the_offset_and_half_the_round_trip_as_error() ->
 
 
 def test_answers_that_waited_behind_audio_do_not_count() -> None:
-    """One way slow (a pong behind queued audio, a busy loop): lowest round trips win."""
+    """One way slow (a pong behind queued audio, a busy loop): the fastest way back bounds
+    the offset, however slow the others were."""
     filt = OffsetFilter()
     rng = random.Random(3)
     for i in range(32):
@@ -74,27 +75,29 @@ def test_answers_that_waited_behind_audio_do_not_count() -> None:
 
 
 def test_under_100_ms_and_20_ms_of_jitter_each_way_it_stays_within_a_few_milliseconds() -> None:
-    """Each way 100 ms +-20 ms, drawn independently, for ten minutes: a lone exchange is off
-    by up to 20 ms. The eight lowest round trips of 32 still hold asymmetries of several
-    ms, and a line through them extrapolates its noise: measured, the median error is
-    3.1 ms, the 95th percentile 9.7 ms, the worst 17.8 ms (not the 2 ms asked for; on a
-    LAN, with a millisecond of jitter, it is well under a millisecond: the next test)."""
+    """Each way 100 ms +-20 ms, drawn independently, one exchange a second (the page's rate)
+    for ten minutes: a lone exchange is off by up to 20 ms, the eight lowest round trips
+    of 32 (NTP's way) by a median 3 ms and a 95th percentile of 9 ms. The intersection of
+    the intervals is off by half the difference of the fastest ways out and back seen:
+    measured, a median 0.6 ms, 95th percentile 3.1 ms, worst 8.1 ms."""
     errors = []
     for seed in range(5):
         filt = OffsetFilter()
         for n, (sent, server, recv, true) in enumerate(
-            exchanges(seconds=600, every=2, out=0.1, back=0.1, jitter=0.02, seed=seed)
+            exchanges(seconds=600, every=1, out=0.1, back=0.1, jitter=0.02, seed=seed)
         ):
             filt.add(sent, server, recv)
             if n >= 32:
                 errors.append(abs(filt.estimate(recv) - true))
     errors.sort()
-    assert statistics.median(errors) <= 0.004
-    assert errors[int(0.95 * len(errors))] <= 0.012
-    assert errors[-1] <= 0.020  # never worse than a lone exchange can be
+    assert statistics.median(errors) <= 0.001
+    assert errors[int(0.95 * len(errors))] <= 0.0045
+    assert errors[-1] <= 0.012
 
 
-def test_on_a_lan_with_drift_it_is_well_within_a_millisecond() -> None:
+def test_on_a_lan_with_drift_it_is_within_a_millisecond() -> None:
+    """50 ppm tilts the intervals by more than their width within 30 s here: the oldest go
+    (measured worst 0.8 ms)."""
     errors = []
     for seed in range(3):
         filt = OffsetFilter()
@@ -104,14 +107,14 @@ def test_on_a_lan_with_drift_it_is_well_within_a_millisecond() -> None:
             filt.add(sent, server, recv)
             if n >= 5:
                 errors.append(abs(filt.estimate(recv) - true))
-    assert max(errors) <= 0.0005
+    assert max(errors) <= 0.001
 
 
 def test_a_clock_100_ppm_fast_is_followed_within_a_millisecond() -> None:
     filt = OffsetFilter()
     for sent, server, recv, true in exchanges(seconds=62, every=2, out=0.01, back=0.01, ppm=100):
         filt.add(sent, server, recv)
-    # 60 s at 100 ppm is 6 ms: the line through the exchanges follows it; a median would not.
+    # 60 s at 100 ppm is 6 ms: the slope follows it; an intersection without one would not.
     at = recv + 2.0
     true_at = UNIX0 + (at - 5000.0) / (1 + 100e-6) - at
     assert abs(filt.estimate(at) - true_at) <= 0.001
@@ -121,9 +124,20 @@ def test_a_clock_100_ppm_fast_is_followed_within_a_millisecond() -> None:
 def test_a_slope_past_500_ppm_is_bounded() -> None:
     filt = OffsetFilter()
     for i in range(16):  # the other clock gains 2 ms a second: 2000 ppm, no crystal does that
-        filt.add(5000.0 + 2 * i, 100.0 + 2 * i * 1.002, 5000.0 + 2 * i)
+        filt.add(5000.0 + 2 * i, 100.0 + 2 * i * 1.002 + 0.05, 5000.0 + 2 * i + 0.1)
     slope = filt.estimate(6000.0) - filt.estimate(5000.0)
     assert slope == pytest.approx(1000 * 500e-6)
+
+
+def test_a_stepped_clock_is_followed_at_once() -> None:
+    """The other clock jumps 50 ms (NTP stepped it): the exchanges before no longer agree
+    with the new one, and go."""
+    filt = OffsetFilter()
+    for sent, server, recv, true in exchanges(seconds=40, every=1, out=0.01, back=0.01):
+        filt.add(sent, server, recv)
+    filt.add(5040.0, UNIX0 + 40.01 + 0.05, 5040.02)
+    assert filt.samples == 1
+    assert filt.estimate(5041.0) == pytest.approx(UNIX0 - 5000.0 + 0.05, abs=1e-6)
 
 
 def test_impossible_exchanges_are_ignored() -> None:
@@ -135,7 +149,8 @@ def test_impossible_exchanges_are_ignored() -> None:
 
 def test_the_test_skew_moves_this_hosts_clock() -> None:
     skewed = HostClock(clock.host_time({clock.SKEW_ENV: "30"}))
-    assert skewed.offset == pytest.approx(0.030, abs=0.002)
+    assert skewed.now() - clock.time.time() == pytest.approx(0.030, abs=0.002)
+    assert skewed.offset == 0.0  # the shared clock is the host's, however wrong
     assert clock.host_time({}) is clock.time.time
 
 
@@ -172,7 +187,7 @@ async def test_the_bus_clock_follows_redis_burst_first_and_survives_redis_going_
                 break
         assert bus_clock.ready and redis.asked >= 5  # the burst: ready well within a second
         assert bus_clock.now() == pytest.approx(time.time(), abs=0.002)
-        assert bus_clock.offset == pytest.approx(0.0, abs=0.002)
+        assert bus_clock.offset == pytest.approx(0.040, abs=0.002)  # Redis is 40 ms ahead of this host
         redis.down = True
         assert not await bus_clock.ask() and not await bus_clock.ask()
         assert bus_clock.failures == 2

@@ -43,3 +43,27 @@ def test_floors_keep_announcements_apart_except_a_high_one() -> None:
     assert timeline.floor(prev_end=100.0, gap=0.25, not_before=200.0, high=True) == 0.0
     assert timeline.propose(now=99.0, lead=0.5, floor=100.25) == 100.25
     assert timeline.propose(now=99.0, lead=2.0, floor=100.25) == 101.0
+
+
+def test_the_settings_are_checked_once_with_their_flags_names() -> None:
+    import argparse
+
+    from rtts import config
+
+    parser = argparse.ArgumentParser()
+    config.add_flags(parser)
+    cfg = config.from_args(parser.parse_args(["--sync-max-lead", "1.5", "--sync-gap", "0"]), {"RTTS_SYNC_LEAD": "0.8"})
+    assert (cfg.sync_lead, cfg.sync_min_lead, cfg.sync_max_lead, cfg.sync_gap, cfg.shared_clock) == (
+        0.8, 0.3, 1.5, 0.0, "host"
+    )
+    assert cfg.limits["sync_max_lead_ms"] == 1500
+    for args, why in (
+        (["--shared-clock", "bus"], "give --bus too"),
+        (["--shared-clock", "ntp"], "host or bus"),
+        (["--sync-lead", "3"], "at most sync-max-lead"),
+        (["--sync-min-lead", "2.5"], "min <= max"),
+        (["--sync-gap", "-1"], "sync-gap"),
+    ):
+        with pytest.raises(ValueError, match=why):
+            config.from_args(parser.parse_args(args), {})
+    assert config.from_args(parser.parse_args(["--shared-clock", "bus", "--bus", "redis://r:6379/0"]), {}).shared_clock == "bus"
