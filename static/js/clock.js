@@ -5,11 +5,14 @@
 // (tests/data/clock_vectors.json is run through each):
 //
 //   a sample (sent, server, recv): sent and recv on this page's clock, server in Unix s;
-//   rtt = recv - sent, mid = (sent + recv) / 2, offset = server - mid.
+//   rtt = recv - sent, mid = (sent + recv) / 2, offset = server - mid. One that cannot be
+//   right (rtt < 0, a value not finite) is ignored.
 //   Of the last 32 samples take the 8 with the lowest rtt (ties: the earlier first): the
 //   pong can wait behind queued audio, and the fastest exchanges are the least skewed.
 //   If those span >= 10 s, a least-squares line through (mid, offset), its slope clamped
 //   to +-500 ppm, tracks a crystal that runs fast or slow; else their median.
+//   Offsets and mids are taken from the best sample's (exact differences): offsets are
+//   ~1.7e9 s, and a sum of eight of them would lose microseconds.
 //
 // Pure apart from its defaults: the local clock and the page's time origin are injected.
 // Never Date.now(), which jumps and slews with the system clock.
@@ -28,7 +31,7 @@ export class ClockSync {
     this.now = now;
     this.originMs = originMs;
     this.samples = []; // [{sent, server, recv}] by arrival, at most WINDOW
-    this._fit = null; // {chosen, c, b, m}: the estimate for the current samples
+    this._fit = null; // the estimate for the current samples (fitOffset)
   }
 
   // Forgets every sample (a new connection may reach another server).
@@ -49,6 +52,7 @@ export class ClockSync {
   // One exchange, all in seconds: ping sent and pong received on the local clock, the
   // server's shared clock in between.
   add(sent, server, recv) {
+    if (![sent, server, recv].every(Number.isFinite) || recv - sent < 0) return;
     this.samples.push({ sent, server, recv });
     if (this.samples.length > WINDOW) this.samples.shift();
     this._fit = null;
@@ -58,11 +62,11 @@ export class ClockSync {
     return this.samples.length >= READY_AFTER;
   }
 
-  // The offset (shared - local, s) at local time `at` (s); null with no samples.
+  // The offset (shared - local, s) at local time `at` (s); 0 with no samples.
   estimate(at) {
     const fit = this._current();
-    if (!fit) return null;
-    return fit.c + fit.b * (at - fit.m);
+    if (!fit) return 0;
+    return fit.base + fit.c + fit.b * (at - fit.origin - fit.m);
   }
 
   // Half the lowest round trip among the chosen: the offset is known no better than that.
@@ -80,8 +84,8 @@ export class ClockSync {
   // The real performance.now() reading at which the shared clock reads `sharedS`: the
   // estimate is a line in local time, so this inverts it exactly.
   perfMs(sharedS) {
-    const { c, b, m } = this._current();
-    const local = (sharedS - c + b * m) / (1 + b);
+    const { base, c, b, origin, m } = this._current();
+    const local = (sharedS - base - c + b * (origin + m)) / (1 + b);
     return (local * 1000) / (1 + this.skew);
   }
 
@@ -105,27 +109,33 @@ export class ClockSync {
   }
 }
 
-// The filter itself, on samples in arrival order: the line offset = c + b * (t - m).
+// The filter itself, on samples in arrival order: the offset at local time t is
+// base + c + b * (t - origin - m), where base and origin are the best sample's offset
+// and mid (the sums are of small differences from them, in rtts/clock.py's order, so
+// both round alike).
 export function fitOffset(samples) {
-  const rows = samples.map((s, i) => ({ i, rtt: s.recv - s.sent, mid: (s.sent + s.recv) / 2, server: s.server }));
-  for (const r of rows) r.offset = r.server - r.mid;
-  const chosen = rows.slice().sort((a, b) => a.rtt - b.rtt || a.i - b.i).slice(0, BEST);
-  const minRtt = chosen[0].rtt;
-  const mids = chosen.map((r) => r.mid);
-  const span = Math.max(...mids) - Math.min(...mids);
-  if (span >= LINE_SPAN_S) {
-    const m = mean(mids);
-    const c = mean(chosen.map((r) => r.offset));
-    let sxy = 0;
-    let sxx = 0;
-    for (const r of chosen) {
-      sxy += (r.mid - m) * (r.offset - c);
-      sxx += (r.mid - m) * (r.mid - m);
-    }
-    const b = Math.min(MAX_SLOPE, Math.max(-MAX_SLOPE, sxy / sxx));
-    return { c, b, m, minRtt, n: chosen.length };
+  const rows = samples.map((s) => {
+    const mid = (s.sent + s.recv) / 2;
+    return { rtt: s.recv - s.sent, mid, offset: s.server - mid };
+  });
+  const chosen = rows.slice().sort((a, b) => a.rtt - b.rtt).slice(0, BEST); // stable: ties stay in order
+  const best = chosen[0];
+  const offsets = chosen.map((r) => r.offset - best.offset);
+  const mids = chosen.map((r) => r.mid - best.mid);
+  const minRtt = Math.min(...chosen.map((r) => r.rtt));
+  if (Math.max(...mids) - Math.min(...mids) < LINE_SPAN_S) {
+    return { base: best.offset, c: median(offsets), b: 0, origin: best.mid, m: 0, minRtt, n: chosen.length };
   }
-  return { c: median(chosen.map((r) => r.offset)), b: 0, m: 0, minRtt, n: chosen.length };
+  const meanMid = mean(mids);
+  const meanOffset = mean(offsets);
+  let sxx = 0;
+  let sxy = 0;
+  for (let i = 0; i < mids.length; i++) {
+    sxx += (mids[i] - meanMid) ** 2;
+    sxy += (mids[i] - meanMid) * (offsets[i] - meanOffset);
+  }
+  const b = Math.min(Math.max(sxy / sxx, -MAX_SLOPE), MAX_SLOPE);
+  return { base: best.offset, c: meanOffset, b, origin: best.mid, m: meanMid, minRtt, n: chosen.length };
 }
 
 function mean(xs) {

@@ -75,7 +75,7 @@ export class Player extends EventTarget {
     this._flushWaiters = [];
     this._opening = null;
     this._wanted = 0; // the rate of the last open(): messages wait for that context
-    this._pending = []; // messages for a worklet that is still being created
+    this._pending = []; // messages for a worklet still being created, or awaiting a mapping
   }
 
   // Creates (or re-creates, when the rate changed) the context. Safe to call often.
@@ -114,12 +114,7 @@ export class Player extends EventTarget {
     this.mapping = null;
     this._mappings = [];
     this._history = [];
-    // Another rate may have been asked for while this one opened (a first `ready` at
-    // 24 kHz, then Opus's at 48 kHz): what came meanwhile is for that context, which
-    // replaces this one (closing it would lose it).
-    if (this._wanted === sampleRate) {
-      for (const [msg, transfer] of this._pending.splice(0)) node.port.postMessage(msg, transfer);
-    }
+    this._release();
     this._emit("state", { state: ctx.state });
   }
 
@@ -142,7 +137,7 @@ export class Player extends EventTarget {
   }
 
   // Utterance `id` is heard from shared-clock time `playAt` (its pos 0); before its audio.
-  // (In a context's first WARMUP_S there is no mapping yet: audio then plays untimed.)
+  // (In a context's first WARMUP_S there is no mapping yet: messages wait for it.)
   timeline(id, playAt) {
     this.timed.set(id, 0);
     this._post({ type: "timeline", id, playAt }, []);
@@ -168,8 +163,23 @@ export class Player extends EventTarget {
   }
 
   _post(msg, transfer) {
-    if (this.node && this.sampleRate === this._wanted) this.node.port.postMessage(msg, transfer);
+    if (this._canPost()) this.node.port.postMessage(msg, transfer);
     else this._pending.push([msg, transfer]);
+  }
+
+  // Messages wait for a worklet of the rate last asked for: another may have been asked
+  // for while this one opened (a first `ready` at 24 kHz, then Opus's at 48 kHz), and
+  // what came meanwhile is for that context, which replaces this one (closing it would
+  // lose it). They also wait, while a timed utterance is queued, for the first mapping
+  // of this context (WARMUP_S): the worklet decides whether an utterance plays timed as
+  // it reaches the head of its queue, and without a mapping it would play it at once.
+  _canPost() {
+    return this.node !== null && this.sampleRate === this._wanted && !(this.timed.size && this.mapping === null);
+  }
+
+  _release() {
+    if (!this._canPost()) return;
+    for (const [msg, transfer] of this._pending.splice(0)) this.node.port.postMessage(msg, transfer);
   }
 
   // Drops everything queued; resolves once the worklet's output is silent.
@@ -231,6 +241,7 @@ export class Player extends EventTarget {
       clearInterval(this._ticker);
       this._ticker = null;
     }
+    this._release();
   }
 
   // Which context frame is heard when, on the page's performance.now() clock, by the
@@ -277,6 +288,7 @@ export class Player extends EventTarget {
     const mapping = { type: "clock", frame: out.frame, shared, r };
     this.node.port.postMessage(mapping);
     this.mapping = mapping;
+    this._release();
     this._mappings.push({ ...mapping, at: ctx.currentTime * this.sampleRate });
     if (this._mappings.length > 8) this._mappings.shift();
   }
