@@ -1,6 +1,7 @@
-// Timed playback's arithmetic, pure, for the worklet (which imports it: AudioWorklet
-// modules are ES modules, and a relative import resolves against worklet.js's URL) and
-// for tests, which import it into a page.
+// Timed playback's arithmetic, pure, for the worklet and for tests, which import it into
+// a page. The worklet imports it statically: addModule() loads an ES module, whose
+// relative imports resolve against worklet.js's URL (Chromium 156 checked; a worklet
+// may not use a dynamic import()).
 //
 // A clock mapping {frame, shared, r} says that context frame `frame` is heard at
 // `shared` seconds on the shared clock, and that r context frames pass per shared

@@ -37,7 +37,8 @@ const HARD_WAIT_S = 0.2; // a jump waits this long at most for a quiet moment to
 const MAX_PLACED = 256; // placement rows kept between statuses (a status goes every ~40 ms)
 const MAX_TIMELINES = 64; // timelines of utterances not finished yet (an unattended page runs for months)
 
-class RttsPlayer extends AudioWorkletProcessor {
+// Exported for tests, which drive it in an OfflineAudioContext (tests/system/test_sync_js.py).
+export class RttsPlayer extends AudioWorkletProcessor {
   constructor(options) {
     super();
     const opts = (options && options.processorOptions) || {};
@@ -112,8 +113,12 @@ class RttsPlayer extends AudioWorkletProcessor {
         if (!Number.isFinite(msg.playAt)) break;
         this.timelines.delete(msg.id);
         this.timelines.set(msg.id, msg.playAt);
-        // Timelines of utterances that never came are forgotten, the oldest first.
-        if (this.timelines.size > MAX_TIMELINES) this.timelines.delete(this.timelines.keys().next().value);
+        // Timelines of utterances that never came are forgotten, the oldest first (not
+        // the one playing).
+        if (this.timelines.size > MAX_TIMELINES) {
+          const old = [...this.timelines.keys()].find((id) => id !== this.current);
+          this.timelines.delete(old);
+        }
         break;
       case "clock":
         if ([msg.frame, msg.shared, msg.r].every(Number.isFinite) && msg.r > 0) {
@@ -193,34 +198,49 @@ class RttsPlayer extends AudioWorkletProcessor {
       this.port.postMessage({ type: "flushed", dropped: this.flushDropped, frame: currentFrame });
       this.dirty = true;
     } else {
-      this.cutDue(n);
-      const head = this.chunks[0];
-      if (head ? this.timedChunk(head) : this.current !== null && this.timed.get(this.current)) {
-        this.renderTimed(out, n);
+      const cut = this.dueCut(n);
+      if (cut === null) {
+        this.renderAny(out, n, currentFrame);
       } else {
-        if (!this.playing && this.buffered > 0 && (this.buffered >= this.refill || this.allComplete())) {
-          this.playing = true;
-          this.fadeIn = FADE;
-        }
-        if (this.playing) this.render(out, n);
-        else if (this.current !== null) this.starved += n; // mid-utterance, waiting to refill
+        // What plays before a high-priority cut fades out so as to end at its first frame.
+        this.renderAny(out.subarray(0, cut.at), cut.at, currentFrame);
+        this.cutBefore(cut.id, currentFrame + cut.at);
+        this.renderAny(out.subarray(cut.at), n - cut.at, currentFrame + cut.at);
       }
     }
-    this.mixFades(out);
+    this.mixFades(out, currentFrame);
 
     this.sinceStatus += n;
-    if (this.sinceStatus >= sampleRate * 0.04 && (this.dirty || this.playing || this.placed.length)) this.postStatus();
+    const news = this.dirty || this.playing || this.placed.length > 0;
+    if (this.sinceStatus >= sampleRate * 0.04 && news) this.postStatus();
     return true;
   }
 
-  render(out, n) {
+  // out[0, n) from context frame f0 on, from the head of the queue.
+  renderAny(out, n, f0) {
+    if (n === 0) return;
+    const head = this.chunks[0];
+    if (head ? this.timedChunk(head) : this.current !== null && this.timed.get(this.current)) {
+      this.renderTimed(out, n, f0);
+      return;
+    }
+    if (!this.playing && this.buffered > 0 && (this.buffered >= this.refill || this.allComplete())) {
+      this.playing = true;
+      this.fadeIn = FADE;
+    }
+    if (this.playing) this.render(out, n, f0);
+    else if (this.current !== null) this.starved += n; // mid-utterance, waiting to refill
+  }
+
+  render(out, n, f0) {
     // If more audio is expected but fewer than a quantum plus a fade are queued, this
     // quantum is the last before the queue runs dry: play what there is, fading out at
     // its end. (Waiting until it is empty would cut at full amplitude whenever a chunk
     // ends on a quantum boundary, and frames often do.) A timed utterance queued next
     // is not more of this one: it starts at its own frame.
     const last = this.chunks.length ? this.chunks[this.chunks.length - 1].id : this.current;
-    const starving = last !== null && !this.ended.has(last) && this.buffered < n + FADE && !this.timedQueued();
+    const starving =
+      last !== null && !this.ended.has(last) && this.buffered < n + FADE && !this.timedQueued();
     const want = starving ? Math.min(n, this.buffered) : n;
     let i = 0;
     while (i < want && this.chunks.length) {
@@ -235,10 +255,10 @@ class RttsPlayer extends AudioWorkletProcessor {
         }
         this.current = c.id;
         this.timed.set(c.id, false);
-        this.port.postMessage({ type: "start", id: c.id, frame: currentFrame + i });
+        this.port.postMessage({ type: "start", id: c.id, frame: f0 + i });
       }
       const take = Math.min(want - i, c.data.length - c.off);
-      if (take > 0 && c.pos !== undefined && !c.placed) this.place(c.id, c.pos + c.off, currentFrame + i);
+      if (take > 0 && c.pos !== undefined && !c.placed) this.place(c.id, c.pos + c.off, f0 + i);
       c.placed = true;
       for (let k = 0; k < take; k++) {
         let s = c.data[c.off + k];
@@ -306,10 +326,9 @@ class RttsPlayer extends AudioWorkletProcessor {
     return targetFrame(this.clock, this.timelines.get(id), pos, sampleRate);
   }
 
-  // Timed utterances from the head of the queue into out[0, n): each waits for its
-  // frame, then plays under watch of the clock.
-  renderTimed(out, n) {
-    const f0 = currentFrame;
+  // Timed utterances from the head of the queue into out[0, n), from context frame f0
+  // on: each waits for its frame, then plays under watch of the clock.
+  renderTimed(out, n, f0) {
     let i = 0;
     while (i < n && this.chunks.length) {
       const c = this.chunks[0];
@@ -368,11 +387,12 @@ class RttsPlayer extends AudioWorkletProcessor {
     // rule, without its growth (a timed stream cannot catch up by waiting; its late
     // samples are dropped anyway).
     const enough = this.ended.has(id) || this.queued.get(id) >= this.prebuffer;
+    const gap = this.started && !this.resyncing; // silence of an underrun, not of a jump
     if (s >= n || !enough) {
-      if (this.started) this.starved += n - i;
+      if (gap) this.starved += n - i;
       return n;
     }
-    if (this.started) this.starved += s - i;
+    if (gap) this.starved += s - i;
     // Sample 0 on time is the utterance's own start; anything else is joined mid-way.
     this.fadeIn = c.pos + c.off > 0 ? FADE : 0;
     this.state = "play";
@@ -405,7 +425,7 @@ class RttsPlayer extends AudioWorkletProcessor {
       }
       // A jump is a fade-out and a fade-in: made in a quiet moment if one comes soon.
       const quiet = this.peak(len) < AUDIBLE;
-      if (quiet || f0 + i - this.hardFrom >= HARD_WAIT_S * sampleRate) return this.resync(out, i, f0);
+      if (quiet || f0 + i - this.hardFrom >= HARD_WAIT_S * sampleRate) return this.resync(i, f0);
       d = { kind: "none", n: 0 };
     } else if (this.state === "hard") {
       this.state = "play"; // the mapping came back
@@ -452,8 +472,8 @@ class RttsPlayer extends AudioWorkletProcessor {
   // A hard correction at out[i]: what would play next fades out over FADE samples
   // (mixed in, under whatever follows), and the wait state skips the samples or waits
   // the frames to the right position.
-  resync(out, i, f0) {
-    this.fadeOut(i, f0 + i);
+  resync(i, f0) {
+    this.fadeOut(f0 + i);
     this.hardSyncs++;
     this.state = "wait";
     this.resyncing = true;
@@ -461,51 +481,57 @@ class RttsPlayer extends AudioWorkletProcessor {
     return i;
   }
 
-  // The next FADE samples of the current, fading out, to be mixed into the output from
-  // out[from] (heard at `frame`) on.
-  fadeOut(from, frame) {
+  // The next FADE samples of the current, fading out, mixed into the output from
+  // context frame `frame` on (under whatever is written there).
+  fadeOut(frame) {
     const data = new Float32Array(FADE);
     const k = this.write(data, 0, FADE, frame);
     for (let j = 0; j < k; j++) data[j] *= 1 - j / FADE;
-    this.fades.push({ data: data.subarray(0, k), at: 0, from });
+    this.fades.push({ data: data.subarray(0, k), frame });
     this.mark = true;
   }
 
-  mixFades(out) {
+  // Adds the fade-outs due in out[], which starts at context frame f0.
+  mixFades(out, f0) {
     if (!this.fades.length) return;
     for (const f of this.fades) {
-      for (let k = f.from; k < out.length && f.at < f.data.length; k++) out[k] += f.data[f.at++];
-      f.from = 0;
+      for (let k = Math.max(0, f.frame - f0); k < out.length && f0 + k - f.frame < f.data.length; k++) {
+        out[k] += f.data[f0 + k - f.frame];
+      }
     }
-    this.fades = this.fades.filter((f) => f.at < f.data.length);
+    this.fades = this.fades.filter((f) => f.frame + f.data.length > f0 + out.length);
   }
 
-  // A due high-priority cut: from the quantum where its start frame is less than a
-  // quantum and a fade away, what is queued before it fades out and is dropped, so it
-  // starts at its frame on every kiosk alike.
-  cutDue(n) {
-    if (!this.cuts.size || this.clock === null) return;
-    for (const id of [...this.cuts]) {
+  // A high-priority cut whose fade must begin in this quantum: {id, at} (the index it
+  // begins at, FADE before the cut's first frame), or null. Every kiosk ends what it was
+  // playing at that same instant.
+  dueCut(n) {
+    if (!this.cuts.size || this.clock === null) return null;
+    for (const id of this.cuts) {
       if (!this.timelines.has(id)) continue;
-      if (this.frameOf(id, 0) - currentFrame >= n + FADE) continue;
+      const at = Math.round(this.frameOf(id, 0)) - currentFrame - FADE;
+      if (at >= n) continue;
       this.cuts.delete(id);
-      this.cutBefore(id);
+      return { id, at: Math.max(0, at) };
     }
+    return null;
   }
 
-  cutBefore(id) {
+  // Drops what is queued before utterance `id`, fading out what plays from `frame` on.
+  cutBefore(id, frame) {
     let first = this.chunks.findIndex((c) => c.id === id);
     if (first < 0) first = this.chunks.length; // its audio is still on its way
     const ids = new Set(this.chunks.slice(0, first).map((c) => c.id));
     if (this.current !== null && this.current !== id) ids.add(this.current);
     if (!ids.size) return;
-    if (this.playing && this.current !== id) this.fadeOut(0, currentFrame);
-    while (this.chunks.length && this.chunks[0].id !== id) {
-      const c = this.chunks.shift();
-      const left = c.data.length - c.off;
-      this.buffered -= left;
-      this.queued.set(c.id, this.queued.get(c.id) - left);
+    if (this.playing && this.current !== id) this.fadeOut(frame);
+    // All of theirs go, wherever queued: they are over.
+    const kept = [];
+    for (const c of this.chunks) {
+      if (ids.has(c.id)) this.buffered -= c.data.length - c.off;
+      else kept.push(c);
     }
+    this.chunks = kept;
     for (const cut of ids) if (this.received.has(cut)) this.finish("done", cut, { flushed: true });
     this.current = null;
     this.playing = false;
@@ -522,8 +548,8 @@ class RttsPlayer extends AudioWorkletProcessor {
     while (w < k && this.chunks.length && this.chunks[0].id === id) {
       const c = this.chunks[0];
       const take = Math.min(k - w, c.data.length - c.off);
-      if (take > 0 && c.pos !== undefined && (this.mark || !c.placed)) this.place(id, c.pos + c.off, frame + w);
       if (take > 0) {
+        if (c.pos !== undefined && (this.mark || !c.placed)) this.place(id, c.pos + c.off, frame + w);
         c.placed = true;
         this.mark = false;
       }
@@ -590,12 +616,14 @@ class RttsPlayer extends AudioWorkletProcessor {
     const received = {};
     for (const id of this.changed) if (this.received.has(id)) received[id] = this.received.get(id);
     this.changed.clear();
+    // A timed utterance waiting for its first frame is not being played yet.
+    const id = this.current !== null && this.timed.get(this.current) && !this.started ? null : this.current;
     this.port.postMessage({
       type: "status",
       buffered: this.buffered,
       playing: this.playing,
-      id: this.current,
-      pos: this.current === null ? 0 : this.played.get(this.current) || 0,
+      id,
+      pos: id === null ? 0 : this.played.get(id) || 0,
       underruns: this.underruns,
       audibleUnderruns: this.audibleUnderruns,
       starved: this.starved,
