@@ -14,9 +14,10 @@ import pytest
 
 from tests.netdelay import DelayProxy, release_time
 
-# How late a chunk may come on a loaded 2-core machine (thread wake-ups, the event loop):
-# generous, since the tests are about the delay being there, not about the scheduler.
-LATE_S = 0.015
+# None may be early; on a loaded 2-core machine a thread may wake late now and then (a
+# 200 ms stall was seen with a load average of 8), so only most must be on time, within
+# TYPICAL_S: the tests are about the delay being there, not about the scheduler.
+TYPICAL_S = 0.005
 
 
 class EchoServer:
@@ -94,9 +95,10 @@ def test_each_direction_is_delayed(echo: EchoServer) -> None:
             rtts.append(time.monotonic() - sent)
             one_way.append(echo.arrivals[-1][0] - sent)
             time.sleep(0.01)
-    assert all(0.050 <= d <= 0.050 + LATE_S for d in one_way), one_way
-    assert all(0.100 <= r <= 0.100 + 2 * LATE_S for r in rtts), rtts
-    assert statistics.median(rtts) < 0.100 + LATE_S / 2, rtts
+    assert all(d >= 0.050 for d in one_way), one_way
+    assert all(r >= 0.100 for r in rtts), rtts
+    assert statistics.median(one_way) < 0.050 + TYPICAL_S, one_way
+    assert statistics.median(rtts) < 0.100 + 2 * TYPICAL_S, rtts
 
 
 def test_jitter_stays_within_its_bounds_and_varies(echo: EchoServer) -> None:
@@ -109,7 +111,8 @@ def test_jitter_stays_within_its_bounds_and_varies(echo: EchoServer) -> None:
             assert recv_exact(s, 3) == msg
             one_way.append(echo.arrivals[-1][0] - sent)
             time.sleep(0.005)
-    assert all(0.020 <= d <= 0.060 + LATE_S for d in one_way), one_way
+    assert all(d >= 0.020 for d in one_way), one_way
+    assert sum(d <= 0.060 + TYPICAL_S for d in one_way) >= 0.8 * len(one_way), one_way
     # Uniform over 40 ms: forty draws cover most of it.
     assert max(one_way) - min(one_way) > 0.020, one_way
 
