@@ -69,7 +69,8 @@ class Cell:
 
 
 def grid() -> list[Cell]:
-    cells = [Cell(setup, delayed, lang) for setup in ("one", "two") for delayed in (False, True) for lang in ("zh", "en")]
+    cells = [Cell(setup, delayed, lang)
+             for setup in ("one", "two") for delayed in (False, True) for lang in ("zh", "en")]
     # The baseline: today's playback (sync=0), measured the same way, on the hardest links.
     cells += [Cell(setup, True, "zh", sync=False) for setup in ("one", "two")]
     return cells
@@ -97,8 +98,9 @@ class Result:
 
 def publish(port: int, text: str) -> tuple[str, float]:
     body = json.dumps({"channel": CHANNEL, "text": text}).encode()  # no voice: what the users send
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
     request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/announce", data=body, method="POST",
-                                     headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
+                                     headers=headers)
     sent = time.time()
     with urllib.request.urlopen(request, timeout=30) as r:
         return json.loads(r.read())["id"], sent
@@ -113,7 +115,8 @@ def metric(port: int, name: str) -> float | None:
 
 
 def counters(k: Kiosk) -> tuple[int, int]:
-    got = k.page.evaluate("() => { const s = window.rtts.sync; return [s.softDrops + s.softDups, s.hardSyncs]; }")
+    got = k.page.evaluate("() => { const s = window.rtts.sync; "
+                          "return [s.softDrops + s.softDups, s.hardSyncs]; }")
     return int(got[0]), int(got[1])
 
 
@@ -123,7 +126,8 @@ def k_state(kiosks: list[Kiosk], name: str, ann: str) -> object:
                          " ready: window.rtts.conn.ready && window.rtts.conn.ready.clock})", ann)
 
 
-def one_round(kiosks: list[Kiosk], cell: Cell, publish_port: int, text: str, at_s: tuple[float, ...]) -> Round:
+def one_round(kiosks: list[Kiosk], cell: Cell, publish_port: int, text: str,
+              at_s: tuple[float, ...]) -> Round:
     before = [counters(k) for k in kiosks] if cell.sync else []
     ann, sent = publish(publish_port, text)
     for k in kiosks:
@@ -133,14 +137,14 @@ def one_round(kiosks: list[Kiosk], cell: Cell, publish_port: int, text: str, at_
     for r in reports:
         if r.source != want:
             brief = {x: v for x, v in r.raw.items() if x not in ("rows", "recorder")}
-            raise RuntimeError(f"{r.name}: measured from {r.source}, not {want}; the page did not play as asked: "
-                               f"{brief}, {k_state(kiosks, r.name, ann)}")
+            raise RuntimeError(f"{r.name}: measured from {r.source}, not {want}; the page did not play as "
+                               f"asked: {brief}, {k_state(kiosks, r.name, ann)}")
     s = spread.spread(reports, at_s=at_s)
     audio_s = s.span_s
     heard = [r.heard(r.first_pos) - sent for r in reports]
     pages = [(r.name, f"first {r.first_pos / r.rate:.2f} s, last {r.last_pos / r.rate:.2f} s, heard "
-              f"{r.heard(r.first_pos) - sent:.3f} s after publish, lateMs {r.raw['lateMs']}, clock {r.raw['clock']}, "
-              f"underruns {r.raw['underruns']}") for r in reports]
+              f"{r.heard(r.first_pos) - sent:.3f} s after publish, lateMs {r.raw['lateMs']}, "
+              f"clock {r.raw['clock']}, underruns {r.raw['underruns']}") for r in reports]
     if not cell.sync:
         return Round(s, heard, None, None, None, None, None, None, audio_s, pages)
     after = [counters(k) for k in kiosks]
@@ -149,11 +153,12 @@ def one_round(kiosks: list[Kiosk], cell: Cell, publish_port: int, text: str, at_
     clock = max(max(abs(e) for e in r.clock_errors_ms()) for r in reports)
     late = max(r.raw["lateMs"] or 0.0 for r in reports)
     play_at = reports[0].raw["playAt"]
-    return Round(s, heard, clock, late, soft, hard, play_at - sent, metric(publish_port, "rtts_sync_lead_seconds"),
-                 audio_s, pages)
+    lead = metric(publish_port, "rtts_sync_lead_seconds")
+    return Round(s, heard, clock, late, soft, hard, play_at - sent, lead, audio_s, pages)
 
 
-def run_cell(browser: Browser, cell: Cell, ports: tuple[int, int], front: int, args: argparse.Namespace) -> Result:
+def run_cell(browser: Browser, cell: Cell, ports: tuple[int, int], front: int,
+             args: argparse.Namespace) -> Result:
     """``ports``: (the instance announcements are published to, the other or the same);
     ``front``: where the kiosks connect (the instance, or nginx)."""
     texts = SHORT_TEXTS if args.short else TEXTS
@@ -188,7 +193,8 @@ def warm(port: int) -> None:
 
 
 def measure(args: argparse.Namespace, workdir: Path) -> list[Result]:
-    common = ("--publish-token", TOKEN, "--max-connections", "256", "--max-connections-per-ip", "256", "--preload")
+    common = ("--publish-token", TOKEN, "--max-connections", "256", "--max-connections-per-ip", "256",
+              "--preload")
     cells = [c for c in grid() if c.setup in args.setups]
     results = []
     with sync_playwright() as pw:
@@ -261,20 +267,22 @@ def table(results: list[Result], machine: dict, command: str, args: argparse.Nam
     audio = statistics.median(r.audio_s for res in results for r in res.rounds)
     lines = [
         f"Measured {machine['when']} on {machine['cpus']} CPUs ({machine['cpu']}); host probe "
-        f"{machine['probe_before']:.0f} ms before, {machine['probe_after']:.0f} ms after; CPU stolen by other "
-        f"guests {machine['steal']:.0%}. The kiosks' Chromium, the relays and the rtts instances all share these cores.",
+        f"{machine['probe_before']:.0f} ms before, {machine['probe_after']:.0f} ms after; CPU stolen by "
+        f"other guests {machine['steal']:.0%}. The kiosks' Chromium, the relays and the rtts instances "
+        "all share these cores.",
         "",
-        f"Command: `{command}`. {args.kiosks} kiosks, {args.rounds} round(s) per row of a ~{audio:.0f} s announcement "
-        "published to instance A with no voice named (Mandarin: Kokoro zf_xiaoxiao; English: Hibari heart), "
-        "phrase cache off. Links: each kiosk's own relay; *0–100 ms* spreads the one-way delays evenly over the "
-        "kiosks, each ± 20 ms uniform, in both directions. Two instances: both `--shared-clock bus`, kiosks "
-        "spread over them by nginx.",
+        f"Command: `{command}`. {args.kiosks} kiosks, {args.rounds} round(s) per row of a ~{audio:.0f} s "
+        "announcement published to instance A with no voice named (Mandarin: Kokoro zf_xiaoxiao; "
+        "English: Hibari heart), phrase cache off. Links: each kiosk's own relay; *0–100 ms* spreads "
+        "the one-way delays evenly over the kiosks, each ± 20 ms uniform, in both directions. Two "
+        "instances: both `--shared-clock bus`, kiosks spread over them by nginx.",
         "",
-        f"Spreads in ms, median / max over the rounds; *p95 / max* over every 20 ms of the announcement. "
-        "*Clock*: the worst distance between a page's shared-clock mapping and the host's clock. *Late*: the most audio "
-        "one kiosk dropped because it came after its time (a late start, or rejoining at position after an underrun). *Soft/s*: samples dropped or repeated per second per kiosk; *hard*: hard "
-        "syncs, all kiosks. *Publish → heard*: to the first sample at each kiosk. *Lead*: "
-        "`rtts_sync_lead_seconds` after the round (and play_at − publish).",
+        "Spreads in ms, median / max over the rounds; *p95 / max* over every 20 ms of the announcement. "
+        "*Clock*: the worst distance between a page's shared-clock mapping and the host's clock. "
+        "*Late*: the most audio one kiosk dropped because it came after its time (a late start, or "
+        "rejoining at position after an underrun). *Soft/s*: samples dropped or repeated per second "
+        "per kiosk; *hard*: hard syncs, all kiosks. *Publish → heard*: to the first sample at each "
+        "kiosk. *Lead*: `rtts_sync_lead_seconds` after the round (and play_at − publish).",
         "",
         f"| setup, links, text | spread at start | at {at:.0f} s | p95 / max | clock | late | soft/s | hard "
         "| publish → heard | lead |",
@@ -288,8 +296,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="announcements per row")
     parser.add_argument("--kiosks", type=int, default=6, help="kiosk pages per row")
-    parser.add_argument("--short", action="store_true", help="a ~15 s announcement, one round (unless --rounds)")
-    parser.add_argument("--setups", default="one,two", help="which: one (instance), two (+ Redis + nginx), or both")
+    parser.add_argument("--short", action="store_true",
+                        help="a ~15 s announcement, one round (unless --rounds)")
+    parser.add_argument("--setups", default="one,two",
+                        help="which: one (instance), two (+ Redis + nginx), or both")
     parser.add_argument("--workdir", help="keep the servers' logs here (default: a temporary folder)")
     parser.add_argument("--write", action="store_true", help="put the table into docs/benchmarks.md")
     args = parser.parse_args()

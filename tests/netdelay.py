@@ -31,14 +31,15 @@ def netem_available() -> bool:
     if shutil.which("unshare") is None or shutil.which("tc") is None:
         return False
     try:
-        run = subprocess.run(["unshare", "-n", "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"],
-                             capture_output=True, timeout=10)
+        run = subprocess.run(["unshare", "-n", "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay",
+                              "1ms"], capture_output=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return False
     return run.returncode == 0
 
 
-def release_time(previous: float, read_at: float, delay: float, jitter: float, draw: Callable[[], float]) -> float:
+def release_time(previous: float, read_at: float, delay: float, jitter: float,
+                 draw: Callable[[], float]) -> float:
     """When a chunk read at ``read_at`` goes on: its delay, a jitter drawn uniform in
     ±``jitter`` (``draw`` gives [0, 1)), never before the chunk ahead of it."""
     return max(previous, read_at + delay + (2 * draw() - 1) * jitter)

@@ -46,7 +46,8 @@ RECORDER = """() => {
         const ts = ctx.getOutputTimestamp ? ctx.getOutputTimestamp() : null;
         const perf = ts && ts.contextTime > 0 && ts.performanceTime > 0
             ? ts.performanceTime + (frame / sr - ts.contextTime) * 1000
-            : performance.now() + (frame / sr - ctx.currentTime + (ctx.baseLatency || 0) + (ctx.outputLatency || 0)) * 1000;
+            : performance.now()
+              + (frame / sr - ctx.currentTime + (ctx.baseLatency || 0) + (ctx.outputLatency || 0)) * 1000;
         return (performance.timeOrigin + perf) / 1000;
     };
     const add = (id, pos, frame) => (rows[id] = rows[id] || []).push([pos, null, trueS(frame)]);
@@ -73,7 +74,8 @@ READ = """id => {
         recorder: own.map(([p, s, t]) => [p + first, s, t]),
         rate: r.player.sampleRate, firstPts: first, clock: sync ? sync.clock : null,
         playAt: (r.stats.utterances[id] || {}).playAt ?? null,
-        late: sync ? sync.late : null, softDrops: sync ? sync.softDrops : null, softDups: sync ? sync.softDups : null,
+        late: sync ? sync.late : null, softDrops: sync ? sync.softDrops : null,
+        softDups: sync ? sync.softDups : null,
         hardSyncs: sync ? sync.hardSyncs : null, lateMs: (r.stats.utterances[id] || {}).lateMs ?? null,
         underruns: st.underruns ?? null, done: Boolean(u.soundDone),
     };
@@ -107,7 +109,8 @@ class Report:
     def clock_errors_ms(self) -> list[float]:
         """sharedS - trueS per row: the page's shared-clock estimate against the host's
         clock (the server's shared clock is the host's on one host)."""
-        return [(s - t) * 1000 for _, s, t in self.rows if s is not None and t is not None]  # type: ignore[operator]
+        return [(s - t) * 1000 for _, s, t in self.rows  # type: ignore[operator]
+                if s is not None and t is not None]
 
 
 def install(page: Any) -> None:
