@@ -1,0 +1,203 @@
+"""Kiosks in step: several kiosk pages in Debian's headless Chromium hear one channel
+announcement, each through a network delay of its own (tests/netdelay.py: its page, its
+WebSocket and its pings all go through it), and play it at the announcement's `play_at`
+on the server's shared clock. Each page reports when each sample reached its output, on
+the one clock every page of this host shares (tests/spread.py); the spread between the
+first and the last page to hear a sample must stay within 10 ms, at the first sample and
+a minute in.
+
+(a) one instance, four kiosks at 0, 33, 66 and 100 ms one way, each ± 20 ms, one of them
+with a clock 200 ppm fast; a raw client and a kiosk with `sync=0` next to them, which
+must go on playing as before. (b) two instances sharing a Redis bus behind nginx, two
+kiosks on each, instance B's host clock 30 ms off and both following the Redis host's
+clock (``--shared-clock bus``), a Mandarin announcement of a minute with no voice named
+(what the users publish), which each instance synthesizes itself.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from playwright.sync_api import Browser, sync_playwright
+
+from rtts import protocol
+
+from tests import spread
+from tests.conftest import Client, RedisServer, RttsProcess
+from tests.spread import Kiosk
+from tests.system.test_browser import CHROMIUM, CHROMIUM_ARGS
+from tests.system.test_nginx import NGINX, nginx_in_front, readyz
+from tests.texts import STATION_EN_SHORT, STATION_ZH
+
+REDIS = shutil.which("redis-server") or ("/usr/bin/redis-server" if Path("/usr/bin/redis-server").exists() else None)
+pytestmark = pytest.mark.slow
+
+ARGS = [*CHROMIUM_ARGS, *spread.UNTHROTTLED]
+TOKEN = "pub-secret"
+CHANNEL = "hall"
+SPREAD_MS = 10.0  # the issue's target, between any two kiosks
+CLOCK_MS = 5.0  # how far a page's shared-clock estimate may be from the host's clock
+CLAIM_S = 0.25  # what choosing play_at may add beyond sync_max_lead (a Redis round trip, a busy loop)
+# One-way delay ± jitter of each kiosk's link, as the issue asks (0-100 ms, ± 20 ms).
+LINKS = [(0, 20), (33, 20), (66, 20), (100, 20)]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+def publish(url: str, text: str) -> tuple[protocol.Published, float]:
+    """Publishes over a WebSocket; the Unix time it was handed over, too."""
+    with Client(url) as c:
+        assert isinstance(c.recv(), protocol.Ready)
+        sent = time.time()
+        c.send(type="publish", channel=CHANNEL, text=text, token=TOKEN)
+        answer = c.recv()
+    assert isinstance(answer, protocol.Published), answer
+    return answer, sent
+
+
+def subscriber(url: str) -> tuple[Client, protocol.Ready]:
+    """A plain Python client on the channel, as any WebSocket client is."""
+    c = Client(url)
+    ready = c.recv()
+    assert isinstance(ready, protocol.Ready)
+    c.send(type="subscribe", channel=CHANNEL)
+    assert isinstance(c.recv(timeout=10), protocol.Subscribed)
+    return c, ready
+
+
+def check_in_step(kiosks: list[Kiosk], ann_id: str, sent: float, play_at: float, max_lead: float,
+                  at_s: tuple[float, ...]) -> spread.Spread:
+    """The assertions both scenarios share, each page's figures printed first (all of
+    them, so a failure shows the whole picture); returns the spread."""
+    reports = [k.report(ann_id) for k in kiosks]
+    for k, r in zip(kiosks, reports):
+        brief = {x: v for x, v in r.raw.items() if x not in ("rows", "recorder")}
+        assert r.source == "placed", f"{k.name}: the page did not play {ann_id} in step: {brief}"
+        assert r.raw["done"], k.name
+    s = spread.spread(reports, at_s=at_s)
+    print(f"\n{ann_id}: {s.line()}; play_at {play_at - sent:.3f} s after publish")
+    wrong = []
+    for r in reports:
+        errors = [abs(e) for e in r.clock_errors_ms()]
+        offset = r.raw["clock"]["offsetMs"]
+        # A page's first row is its first sample: the worklet's own `start` frame, mapped as
+        # tests/spread.py maps a sync=0 page's, must say the same (the baseline's measure).
+        start_gap = (r.recorder[0][2] - r.rows[0][2]) * 1000  # type: ignore[operator]
+        off_time = (r.heard(r.first_pos) - play_at - r.first_pos / r.rate) * 1000
+        clock, raw = r.raw["clock"], r.raw
+        print(f"  {r.name}: heard {r.heard(r.first_pos) - sent:.3f} s after publish ({off_time:+.1f} ms "
+              f"from play_at), rows {len(r.rows)}, clock offset {offset:+.2f} ms (rtt {clock['rttMs']:.1f} "
+              f"ms, {clock['samples']} samples), mapping vs host clock max {max(errors):.2f} ms, late "
+              f"{raw['late']}, soft {raw['softDrops']}/{raw['softDups']}, hard {raw['hardSyncs']}, "
+              f"worklet start frame {start_gap:+.2f} ms")
+        if abs(offset) > CLOCK_MS or max(errors) > CLOCK_MS:
+            wrong.append(f"{r.name}: clock off by {offset:+.2f} ms, mapping by up to {max(errors):.2f} ms")
+        if abs(start_gap) > 2.0:
+            wrong.append(f"{r.name}: placed rows and the worklet's start frame differ by {start_gap:+.2f} ms")
+        if abs(off_time) > SPREAD_MS:
+            wrong.append(f"{r.name}: first sample heard {off_time:+.1f} ms from its time")
+    if not 0 < play_at - sent <= max_lead + CLAIM_S:
+        wrong.append(f"play_at {play_at - sent:.3f} s after publish (sync_max_lead {max_lead} s)")
+    if s.start_ms > SPREAD_MS or any(v > SPREAD_MS for v in s.at_ms.values()):
+        wrong.append(f"spread over {SPREAD_MS} ms: {s.line()}")
+    if set(s.at_ms) != set(at_s):
+        wrong.append(f"the pages did not all play {at_s} s in: {s.line()}")
+    assert not wrong, wrong
+    return s
+
+
+def test_kiosks_on_one_instance_play_in_step(tmp_path: Path, browser: Browser) -> None:
+    with ExitStack() as stack:
+        srv = stack.enter_context(RttsProcess(tmp_path, "--publish-token", TOKEN, "--preload",
+                                              "--phrase-cache-mb", "0"))
+        srv.wait_listening()
+        port = srv.port
+        kiosks = [Kiosk(stack, browser, port, link, seed=i, channel=CHANNEL,
+                        **({"clock_skew_ppm": 200} if i == 2 else {})) for i, link in enumerate(LINKS)]
+        old = Kiosk(stack, browser, port, (0, 0), seed=9, channel=CHANNEL, sync=0)
+        for k in [*kiosks, old]:
+            k.wait_ready()
+        raw, ready = subscriber(srv.url)
+        stack.callback(raw.close)
+        assert ready.clock is not None and ready.clock["source"] == "host", ready.clock
+        max_lead = ready.clock["max_lead_ms"] / 1000
+
+        ann, sent = publish(srv.url, STATION_EN_SHORT)
+        msgs = raw.utterance(ann.id)
+        start = msgs[0]
+        assert isinstance(start, protocol.Start) and isinstance(start.play_at, float), start
+        assert isinstance(msgs[-1], protocol.End) and msgs[-1].reason == "done"
+        audio_s = msgs[-1].stats["audio_ms"] / 1000
+        assert audio_s > 12, audio_s
+        for k in [*kiosks, old]:
+            k.wait_played(ann.id, 60)
+        s = check_in_step(kiosks, ann.id, sent, start.play_at, max_lead, at_s=())
+        assert s.end_ms <= SPREAD_MS and s.span_s > audio_s - 1, s.line()  # ...and to the end
+
+        # The page that does not sync played it all, as soon as it could: before play_at.
+        before = old.report(ann.id)
+        assert before.source == "recorder" and before.raw["playAt"] is None
+        played = old.page.evaluate("id => window.rtts.stats.utterances[id]", ann.id)
+        assert played["played"] == played["received"] > audio_s * 24000 * 0.95, played
+        assert before.heard(0) < start.play_at - 0.1, (before.heard(0), start.play_at)
+        print(f"  sync=0 kiosk: heard {before.heard(0) - sent:.3f} s after publish, "
+              f"{(start.play_at - before.heard(0)) * 1000:.0f} ms before the others")
+        for k in [*kiosks, old]:
+            assert not k.errors, (k.name, k.errors)
+    assert "Traceback" not in srv.log, srv.log
+
+
+@pytest.mark.skipif(NGINX is None, reason="needs nginx: apt-get install nginx")
+@pytest.mark.skipif(REDIS is None, reason="needs redis-server: apt-get install redis-server")
+def test_kiosks_on_two_instances_play_in_step(tmp_path: Path, browser: Browser) -> None:
+    for d in ("a", "b", "redis", "nginx"):
+        (tmp_path / d).mkdir()
+    with RedisServer(tmp_path / "redis") as redis, ExitStack() as stack:
+        args = ("--bus", redis.url, "--shared-clock", "bus", "--publish-token", TOKEN, "--trusted-proxies",
+                "127.0.0.1", "--preload", "--phrase-cache-mb", "0")
+        a = stack.enter_context(RttsProcess(tmp_path / "a", *args))
+        b = stack.enter_context(RttsProcess(tmp_path / "b", *args, env={"RTTS_TEST_CLOCK_SKEW_MS": "30"}))
+        a.wait_listening(), b.wait_listening()
+        # Each instance loads the Mandarin voice before the announcement, as a box that has
+        # spoken Mandarin before has: the first announcement is not the one to time a cold load.
+        for inst in (a, b):
+            with Client(inst.url) as c:
+                assert isinstance(c.recv(), protocol.Ready)
+                c.send(type="speak", id="warm", text="你好。")
+                assert c.utterance("warm", timeout=120)[-1].reason == "done"
+        url = stack.enter_context(nginx_in_front(tmp_path / "nginx", a.port, b.port))
+        front = urlparse(url).port
+        assert front is not None
+        kiosks = []
+        for i, link in enumerate(LINKS):
+            kiosks.append(Kiosk(stack, browser, front, link, seed=i, channel=CHANNEL))
+            kiosks[-1].wait_ready()  # one at a time: nginx's least_conn then puts two on each
+        assert (readyz(a.port)[1]["connections"], readyz(b.port)[1]["connections"]) == (2, 2)
+
+        ann, sent = publish(a.url, STATION_ZH)
+        with Client(b.url) as c:
+            ready = c.recv()
+        assert isinstance(ready, protocol.Ready) and ready.clock is not None, ready
+        assert ready.clock["source"] == "bus", ready.clock
+        max_lead = ready.clock["max_lead_ms"] / 1000
+        for k in kiosks:
+            k.wait_played(ann.id, 150)
+        play_at = kiosks[0].page.evaluate("id => window.rtts.stats.utterances[id].playAt", ann.id)
+        assert all(k.page.evaluate("id => window.rtts.stats.utterances[id].playAt", ann.id) == play_at
+                   for k in kiosks), "the instances chose different times"
+        check_in_step(kiosks, ann.id, sent, play_at, max_lead, at_s=(60.0,))
+        for k in kiosks:
+            assert not k.errors, (k.name, k.errors)
+    assert "Traceback" not in a.log + b.log, a.log + b.log
