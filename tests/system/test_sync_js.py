@@ -311,6 +311,7 @@ def test_a_high_priority_announcement_cuts_in_at_its_time(server: ServerThread, 
 def test_kiosk_with_sync_off_plays_as_before(server: ServerThread, new_page) -> None:  # noqa: F811
     """sync=0: no clock, no timeline, the announcement played as soon as it comes."""
     page = kiosk(server, new_page, sync="0")
+    page.wait_for_function("window.rtts.player.node !== null")  # the context opens after `ready`
     posted = []
     page.expose_function("recordPost", lambda kind: posted.append(kind))
     page.evaluate("""() => { const port = window.rtts.player.node.port, post = port.postMessage.bind(port);
