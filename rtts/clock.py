@@ -70,7 +70,8 @@ class OffsetFilter:
     trip" sample still carries its asymmetry, several ms under ±20 ms of jitter, where
     the intersection's is a fraction of a ms (benchmarks/clock_filter.py).
 
-    A drifting crystal tilts the intervals, so once they span ``SPAN_S`` a slope (in
+    A drifting crystal tilts the intervals, so once they span ``SPAN_S`` (or sooner, when
+    they no longer meet without one) a slope (in
     steps of ``SLOPE_STEP`` within ``MAX_SLOPE``) is taken out of them: the smallest that
     leaves the intersection within a slack of its widest (``SLOPE_SLACK_S``). Not the widest
     itself: while audio flows, pongs come back late on one side only (TCP holds a
@@ -147,13 +148,16 @@ def _fit(samples: deque[Sample], span_s: float, step: float, max_slope: float) -
     lows = [(s.server - last.server) - (s.recv - ref) for s in samples]
     highs = [(s.server - last.server) - (s.sent - ref) for s in samples]
     slope = 0.0
-    if -times[0] >= span_s:
+    low, high = _bounds(times, lows, highs, slope)
+    if -times[0] >= span_s or low > high:
+        # Long enough to show a drift, or already showing one: narrow intervals (a LAN's)
+        # stop meeting within seconds of a fast crystal, long before 30 s.
         slopes = [k * step for k in _steps(round(max_slope / step))]
         widths = [high - low for low, high in (_bounds(times, lows, highs, b) for b in slopes)]
         widest = max(widths)
         slack = min(SLOPE_SLACK_S, max(widest, 0.0) * SLOPE_SLACK_SHARE)
         slope = next(b for b, w in zip(slopes, widths) if w >= widest - slack)
-    low, high = _bounds(times, lows, highs, slope)
+        low, high = _bounds(times, lows, highs, slope)
     return Fit(ref, base, low, high, slope)
 
 

@@ -138,7 +138,10 @@ export function fitOffset(samples) {
   const lows = samples.map((s) => s.server - last.server - (s.recv - ref));
   const highs = samples.map((s) => s.server - last.server - (s.sent - ref));
   let slope = 0;
-  if (-times[0] >= SPAN_S) {
+  let [low, high] = bounds(times, lows, highs, slope);
+  if (-times[0] >= SPAN_S || low > high) {
+    // Long enough to show a drift, or already showing one (narrow intervals stop meeting
+    // within seconds of a fast crystal).
     const slopes = slopeSteps(Math.round(MAX_SLOPE / SLOPE_STEP)).map((k) => k * SLOPE_STEP);
     const widths = slopes.map((b) => {
       const [low, high] = bounds(times, lows, highs, b);
@@ -147,8 +150,8 @@ export function fitOffset(samples) {
     const widest = Math.max(...widths);
     const slack = Math.min(SLOPE_SLACK_S, Math.max(widest, 0) * SLOPE_SLACK_SHARE);
     slope = slopes[widths.findIndex((w) => w >= widest - slack)];
+    [low, high] = bounds(times, lows, highs, slope);
   }
-  const [low, high] = bounds(times, lows, highs, slope);
   return { ref, base, low, high, slope };
 }
 

@@ -5,7 +5,9 @@
 //
 // Given a ClockSync (clock.js), the pings also follow the server's shared clock: where
 // `ready.clock` says the server offers one, each pong's `server_time` is a sample, taken
-// in a burst at connect (so the estimate is ready within a second) and then every 2 s.
+// in a burst at connect (so the estimate is ready within a second), then four a second
+// for a while (the filter is only as good as the fastest exchanges it has seen, and a
+// kiosk may be asked to play in step seconds after it connects), then one a second.
 
 import { decode, encode } from "../vendor/msgpack/index.mjs";
 
@@ -13,7 +15,9 @@ const PING_EVERY_MS = 5000;
 const PING_TIMEOUT_MS = 12000;
 const PING_BURST = 8; // pings 100 ms apart after a `ready` that offers a clock
 const PING_BURST_MS = 100;
-const PING_SYNC_MS = 2000;
+const PING_SETTLE_MS = 250; // for the first PING_SETTLE_FOR_MS after the burst
+const PING_SETTLE_FOR_MS = 15000;
+const PING_SYNC_MS = 1000;
 const BACKOFF_FIRST_MS = 500;
 const BACKOFF_MAX_MS = 10000;
 
@@ -39,6 +43,7 @@ export class Connection extends EventTarget {
     this.closeInfo = null;
     this._retryTimer = null;
     this._pingTimer = null;
+    this._settleTimer = null; // ends the first, faster sampling
     this._lastPong = 0;
     this._syncing = false; // this socket's pings sample the server's clock
   }
@@ -118,9 +123,18 @@ export class Connection extends EventTarget {
       if (this.ws === null || this.ws.readyState !== WebSocket.OPEN) return;
       this._ping();
       if (++sent < PING_BURST) this._pingTimer = setTimeout(burst, PING_BURST_MS);
-      else this._pingEvery(PING_SYNC_MS);
+      else this._settle();
     };
     burst();
+  }
+
+  _settle() {
+    this._pingEvery(PING_SETTLE_MS);
+    const ws = this.ws;
+    clearTimeout(this._settleTimer);
+    this._settleTimer = setTimeout(() => {
+      if (this.ws === ws && this._syncing) this._pingEvery(PING_SYNC_MS);
+    }, PING_SETTLE_FOR_MS);
   }
 
   _localMs() {
@@ -155,6 +169,7 @@ export class Connection extends EventTarget {
   _onClose(ws, e) {
     if (ws !== this.ws) return; // an old socket we already gave up on
     clearInterval(this._pingTimer); // also clears the burst's timeout: one pool of ids
+    clearTimeout(this._settleTimer);
     this.ws = null;
     this.closeInfo = { code: e.code, reason: e.reason || "" };
     this._scheduleRetry(e.code === 1008 ? "unauthorized" : "reconnecting");
