@@ -93,6 +93,7 @@ class _Channel:
     begun_at: float = 0.0  # when ``current`` began here (shared clock): what play_at was set from
     delivered_s: float = 0.0  # of its audio, how much was synthesized so far
     lag_s: float | None = None  # how late its audio came (``timeline.LeadEstimator``)
+    load_s: float = 0.0  # how long its voice's model was to take to load, when it began
 
 
 class Channels:
@@ -104,16 +105,19 @@ class Channels:
         clock: Callable[[], float] = time.time,
         lead: LeadEstimator | None = None,
         gap: float = 0.25,
+        model_wait: Callable[[str], float] = lambda voice: 0.0,
     ) -> None:
         """``clock``: the shared clock (``clock.SharedClock.now``), Unix seconds; ``lead``
         and ``gap``: how far ahead an announcement's ``play_at`` is set, and how far apart
-        consecutive ones are (``timeline.py``)."""
+        consecutive ones are (``timeline.py``); ``model_wait``: seconds before a voice's
+        model is in memory (its load time, 0 when loaded)."""
         self._bus = bus
         self.jobs = jobs
         self.queue_limit = queue_limit
         self._clock = clock
         self.lead = lead or LeadEstimator(min_lead=0.3, max_lead=2.0)
         self._gap = gap
+        self._model_wait = model_wait
         self._channels: dict[str, _Channel] = {}
         self._subscriptions: dict[Member, set[str]] = {}  # each member's channels: no walk over all
         self._holding: dict[Member, set[str]] = {}  # announcements handed to a member, not yet ended
@@ -323,6 +327,12 @@ class Channels:
         now = self._clock()
         ch.begun_at, ch.delivered_s, ch.lag_s = now, 0.0, None
         lead, floor = self.lead.lead(), timeline.floor(ch.play_end, self._gap, ann.not_before, ann.high)
+        # A model that must load first (unloaded after an idle hall's long silence) delays
+        # the audio for everyone, in step or not: it is waited for on top of the lead (which
+        # alone is bounded by sync_max_lead), or every kiosk would join it seconds in.
+        ch.load_s = self._model_wait(ann.voice)
+        if ch.load_s > 0:
+            floor = max(floor, now + ch.load_s + lead)
         try:
             for member in list(ch.waiting):
                 self.jobs.hold(ann.id)
@@ -383,7 +393,7 @@ class Channels:
         ch = self._channels.get(ann_id.rpartition("#")[0])
         if ch is None or ch.current is None or ch.current.id != ann_id:
             return
-        lag = self._clock() - ch.begun_at - ch.delivered_s
+        lag = self._clock() - ch.begun_at - ch.load_s - ch.delivered_s  # a load is not the lead's to cover
         ch.lag_s = lag if ch.lag_s is None else max(ch.lag_s, lag)
         ch.delivered_s += audio_s
 

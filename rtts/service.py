@@ -197,7 +197,8 @@ class Service:
         self.clock = make_clock(config.shared_clock, bus, os.environ)
         lead = LeadEstimator(config.sync_min_lead, config.sync_max_lead, fixed=config.sync_lead)
         self.channels = Channels(
-            bus, SharedJobs(self.worker), config.channel_queue, clock=self.clock.now, lead=lead, gap=config.sync_gap
+            bus, SharedJobs(self.worker), config.channel_queue, clock=self.clock.now, lead=lead, gap=config.sync_gap,
+            model_wait=self.model_wait,
         )
         self.metrics = Metrics(self)
         self.active = 0  # connections and HTTP syntheses in progress
@@ -319,6 +320,15 @@ class Service:
 
     def loaded_voices(self) -> list[str]:
         return [v.id for v in self.registry.voices.values() if self.registry.engines[v.model].loaded]
+
+    def model_wait(self, voice_id: str) -> float:
+        """Seconds before ``voice_id``'s model is in memory: its measured load time when it
+        is not (the estimate admission control uses), else 0."""
+        info = self.registry.voices.get(voice_id)
+        engine = self.registry.engines.get(info.model) if info is not None else None
+        if info is None or engine is None or engine.loaded:
+            return 0.0
+        return self.worker.load_s.get(info.engine, 2.0)
 
     # ------------------------------------------------------------ sessions
 

@@ -45,8 +45,9 @@ class Member:
         self.hub.ended(self, ann.id)
 
 
-def draft(text: str, priority: str = "normal", not_before: float | None = None, channel: str = "lobby") -> Draft:
-    return Draft(channel, text, "piper/en_US-joe-medium", None, 1.0, priority, not_before)
+def draft(text: str, priority: str = "normal", not_before: float | None = None, channel: str = "lobby",
+          voice: str = "piper/en_US-joe-medium") -> Draft:
+    return Draft(channel, text, voice, None, 1.0, priority, not_before)
 
 
 async def settle() -> None:
@@ -578,6 +579,30 @@ async def test_how_late_audio_came_sets_the_next_lead() -> None:
     await hub.publish(draft("two"))
     await settle()
     assert a.heard[1].play_at == pytest.approx(wall.t + 0.75)
+    await hub.stop()
+
+
+async def test_a_model_that_must_load_first_is_waited_for_on_top_of_the_lead() -> None:
+    """Kokoro unloaded after an idle hour takes seconds to load: every kiosk would join the
+    announcement that far in. The load is added to the lead, and not learnt as lag."""
+    wall = Wall()
+    loads = {"kokoro/zf_xiaobei": 2.5}
+    hub = Channels(LocalBus(wall), FakeJobs(), queue_limit=3, clock=wall,  # type: ignore[arg-type]
+                   model_wait=lambda voice: loads.get(voice, 0.0))
+    await hub.start()
+    a = Member(hub)
+    hub.join(a, "lobby", None)
+    await hub.publish(draft("一", voice="kokoro/zf_xiaobei"))
+    await settle()
+    assert a.heard[0].play_at == wall.t + 2.5 + 1.0  # beyond sync_max_lead (2 s): the lead alone is bounded
+    wall.t += 2.5 + 0.3  # loaded, then its first audio
+    hub.audio(a.heard[0].id, 0.5)
+    a.end(a.heard[0])
+    assert hub.lead.lags == [pytest.approx(0.3)]
+    wall.t += 60
+    await hub.publish(draft("二", voice="piper/en_US-joe-medium"))
+    await settle()
+    assert a.heard[1].play_at == pytest.approx(wall.t + 0.3 * 1.25 + 0.25)  # loaded: the lead only
     await hub.stop()
 
 
