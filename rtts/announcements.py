@@ -18,8 +18,10 @@ from dataclasses import asdict, dataclass
 from . import protocol
 from .protocol import ErrorCode, ProtocolError
 
-# The fields a bus message carries (``Draft.to_json``), each required.
+# The fields a bus message carries (``Draft.to_json``), each required; and those it may
+# carry (absent when unset, so that an instance of an earlier version still reads it).
 _WIRE_FIELDS = ("channel", "text", "voice", "lang", "speed", "priority", "not_before", "published")
+_OPTIONAL_WIRE_FIELDS = ("wanted_at",)
 _MAX_SEQ_DIGITS = 18  # below 2**63: what Redis INCR can count to
 
 
@@ -32,13 +34,16 @@ class Draft:
     speed: float
     priority: str  # "normal" | "high"
     not_before: float | None  # Unix time
+    # ``publish.play_at``: when the publisher wants it heard (Unix s on the shared clock).
+    wanted_at: float | None = None
 
     def numbered(self, seq: int, published: float) -> Announcement:
         return Announcement(**asdict(self), seq=seq, published=published)
 
     def to_json(self, published: float) -> str:
         """What the bus carries, before it numbers it (``announcements.decode``)."""
-        return json.dumps({**asdict(self), "published": published}, ensure_ascii=False)
+        fields = {k: v for k, v in asdict(self).items() if k not in _OPTIONAL_WIRE_FIELDS or v is not None}
+        return json.dumps({**fields, "published": published}, ensure_ascii=False)
 
 
 @dataclass(frozen=True)
@@ -74,8 +79,8 @@ def decode(data: bytes, *, now: float, max_text_chars: int) -> Announcement:
         fields = protocol.decode_json(body, max_bytes=6 * max_text_chars + 4096)
     except ProtocolError as exc:  # bad_frame there; a bus message is one message
         raise bad(exc.message) from None
-    if set(fields) != set(_WIRE_FIELDS):
-        raise bad(f"a JSON object with exactly {', '.join(_WIRE_FIELDS)}")
+    if set(fields) - set(_OPTIONAL_WIRE_FIELDS) != set(_WIRE_FIELDS):
+        raise bad(f"a JSON object with exactly {', '.join(_WIRE_FIELDS)} (and maybe {', '.join(_OPTIONAL_WIRE_FIELDS)})")
     voice, speed, published = fields["voice"], fields["speed"], fields["published"]
     if not isinstance(voice, str) or isinstance(speed, bool) or not isinstance(speed, (int, float)):
         raise bad("voice must be a voice id, speed a number")
@@ -85,14 +90,16 @@ def decode(data: bytes, *, now: float, max_text_chars: int) -> Announcement:
     # speed, Unicode, not_before (voice and language were resolved by the publisher).
     msg = protocol.Publish(
         channel=fields["channel"], text=fields["text"], voice=voice, lang=fields["lang"],
-        speed=speed, priority=fields["priority"], not_before=fields["not_before"],
+        speed=speed, priority=fields["priority"], not_before=fields["not_before"], play_at=fields.get("wanted_at"),
     )
     protocol.check(msg)
     protocol.check_not_before(msg.not_before, now)
+    protocol.check_not_before(msg.play_at, now, "wanted_at")
     if not msg.text.strip():
         raise bad("text has nothing to speak")
     if len(msg.text) > max_text_chars:
         raise ProtocolError(ErrorCode.TEXT_TOO_LONG, f"text is over {max_text_chars} characters")
     not_before = float(msg.not_before) if msg.not_before is not None else None
-    draft = Draft(msg.channel, msg.text, voice, msg.lang, float(speed), msg.priority, not_before)
+    wanted_at = float(msg.play_at) if msg.play_at is not None else None
+    draft = Draft(msg.channel, msg.text, voice, msg.lang, float(speed), msg.priority, not_before, wanted_at)
     return draft.numbered(int(head), float(published))

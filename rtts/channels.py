@@ -67,6 +67,10 @@ MAX_SUBSCRIPTIONS = 16
 # How long an announcement waits for the instances to agree on its play_at (one Redis
 # round trip, ~1 ms on a LAN) before it is played at this instance's own.
 CLAIM_TIMEOUT_S = 0.5
+# An announcement its publisher wants heard at a time begins this much before it is
+# needed: the timer that begins it fires a little late, and one lead from then would
+# then be past the time asked.
+WANTED_EARLY_S = 0.1
 
 
 class Member(Protocol):
@@ -245,6 +249,7 @@ class Channels:
         ``not_before`` too far ahead, queue_full, bus_unavailable)."""
         now = self._clock()
         protocol.check_not_before(draft.not_before, now)
+        protocol.check_not_before(draft.wanted_at, now, "play_at")
         ch = self._channels.get(draft.channel)
         later = not self._due(draft, now)
         pool = self._pool(ch, later, now)
@@ -311,7 +316,7 @@ class Channels:
                 self._begin(ch, ann)
                 return
         if ch.queue:
-            wake = min(a.not_before or now for a in ch.queue) - now
+            wake = min(self._due_at(a) for a in ch.queue) - now
             ch.timer = asyncio.get_running_loop().call_later(max(0.0, wake), self._advance, ch)
         self._tidy(ch)
 
@@ -327,6 +332,8 @@ class Channels:
         now = self._clock()
         ch.begun_at, ch.delivered_s, ch.lag_s = now, 0.0, None
         lead, floor = self.lead.lead(), timeline.floor(ch.play_end, self._gap, ann.not_before, ann.high)
+        if ann.wanted_at is not None:
+            floor = max(floor, ann.wanted_at)  # the publisher's time, unless it cannot be made
         # A model that must load first (unloaded after an idle hall's long silence) delays
         # the audio for everyone, in step or not: it is waited for on top of the lead (which
         # alone is bounded by sync_max_lead), or every kiosk would join it seconds in.
@@ -505,7 +512,15 @@ class Channels:
             self._channels.pop(ch.name, None)
 
     def _due(self, ann: Draft, now: float | None = None) -> bool:
-        return ann.not_before is None or ann.not_before <= (now if now is not None else self._clock())
+        return self._due_at(ann) <= (now if now is not None else self._clock())
+
+    def _due_at(self, ann: Draft) -> float:
+        """When ``ann`` may begin: at its ``not_before``, and one lead (and its model's load)
+        before the time its publisher wants it heard, so that every kiosk has it by then."""
+        due = ann.not_before or 0.0
+        if ann.wanted_at is not None:
+            due = max(due, ann.wanted_at - self.lead.lead() - self._model_wait(ann.voice) - WANTED_EARLY_S)
+        return due
 
     def _pool(self, ch: _Channel | None, later: bool, now: float) -> list[Announcement]:
         """The half of the queue an announcement goes in: those scheduled for later, or the rest."""

@@ -182,6 +182,8 @@ class Publish:
     speed: float | None = None
     priority: str = "normal"
     not_before: float | None = None  # Unix time (seconds) before which it is not spoken
+    # Unix time on the shared clock at which it is to be heard (docs/protocol.md, "Playing in step").
+    play_at: float | None = None
 
 
 ClientMessage = Hello | Speak | Append | Flush | Cancel | Ping | Subscribe | Unsubscribe | Publish
@@ -355,6 +357,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "after": _INT,
     "priority": (str,),
     "not_before": _NUM,
+    "play_at": _NUM,
     "words": (bool, str),
 }
 _SCALAR = (type(None), bool, int, float, str)
@@ -465,7 +468,7 @@ def decode_client(data: bytes, *, max_bytes: int = 65536) -> ClientMessage:
             continue
         value = obj[f.name]
         _check_type(cls, f.name, value, msg_id)
-        kwargs[f.name] = float(value) if f.name in ("speed", "not_before") else value
+        kwargs[f.name] = float(value) if f.name in ("speed", "not_before", "play_at") else value
     msg = cls(**kwargs)
     _check_values(msg, msg_id)
     return msg
@@ -521,6 +524,8 @@ def _check_values(msg: ClientMessage, msg_id: str | None) -> None:
         raise bad(f"priority must be one of {', '.join(PRIORITIES)}")
     if isinstance(msg, Publish) and msg.not_before is not None and not finite(msg.not_before):
         raise bad("not_before must be a finite Unix time in seconds")
+    if isinstance(msg, Publish) and msg.play_at is not None and not finite(msg.play_at):
+        raise bad("play_at must be a finite Unix time in seconds")
     speed = getattr(msg, "speed", None)
     if speed is not None and not (finite(speed) and SPEED_RANGE[0] <= speed <= SPEED_RANGE[1]):
         raise bad(f"speed must be within {SPEED_RANGE[0]}..{SPEED_RANGE[1]}")
@@ -538,15 +543,16 @@ def _check_values(msg: ClientMessage, msg_id: str | None) -> None:
         raise bad(f"words must be true, false or one of {', '.join(WORD_UNITS)}")
 
 
-def check_not_before(not_before: float | None, now: float) -> None:
-    """Refuse a ``publish.not_before`` past ``MAX_NOT_BEFORE_AHEAD_S`` from ``now`` (Unix
-    time): it needs the clock, so it is not part of ``check``; a past one means "now"."""
+def check_not_before(not_before: float | None, now: float, name: str = "not_before") -> None:
+    """Refuse a ``publish.not_before`` (or ``play_at``, ``name``) past ``MAX_NOT_BEFORE_AHEAD_S``
+    from ``now`` (Unix time): it needs the clock, so it is not part of ``check``; a past one
+    means "now"."""
     if not_before is None:
         return
     if not finite(not_before) or not_before > now + MAX_NOT_BEFORE_AHEAD_S:
         raise ProtocolError(
             ErrorCode.BAD_MESSAGE,
-            f"not_before must be a Unix time in seconds at most {MAX_NOT_BEFORE_AHEAD_S / 3600:g} h ahead",
+            f"{name} must be a Unix time in seconds at most {MAX_NOT_BEFORE_AHEAD_S / 3600:g} h ahead",
         )
 
 

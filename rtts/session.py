@@ -422,7 +422,10 @@ class Session:
         for seg in segment(text, lang, voice.langs[0]):
             self._speaker(voice, seg.lang, None)  # refused here rather than on every subscriber
         not_before = float(msg.not_before) if msg.not_before is not None else None  # finite: protocol.check
-        return Draft(msg.channel, msg.text, voice.id, lang, float(msg.speed or 1.0), msg.priority, not_before)
+        wanted_at = float(msg.play_at) if msg.play_at is not None else None
+        return Draft(
+            msg.channel, msg.text, voice.id, lang, float(msg.speed or 1.0), msg.priority, not_before, wanted_at
+        )
 
     def announce(self, ann: Announcement) -> list[Effect]:
         """An announcement of a channel this connection subscribed to, spoken like ``speak``

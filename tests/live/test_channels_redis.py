@@ -395,6 +395,26 @@ def test_an_announcement_starts_with_one_play_at_for_every_subscriber(server: Se
             k.close()
 
 
+def test_a_publisher_says_when_an_announcement_is_heard_over_http(server: ServerThread) -> None:
+    """/v1/announce with ``play_at``: every subscriber's start carries that very time; a
+    time in milliseconds (55,000 years ahead) is refused at the edge."""
+    kiosks = [subscriber(server, "at"), subscriber(server, "at")]
+    try:
+        at = round(time.time() + 4.0, 3)
+        status, answer = post(f"{server.http}/v1/announce",
+                              json.dumps({"channel": "at", "text": "Boarding now.", "play_at": at}).encode())
+        assert status == 202, answer
+        starts = [k.utterance(answer["id"])[0] for k in kiosks]
+        assert [s.play_at for s in starts] == [at, at]  # type: ignore[union-attr]
+        assert time.time() < at  # handed out before it is due to be heard
+        status, answer = post(f"{server.http}/v1/announce",
+                              json.dumps({"channel": "at", "text": "Never.", "play_at": at * 1000}).encode())
+        assert status == 400 and answer["error"] == "bad_message" and "play_at" in answer["message"]
+    finally:
+        for k in kiosks:
+            k.close()
+
+
 @pytest.mark.parametrize("source", ["host", "bus"])
 def test_a_wrong_host_clock_is_what_kiosks_follow_unless_the_bus_keeps_time(
     tmp_path: Path, redis_server: RedisServer, monkeypatch, source: str  # type: ignore[no-untyped-def]

@@ -5,6 +5,7 @@ in test_channels_live.py and across instances in test_channels_scaleout.py)."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 import json
 import math
 import time
@@ -575,11 +576,46 @@ async def test_how_late_audio_came_sets_the_next_lead() -> None:
     hub.audio("lobby#9", 5.0)  # not playing: not counted
     a.end(a.heard[0])
     assert hub.lead.lags == [pytest.approx(0.4)]
-    assert hub.lead.lead() == pytest.approx(0.4 * 1.25 + 0.25)
+    assert hub.lead.lead() == pytest.approx(0.4 * 1.5 + 0.35)
     await hub.publish(draft("two"))
     await settle()
-    assert a.heard[1].play_at == pytest.approx(wall.t + 0.75)
+    assert a.heard[1].play_at == pytest.approx(wall.t + 0.95)
     await hub.stop()
+
+
+async def test_a_publisher_may_say_when_it_is_heard() -> None:
+    """``publish.play_at``: it begins one lead before (and no sooner), and is heard then."""
+    from rtts.timeline import LeadEstimator
+
+    hub = Channels(LocalBus(), FakeJobs(), queue_limit=3, lead=LeadEstimator(0.3, 2.0, fixed=0.3))  # type: ignore[arg-type]
+    await hub.start()
+    a = Member(hub)
+    hub.join(a, "lobby", None)
+    at = hub._clock() + 0.9  # after "now" (0.3 s ahead, 0.1 s long, 0.25 s of gap)
+    await hub.publish(replace(draft("at nine"), wanted_at=at))
+    await hub.publish(draft("now"))
+    await settle()
+    assert [x.text for x in a.heard] == ["now"]  # not yet begun: it is due one lead (and 0.1 s) before, at 0.5 s
+    hub.ended(a, a.heard[0].id, 100.0)
+    await asyncio.sleep(0.4)
+    assert [x.text for x in a.heard] == ["now"]
+    await asyncio.sleep(0.25)
+    assert [x.text for x in a.heard] == ["now", "at nine"] and a.heard[1].play_at == at
+    with pytest.raises(ProtocolError) as refused:
+        await hub.publish(replace(draft("never"), wanted_at=hub._clock() * 1000))
+    assert refused.value.code == "bad_message"
+    await hub.stop()
+
+
+def test_a_publishers_play_at_crosses_the_bus_and_old_messages_still_decode() -> None:
+    at = time.time() + 30
+    ann = decode(b"4\n" + replace(draft("Hi."), wanted_at=at).to_json(time.time()).encode())
+    assert ann.wanted_at == at
+    assert "wanted_at" not in draft("Hi.").to_json(time.time())  # unset: what an older instance reads
+    assert decode(wire(5)).wanted_at is None
+    for bad in (wire(wanted_at="soon"), wire(wanted_at=time.time() * 1000)):
+        with pytest.raises(ProtocolError):
+            decode(bad)
 
 
 async def test_a_model_that_must_load_first_is_waited_for_on_top_of_the_lead() -> None:
@@ -602,7 +638,7 @@ async def test_a_model_that_must_load_first_is_waited_for_on_top_of_the_lead() -
     wall.t += 60
     await hub.publish(draft("二", voice="piper/en_US-joe-medium"))
     await settle()
-    assert a.heard[1].play_at == pytest.approx(wall.t + 0.3 * 1.25 + 0.25)  # loaded: the lead only
+    assert a.heard[1].play_at == pytest.approx(wall.t + 0.3 * 1.5 + 0.35)  # loaded: the lead only
     await hub.stop()
 
 

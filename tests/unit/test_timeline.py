@@ -19,16 +19,16 @@ def test_the_lead_covers_the_95th_percentile_of_the_last_32_lags() -> None:
     for lag in [0.2] * 19 + [0.6]:  # one slow first audio in twenty
         est.record(lag)
     # The 95th percentile of twenty sits at rank 0.95 * 19 = 18.05: 5% of the way from 0.2 to 0.6.
-    assert est.lead() == pytest.approx((0.2 + 0.05 * 0.4) * 1.25 + 0.25)
+    assert est.lead() == pytest.approx((0.2 + 0.05 * 0.4) * 1.5 + 0.35)
     for _ in range(32):
         est.record(0.1)  # the slow one is forgotten after 32 more
-    assert est.lags == [0.1] * 32 and est.lead() == pytest.approx(0.1 * 1.25 + 0.25)
+    assert est.lags == [0.1] * 32 and est.lead() == pytest.approx(0.1 * 1.5 + 0.35)
 
 
 def test_the_lead_is_bounded_and_a_fixed_one_wins() -> None:
-    est = LeadEstimator(0.3, 2.0)
+    est = LeadEstimator(0.5, 2.0)
     est.record(0.0)
-    assert est.lead() == 0.3
+    assert est.lead() == 0.5
     est.record(5.0)  # slower than real time: the bound is what the setting promises
     assert est.lead() == 2.0
     est.record(float("nan"))
