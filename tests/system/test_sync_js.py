@@ -328,10 +328,11 @@ def test_kiosk_with_sync_off_plays_as_before(server: ServerThread, new_page) -> 
 @pytest.fixture(scope="module")
 def hurried(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
     """A server that sets play_at 1 ms ahead: every announcement starts late, by about
-    its time to first audio."""
+    its time to first audio. (Its voice is loaded first: a model still to load would be
+    waited for.)"""
     cfg = make_config(
         tmp_path_factory.mktemp("sync-js-late"), publish_token=PUBLISH_TOKEN, default_voice=VOICE,
-        sync_lead=0.001, sync_min_lead=0.001, sync_max_lead=0.001,
+        sync_lead=0.001, sync_min_lead=0.001, sync_max_lead=0.001, preload=True,
     )
     with ServerThread(cfg) as srv:
         yield srv
