@@ -332,9 +332,13 @@ def hurried(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
     waited for.)"""
     cfg = make_config(
         tmp_path_factory.mktemp("sync-js-late"), publish_token=PUBLISH_TOKEN, default_voice=VOICE,
-        sync_lead=0.001, sync_min_lead=0.001, sync_max_lead=0.001, preload=True,
+        sync_lead=0.001, sync_min_lead=0.001, sync_max_lead=0.001,
     )
     with ServerThread(cfg) as srv:
+        with Client(srv.url) as c:
+            c.recv()
+            c.send(type="speak", id="warm", text="Hello.")
+            assert c.utterance("warm", timeout=120)[-1].reason == "done"
         yield srv
 
 
