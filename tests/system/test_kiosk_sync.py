@@ -109,7 +109,7 @@ def check_in_step(kiosks: list[Kiosk], ann_id: str, sent: float, play_at: float,
         if abs(offset) > CLOCK_MS or typical > CLOCK_MS:
             wrong.append(f"{r.name}: clock off by {offset:+.2f} ms, mapping by {typical:.2f} ms at the 95th "
                          f"percentile")
-        if abs(start_gap) > 2.0:
+        if abs(start_gap) > 5.0:  # two readings of the output clock, taken apart: their jitter under load
             wrong.append(f"{r.name}: placed rows and the worklet's start frame differ by {start_gap:+.2f} ms")
         if abs(off_time) > SPREAD_MS:
             wrong.append(f"{r.name}: first sample heard {off_time:+.1f} ms from its time")
