@@ -96,6 +96,9 @@ export class Connection extends EventTarget {
   }
 
   _ping() {
+    // A socket already closing (its close event not yet here) takes no ping: the faster
+    // sampling after a connect made that window easy to hit, and the browser logs an error.
+    if (!this.ws || this.ws.readyState !== WebSocket.OPEN) return;
     if (performance.now() - this._lastPong > PING_TIMEOUT_MS) {
       // No pong for too long: the server or the network is gone without a FIN.
       this.ws.close(4000, "ping timeout");
