@@ -16,6 +16,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from typing import NamedTuple, Protocol
 
+import numpy as np
+
 log = logging.getLogger(__name__)
 
 __all__ = ["BusClock", "HostClock", "OffsetFilter", "SharedClock", "host_time", "make_clock"]
@@ -39,10 +41,6 @@ class Sample(NamedTuple):
     @property
     def mid(self) -> float:
         return (self.sent + self.recv) / 2
-
-    @property
-    def offset(self) -> float:
-        return self.server - self.mid
 
 
 class Fit(NamedTuple):
@@ -144,21 +142,23 @@ def _fit(samples: deque[Sample], span_s: float, step: float, max_slope: float) -
     # differences are exact where the sums would lose microseconds.
     last = samples[-1]
     ref, base = last.mid, last.server - last.mid
-    times = [s.mid - ref for s in samples]
-    lows = [(s.server - last.server) - (s.recv - ref) for s in samples]
-    highs = [(s.server - last.server) - (s.sent - ref) for s in samples]
+    times = np.array([s.mid - ref for s in samples])
+    lows = np.array([(s.server - last.server) - (s.recv - ref) for s in samples])
+    highs = np.array([(s.server - last.server) - (s.sent - ref) for s in samples])
     slope = 0.0
-    low, high = _bounds(times, lows, highs, slope)
-    if -times[0] >= span_s or low > high:
+    low, high = _bounds(times, lows, highs, np.zeros(1))
+    if -times[0] >= span_s or low[0] > high[0]:
         # Long enough to show a drift, or already showing one: narrow intervals (a LAN's)
-        # stop meeting within seconds of a fast crystal, long before 30 s.
-        slopes = [k * step for k in _steps(round(max_slope / step))]
-        widths = [high - low for low, high in (_bounds(times, lows, highs, b) for b in slopes)]
-        widest = max(widths)
+        # stop meeting within seconds of a fast crystal, long before 30 s. Every slope at
+        # once (201 x 128 on the event loop, for BusClock: a fraction of a ms this way).
+        slopes = np.array(_steps(round(max_slope / step)), dtype=float) * step
+        lo, hi = _bounds(times, lows, highs, slopes)
+        widths = hi - lo
+        widest = float(widths.max())
         slack = min(SLOPE_SLACK_S, max(widest, 0.0) * SLOPE_SLACK_SHARE)
-        slope = next(b for b, w in zip(slopes, widths) if w >= widest - slack)
-        low, high = _bounds(times, lows, highs, slope)
-    return Fit(ref, base, low, high, slope)
+        pick = int(np.argmax(widths >= widest - slack))  # the first in _steps' order
+        slope, low, high = float(slopes[pick]), lo[pick:pick + 1], hi[pick:pick + 1]
+    return Fit(ref, base, float(low[0]), float(high[0]), slope)
 
 
 def _steps(n: int) -> list[int]:
@@ -166,11 +166,11 @@ def _steps(n: int) -> list[int]:
     return [0] + [k for i in range(1, n + 1) for k in (i, -i)]
 
 
-def _bounds(times: list[float], lows: list[float], highs: list[float], slope: float) -> tuple[float, float]:
-    """The intersection at ``ref`` once ``slope`` is taken out of every interval."""
-    low = max(lo - slope * t for t, lo in zip(times, lows))
-    high = min(hi - slope * t for t, hi in zip(times, highs))
-    return low, high
+def _bounds(times: np.ndarray, lows: np.ndarray, highs: np.ndarray, slopes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The intersection at ``ref`` once each of ``slopes`` is taken out of every interval
+    (the same IEEE operations as clock.js's loop; max and min are exact in any order)."""
+    tilt = slopes[:, None] * times[None, :]
+    return (lows[None, :] - tilt).max(axis=1), (highs[None, :] - tilt).min(axis=1)
 
 
 class SharedClock(Protocol):
