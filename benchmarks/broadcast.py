@@ -36,12 +36,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from latency import PIPER, ServerProcess, cpu_times, probe_ms, steal_share  # noqa: E402
+from latency import PIPER, ServerProcess, cpu_times, probe_ms, steal_share, write_block  # noqa: E402
 
 from tests.conftest import RedisServer  # noqa: E402
 
 DOC = ROOT / "docs" / "benchmarks.md"
-BEGIN, END = "<!-- broadcast:begin -->", "<!-- broadcast:end -->"
 TOKEN = "bench-publish"
 CHANNEL = "bench"
 LEVELS = (1, 10, 50)
@@ -248,13 +247,7 @@ def main() -> int:
     section = table(one, two, machine, command)
     print(section)
     if args.write:
-        doc = DOC.read_text()
-        block = f"{BEGIN}\n{section}\n{END}"
-        if BEGIN in doc:
-            doc = doc[: doc.index(BEGIN)] + block + doc[doc.index(END) + len(END):]
-        else:
-            doc += "\n## Voice broadcast (channels)\n\n" + block + "\n"
-        DOC.write_text(doc)
+        write_block(DOC, "broadcast", section, "Voice broadcast (channels)")
     return 0
 
 

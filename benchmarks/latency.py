@@ -344,6 +344,19 @@ def steal_share(before: list[int], after: list[int]) -> float:
     return delta[7] / sum(delta) if sum(delta) else 0.0
 
 
+def write_block(doc: Path, name: str, section: str, heading: str) -> None:
+    """Put ``section`` between ``<!-- name:begin -->`` and ``<!-- name:end -->`` in
+    ``doc`` (docs/benchmarks.md), or append it under ``heading`` the first time."""
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    text = doc.read_text()
+    block = f"{begin}\n{section}\n{end}"
+    if begin in text:
+        text = text[: text.index(begin)] + block + text[text.index(end) + len(end):]
+    else:
+        text += f"\n## {heading}\n\n" + block + "\n"
+    doc.write_text(text)
+
+
 def probe_ms() -> float:
     """A fixed CPU workload (matrix products on one core), best of 3, in ms. This VM's
     host lends it more or less CPU from one minute to the next (the same build's

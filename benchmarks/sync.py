@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from latency import ServerProcess, cpu_times, probe_ms, steal_share  # noqa: E402
+from latency import ServerProcess, cpu_times, probe_ms, steal_share, write_block  # noqa: E402
 
 from tests import spread  # noqa: E402
 from tests.conftest import Client, RedisServer  # noqa: E402
@@ -48,7 +48,6 @@ from tests.system.test_nginx import nginx_in_front  # noqa: E402
 from tests.texts import STATION_EN, STATION_EN_SHORT, STATION_ZH, STATION_ZH_SHORT  # noqa: E402
 
 DOC = ROOT / "docs" / "benchmarks.md"
-BEGIN, END = "<!-- sync:begin -->", "<!-- sync:end -->"
 TOKEN = "bench-publish"
 CHANNEL = "hall"
 TEXTS = {"zh": STATION_ZH, "en": STATION_EN}
@@ -324,13 +323,7 @@ def main() -> int:
     section = table(results, machine, command, args)
     print(section)
     if args.write:
-        doc = DOC.read_text()
-        block = f"{BEGIN}\n{section}\n{END}"
-        if BEGIN in doc:
-            doc = doc[: doc.index(BEGIN)] + block + doc[doc.index(END) + len(END):]
-        else:
-            doc += "\n## Kiosks in step (issue 24)\n\n" + block + "\n"
-        DOC.write_text(doc)
+        write_block(DOC, "sync", section, "Kiosks in step (issue 24)")
     return 0
 
 
