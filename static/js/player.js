@@ -29,6 +29,7 @@ const WARMUP_S = 0.5;
 const RATE_WINDOW_S = 60; // the mapping's rate is fitted over this much history...
 const RATE_MIN_SPAN_S = 10; // ...once there is this much (the nominal rate before)
 const RATE_MAX_PPM = 1000;
+const STEP_S = 0.002; // neighbours further apart than this, beyond the rate: a step
 const SLEW_S = 0.002; // the mapped time moves at most this much per tick...
 const HARD_S = 0.015; // ...unless it is off by more than this, when it jumps (hard sync)
 const PLACED_UTTERANCES = 8; // placements kept for window.rtts.sync
@@ -389,25 +390,40 @@ export class Player extends EventTarget {
 
 // Context frames per shared-clock second: the least-squares slope of frame over shared
 // time, within RATE_MAX_PPM of the nominal rate, and the nominal rate until the history
-// spans RATE_MIN_SPAN_S (a short line would follow the timestamps' jitter).
+// spans RATE_MIN_SPAN_S (a short line would follow the timestamps' jitter). Where two
+// neighbours are more than STEP_S apart from the nominal rate, the output stepped (a
+// callback missed on a loaded box, a new device): one line through the step would tilt
+// by the step over the span (10 ms in 10 s is 1000 ppm), so each stretch between steps
+// keeps its own intercept and they share the slope.
 export function fitRate(history, rate) {
-  const n = history.length;
-  if (n < 2 || history[n - 1][1] - history[0][1] < RATE_MIN_SPAN_S) return rate;
-  const [f0, s0] = history[0]; // relative to the first: Unix seconds would swamp the sums
-  let mf = 0;
-  let ms = 0;
-  for (const [f, s] of history) {
-    mf += f - f0;
-    ms += s - s0;
-  }
-  mf /= n;
-  ms /= n;
+  let span = 0;
   let sfs = 0;
   let sss = 0;
-  for (const [f, s] of history) {
-    sfs += (f - f0 - mf) * (s - s0 - ms);
-    sss += (s - s0 - ms) * (s - s0 - ms);
+  let from = 0;
+  for (let i = 1; i <= history.length; i++) {
+    const stepped =
+      i < history.length &&
+      Math.abs((history[i][0] - history[i - 1][0]) / rate - (history[i][1] - history[i - 1][1])) > STEP_S;
+    if (i < history.length && !stepped) continue;
+    const stretch = history.slice(from, i);
+    from = i;
+    if (stretch.length < 2) continue;
+    span += stretch[stretch.length - 1][1] - stretch[0][1];
+    const [f0, s0] = stretch[0]; // relative to the first: Unix seconds would swamp the sums
+    let mf = 0;
+    let ms = 0;
+    for (const [f, s] of stretch) {
+      mf += f - f0;
+      ms += s - s0;
+    }
+    mf /= stretch.length;
+    ms /= stretch.length;
+    for (const [f, s] of stretch) {
+      sfs += (f - f0 - mf) * (s - s0 - ms);
+      sss += (s - s0 - ms) * (s - s0 - ms);
+    }
   }
+  if (span < RATE_MIN_SPAN_S) return rate;
   const bound = rate * RATE_MAX_PPM * 1e-6;
   return Math.max(rate - bound, Math.min(rate + bound, sfs / sss));
 }

@@ -104,14 +104,23 @@ def test_clock_filter_on_the_shared_vectors(blank: Page) -> None:
 
 def test_fit_rate(blank: Page) -> None:
     """The mapping's rate: the nominal one until 10 s of history, then the fitted slope
-    of frames over shared seconds, within 1000 ppm of nominal."""
+    of frames over shared seconds, within 1000 ppm of nominal; where the output steps
+    (tens of ms at once on a loaded box), the same slope as without the steps."""
     rates = blank.evaluate(
         """async (sr) => {
         const { fitRate } = await import('/js/player.js');
-        const line = (ppm, seconds) => Array.from({ length: 4 * seconds + 1 },
-            (_, i) => [1e6 + i * 0.25 * sr * (1 + ppm * 1e-6), 1.8e9 + i * 0.25]);
+        // steps: {tick: seconds the output moves there, and stays moved}
+        const line = (ppm, seconds, steps = {}) => {
+            let moved = 0;
+            return Array.from({ length: 4 * seconds + 1 }, (_, i) => {
+                moved += steps[i] || 0;
+                return [1e6 + i * 0.25 * sr * (1 + ppm * 1e-6), 1.8e9 + i * 0.25 + moved];
+            });
+        };
         return [fitRate(line(300, 9), sr), fitRate(line(300, 60), sr), fitRate(line(-300, 20), sr),
-                fitRate(line(2500, 30), sr), fitRate(line(-2500, 30), sr), fitRate([], sr)];
+                fitRate(line(2500, 30), sr), fitRate(line(-2500, 30), sr), fitRate([], sr),
+                fitRate(line(300, 20, { 40: 0.010 }), sr), fitRate(line(-300, 60, { 30: -0.008, 100: 0.040 }), sr),
+                fitRate(line(300, 12, { 2: 0.010, 46: -0.010 }), sr)];
     }""",
         RATE,
     )
@@ -121,6 +130,11 @@ def test_fit_rate(blank: Page) -> None:
     assert rates[3] == pytest.approx(RATE * 1.001, abs=1e-9)
     assert rates[4] == pytest.approx(RATE * 0.999, abs=1e-9)
     assert rates[5] == RATE
+    # One line through a 10 ms step in 20 s would be 750 ppm off.
+    assert rates[6] == pytest.approx(RATE * (1 + 300e-6), abs=1e-6)
+    assert rates[7] == pytest.approx(RATE * (1 - 300e-6), abs=1e-6)
+    # Steps leaving 11 s between them: still fitted (nominal until the stretches make 10 s).
+    assert rates[8] == pytest.approx(RATE * (1 + 300e-6), abs=1e-6)
 
 
 # A player in a real AudioContext with the real worklet, following a ClockSync fed the
