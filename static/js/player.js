@@ -21,6 +21,14 @@
 // - The first timestamps of a context that has just started are off: 7-13 ms, once
 //   257 ms, in the first 50 ms of output; after that they sit on one line. So the mapping
 //   starts once the context has played WARMUP_S.
+// - After 30 s of output that is exactly zero, Chromium hands the context from the
+//   device to a timer (its SilentSinkSuspender), and back at the first sample that is
+//   not: the output timestamps step by ~10 ms at each hand-over (measured: -9.4 ms at
+//   30.0 s of silence, -8.0 ms as sound came back, then +-5 ms). A kiosk is silent for
+//   minutes between announcements, so every announcement began off by that step and
+//   made it up in its first second. A player in step keeps its output awake with a
+//   constant KEEP_AWAKE: not zero to the suspender, which tests the float samples, and
+//   zero on the device (under half the least step of a 24-bit output).
 
 const WORKLET_URL = new URL("./worklet.js", import.meta.url);
 const QUANTUM = 128; // samples an AudioWorklet renders per call
@@ -34,6 +42,7 @@ const SLEW_S = 0.002; // the mapped time moves at most this much per tick...
 const HARD_S = 0.015; // ...unless it is off by more than this, when it jumps (hard sync)
 const PLACED_UTTERANCES = 8; // placements kept for window.rtts.sync
 const PLACED_ROWS = 4000;
+const KEEP_AWAKE = 2 ** -26; // -156 dBFS
 
 export function decodeFrame(data, format) {
   // msgpack hands back a view into the message buffer that may sit at an odd offset;
@@ -110,6 +119,11 @@ export class Player extends EventTarget {
     });
     node.port.onmessage = (e) => this._onMessage(e.data);
     node.connect(ctx.destination);
+    if (this.clock) {
+      const awake = new ConstantSourceNode(ctx, { offset: KEEP_AWAKE });
+      awake.connect(ctx.destination);
+      awake.start();
+    }
     ctx.onstatechange = () => this._emit("state", { state: ctx.state });
     this.ctx = ctx;
     this.node = node;
