@@ -5,7 +5,7 @@ Every page reports, for positions of the announcement (samples on its ``pts`` ti
 the time that sample reached the output, on one clock all pages of one host share:
 ``(performance.timeOrigin + perf) / 1000`` with ``perf`` the ``performance.now()`` time at
 which the frame is output, from ``AudioContext.getOutputTimestamp()``. A page that plays in
-step keeps them in ``window.rtts.sync.placed`` (rows ``[pos, sharedS, trueS]``: the first
+step keeps them in ``window.rtts.sync.placed`` (rows ``[pos, sharedS, trueS, frame]``: the first
 sample of each chunk and of each run after a correction). A page that does not (``sync=0``,
 or a build from before) is measured from its worklet's own reports by ``RECORDER``: the
 frame its `start` message names for the first sample, then every status of a quantum it
@@ -34,7 +34,7 @@ UNTHROTTLED = ["--disable-background-timer-throttling", "--disable-renderer-back
                "--disable-backgrounding-occluded-windows"]
 
 # Installed once the page is ready (window.rtts.player exists): from then on every `start`
-# and every whole-quantum status of the worklet becomes a row [pos, null, trueS] in
+# and every whole-quantum status of the worklet becomes a row [pos, null, trueS, frame] in
 # window.__spread[id]. Frames map to output time as the page's own clock tick does: the
 # output timestamp when the browser gives one, else currentTime plus the latencies it reports.
 RECORDER = """() => {
@@ -50,7 +50,7 @@ RECORDER = """() => {
               + (frame / sr - ctx.currentTime + (ctx.baseLatency || 0) + (ctx.outputLatency || 0)) * 1000;
         return (performance.timeOrigin + perf) / 1000;
     };
-    const add = (id, pos, frame) => (rows[id] = rows[id] || []).push([pos, null, trueS(frame)]);
+    const add = (id, pos, frame) => (rows[id] = rows[id] || []).push([pos, null, trueS(frame), frame]);
     p.addEventListener('start', (e) => add(e.detail.id, 0, e.detail.frame));
     p.addEventListener('status', (e) => {
         const s = e.detail;
@@ -70,8 +70,8 @@ READ = """id => {
     const own = (window.__spread && window.__spread[id]) || [];
     return {
         source: placed && placed.length ? 'placed' : 'recorder',
-        rows: placed && placed.length ? placed : own.map(([p, s, t]) => [p + first, s, t]),
-        recorder: own.map(([p, s, t]) => [p + first, s, t]),
+        rows: placed && placed.length ? placed : own.map(([p, s, t, f]) => [p + first, s, t, f]),
+        recorder: own.map(([p, s, t, f]) => [p + first, s, t, f]),
         rate: r.player.sampleRate, firstPts: first, clock: sync ? sync.clock : null,
         playAt: (r.stats.utterances[id] || {}).playAt ?? null,
         late: sync ? sync.late : null, softDrops: sync ? sync.softDrops : null,
@@ -87,7 +87,7 @@ class Report:
     """One page's account of one announcement."""
 
     name: str
-    rows: list[list[float | None]]  # [pos, sharedS or None, trueS], by pos
+    rows: list[list[float | None]]  # [pos, sharedS or None, trueS, frame], by pos
     rate: int
     source: str
     recorder: list[list[float | None]] = field(default_factory=list)
@@ -109,7 +109,7 @@ class Report:
     def clock_errors_ms(self) -> list[float]:
         """sharedS - trueS per row: the page's shared-clock estimate against the host's
         clock (the server's shared clock is the host's on one host)."""
-        return [(s - t) * 1000 for _, s, t in self.rows  # type: ignore[operator]
+        return [(s - t) * 1000 for _, s, t, *_ in self.rows  # type: ignore[operator]
                 if s is not None and t is not None]
 
 

@@ -512,9 +512,10 @@ export class RttsClient extends EventTarget {
   }
 
   // Playing in step, for tests and the benchmark: the clock estimate, and per timed
-  // utterance (the last 8) rows [pos, sharedS, trueS]: sample `pos` was meant to be heard
-  // at shared-clock second sharedS and is output at trueS, Unix seconds by this page's
-  // own clock (timeOrigin + performance.now(), the same on every page of a host). The
+  // utterance (the last 8) rows [pos, sharedS, trueS, frame]: sample `pos` was meant to be
+  // heard at shared-clock second sharedS and is output at trueS, Unix seconds by this
+  // page's own clock (timeOrigin + performance.now(), the same on every page of a host),
+  // written to context frame `frame`. The
   // worklet's counters of late samples and corrections come with them.
   get sync() {
     const st = this.player.status;

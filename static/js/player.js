@@ -73,7 +73,7 @@ export class Player extends EventTarget {
     this.clock = clock;
     this.outputMs = outputMs;
     this.timed = new Map(); // id -> samples pushed, for ids given a timeline and not done yet
-    this.placed = new Map(); // id -> [[pos, sharedS, trueS], ...]: where timed samples were put
+    this.placed = new Map(); // id -> [[pos, sharedS, trueS, frame], ...]: where timed samples were put
     this.mapping = null; // the last `clock` posted: {frame, shared, r}
     this._mappings = []; // recent ones, with the frame rendered when each was posted
     this._history = []; // [[frame, perf]]: output timestamps, for the rate
@@ -361,8 +361,8 @@ export class Player extends EventTarget {
   }
 
   // The worklet's placements [id, pos, frame] (frame: the context frame the sample was
-  // written to) as [pos, sharedS, trueS]: when the page meant it to be heard, by the
-  // mapping the worklet had, and when it is output by the page's own clock in Unix
+  // written to) as [pos, sharedS, trueS, frame]: when the page meant it to be heard, by
+  // the mapping the worklet had, and when it is output by the page's own clock in Unix
   // seconds (timeOrigin + performance.now(): one clock for every page on a host, so
   // tests can compare pages without trusting any page's estimate).
   _place(rows) {
@@ -385,7 +385,7 @@ export class Player extends EventTarget {
         this.placed.set(id, list);
         while (this.placed.size > PLACED_UTTERANCES) this.placed.delete(this.placed.keys().next().value);
       }
-      if (list.length < PLACED_ROWS) list.push([pos, sharedS, trueS]);
+      if (list.length < PLACED_ROWS) list.push([pos, sharedS, trueS, frame]);
     }
   }
 

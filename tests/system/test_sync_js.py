@@ -286,7 +286,7 @@ def test_kiosk_plays_an_announcement_at_its_time(server: ServerThread, new_page)
         assert rows[0][0] == 0, rows[:3]
         # Every chunk's first sample: meant for its time, output at it by the page's clock.
         assert len(rows) >= rec["sent"] // (RATE * 20 // 1000)
-        for pos, shared, true in rows:
+        for pos, shared, true, _ in rows:
             due = play_at + pos / RATE
             # The worklet follows a changed estimate by soft corrections, ~1 ms a second (a
             # clock 200 ppm fast moves its estimate by a few ms when the filter's line
@@ -318,7 +318,7 @@ def test_a_high_priority_announcement_cuts_in_at_its_time(server: ServerThread, 
     assert -0.010 <= heard_until - play_at <= 0.001, (heard_until - play_at, {k: (cut[k], rec[k]) for k in ("playAt", "played", "received", "lateMs", "ttfaMs", "firstSoundMs")})
     last = page.evaluate("id => window.rtts.sync.placed.get(id).at(-1)", normal.id)
     assert last[2] < play_at
-    for pos, _, true in page.evaluate("id => window.rtts.sync.placed.get(id)", high.id):
+    for pos, _, true, _ in page.evaluate("id => window.rtts.sync.placed.get(id)", high.id):
         assert abs(true - (play_at + pos / RATE)) <= 0.010, (pos, true - play_at - pos / RATE)
 
 
@@ -409,7 +409,7 @@ def test_a_late_start_joins_the_timeline_and_the_caption_follows_it(hurried: Ser
     assert rec["lateMs"] > 40 and rec["words"] > 0, rec
     rows = page.evaluate("id => window.rtts.sync.placed.get(id)", ann.id)
     assert rows[0][0] > 0  # joined, not started from its beginning
-    for pos, _, true in rows:
+    for pos, _, true, _ in rows:
         assert abs(true - (rec["playAt"] + pos / RATE)) <= 0.010, (pos, true - rec["playAt"] - pos / RATE)
     heard = [h for h in page.evaluate("window.__heard") if h[0] == ann.id]
     assert len(heard) > 20
