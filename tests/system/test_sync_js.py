@@ -33,7 +33,7 @@ from playwright.sync_api import Page
 from rtts import protocol
 
 from tests.conftest import Client, ServerThread, make_config
-from tests.system.test_browser import LONG_TEXT, browser, new_page, wait_ready  # noqa: F401  (fixtures)
+from tests.system.test_browser import LONG_TEXT, PageErrors, browser, new_page, wait_ready  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.slow
 
@@ -337,40 +337,6 @@ def test_kiosk_with_sync_off_plays_as_before(server: ServerThread, new_page) -> 
     assert rec["played"] == rec["received"] == rec["sent"] > 0
     assert page.evaluate("window.rtts.sync.clock === null && window.rtts.sync.placed.size === 0")
     assert set(posted) == {"audio", "end"}, set(posted)
-
-
-# Records, every 50 ms, how far the output timestamp's frame is from the context's frame
-# counter (contextTime against performanceTime, both in s): it steps when the output moves
-# from the device to a timer and back.
-TIMESTAMPS = """() => { const ctx = window.rtts.player.ctx; window.stamps = [];
-    setInterval(() => { const ts = ctx.getOutputTimestamp();
-        if (ts.contextTime > 0) window.stamps.push([ctx.currentTime, ts.performanceTime / 1000 - ts.contextTime]); },
-    50); }"""
-
-
-def test_a_kiosk_in_step_keeps_its_output_awake(server: ServerThread, new_page) -> None:  # noqa: F811
-    """After 30 s of exact silence Chromium moves a context's output from the device to a
-    timer (and back when it sounds): the output timestamps step by ~10 ms, and a kiosk's
-    next announcement would begin that far out of step. A kiosk in step keeps its output
-    awake (static/js/player.js, KEEP_AWAKE); one with sync=0, silent, is moved, as before."""
-    pages = {"in step": kiosk(server, new_page), "sync=0": kiosk(server, new_page, sync="0")}
-    for page in pages.values():
-        page.wait_for_function("window.rtts.player.node !== null")
-        page.evaluate(TIMESTAMPS)
-    deadline = time.monotonic() + 40
-    for page in pages.values():
-        page.wait_for_function("window.stamps.length && window.stamps.at(-1)[0] > 33",
-                               timeout=max(1, deadline - time.monotonic()) * 1000)
-    moved = {}
-    for name, page in pages.items():
-        stamps = page.evaluate("window.stamps")
-        # Medians either side of the hand-over at 30 s: a loaded box's odd late callback
-        # moves single readings, not these.
-        before = median(off for t, off in stamps if 25 <= t <= 29.5)
-        after = median(off for t, off in stamps if 31 <= t <= 33)
-        moved[name] = (after - before) * 1000
-    assert abs(moved["in step"]) < 2, moved
-    assert abs(moved["sync=0"]) > 4, moved  # the step this guards against, seen in the same run
 
 
 @pytest.fixture(scope="module")
@@ -909,3 +875,51 @@ def test_status_placements_are_bounded(blank: Page) -> None:
     rows = placed(msgs, "a")
     assert [p for p, _ in rows] == list(range(0, 2 * RATE, CHUNK))
     assert all(f == round(target(m, play_at, p)) for p, f in rows)
+
+
+# Records, every 50 ms, how far the output timestamp's frame is from the context's frame
+# counter (contextTime against performanceTime, both in s): it steps when the output moves
+# from the device to a timer and back.
+TIMESTAMPS = """() => { const ctx = window.rtts.player.ctx; window.stamps = [];
+    setInterval(() => { const ts = ctx.getOutputTimestamp();
+        if (ts.contextTime > 0) window.stamps.push([ctx.currentTime, ts.performanceTime / 1000 - ts.contextTime]); },
+    50); }"""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def quiet_kiosks(server: ServerThread, browser) -> Iterator[dict[str, tuple[Page, PageErrors]]]:  # type: ignore[no-untyped-def]  # noqa: F811
+    """Two kiosks on a channel nobody announces on, one in step and one with sync=0, opened
+    as the module starts and recording their output timestamps: the module's last test
+    reads them once they have been silent for 33 s, which the tests before it fill."""
+    ctx = browser.new_context()
+    pages = {}
+    for name, params in (("in step", {}), ("sync=0", {"sync": "0"})):
+        page = ctx.new_page()
+        pages[name] = (page, PageErrors(page, server_goes_away=False))
+        page.goto(f"{server.http}/kiosk?{urlencode({'channel': 'quiet', **params})}")
+    for page, _ in pages.values():
+        wait_ready(page)
+        page.wait_for_function("window.rtts.player.node !== null")
+        page.evaluate(TIMESTAMPS)
+    yield pages
+    ctx.close()
+
+
+def test_a_kiosk_in_step_keeps_its_output_awake(quiet_kiosks: dict[str, tuple[Page, PageErrors]]) -> None:
+    """After 30 s of exact silence Chromium moves a context's output from the device to a
+    timer (and back when it sounds): the output timestamps step by ~10 ms, and a kiosk's
+    next announcement would begin that far out of step. A kiosk in step keeps its output
+    awake (static/js/player.js, KEEP_AWAKE); one with sync=0, silent, is moved, as before."""
+    for page, _ in quiet_kiosks.values():
+        page.wait_for_function("window.stamps.length && window.stamps.at(-1)[0] > 33", timeout=40_000)
+    moved = {}
+    for name, (page, errors) in quiet_kiosks.items():
+        assert not errors.errors, (name, errors.errors)
+        stamps = page.evaluate("window.stamps")
+        # Medians either side of the hand-over at 30 s: a loaded box's odd late callback
+        # moves single readings, not these.
+        before = median(off for t, off in stamps if 25 <= t <= 29.5)
+        after = median(off for t, off in stamps if 31 <= t <= 33)
+        moved[name] = (after - before) * 1000
+    assert abs(moved["in step"]) < 2, moved
+    assert abs(moved["sync=0"]) > 4, moved  # the step this guards against, seen in the same run
