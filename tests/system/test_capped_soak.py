@@ -1,4 +1,4 @@
-"""The articles' test, short: benchmarks/capped_soak.py for a minute and a half in a 512 MB cap.
+"""The articles' test, short: benchmarks/capped_soak.py for a minute in a 512 MB cap.
 
 ``rtts serve`` runs in a memory cgroup whose limit was set before it started (what
 ``docker run --memory=512m`` does), under mixed-language load with the longest allowed
@@ -66,7 +66,7 @@ def test_under_512_mb():
     reason = capped_soak.unavailable_reason()
     if reason:
         pytest.skip(reason)
-    opts = capped_soak.Options(minutes=1.5, cap_mb=512, cache_dir=_CACHE, drain_s=10.0)
+    opts = capped_soak.Options(minutes=1.0, cap_mb=512, cache_dir=_CACHE, drain_s=10.0)
     result = capped_soak.run_capped(opts)
     report = capped_soak.table(result)
     tried = {kind for kind in result["outcomes"] if not kind.startswith(("long", "wake"))}
