@@ -168,7 +168,9 @@ def run_cell(browser: Browser, cell: Cell, ports: tuple[int, int], front: int,
         for i, link in enumerate(cell.links(args.kiosks)):
             params = {} if cell.sync else {"sync": 0}
             kiosks.append(Kiosk(stack, browser, front, link, seed=i, channel=CHANNEL, **params))
-            kiosks[-1].wait_ready()  # one at a time: nginx's least_conn then spreads them evenly
+            kiosks[-1].wait_ready(settled=False)  # one at a time: nginx's least_conn then spreads them evenly
+        for k in kiosks:
+            k.wait_settled()  # their clocks settle together
         for _ in range(args.rounds):
             result.rounds.append(one_round(kiosks, cell, ports[0], texts[cell.lang], at_s))
             last = result.rounds[-1]
@@ -193,32 +195,34 @@ def warm(port: int) -> None:
 
 def measure(args: argparse.Namespace, workdir: Path) -> list[Result]:
     common = ("--publish-token", TOKEN, "--max-connections", "256", "--max-connections-per-ip", "256",
-              "--preload")
-    cells = [c for c in grid() if c.setup in args.setups]
-    results = []
+              "--preload", *(("--sync-lead", str(args.sync_lead)) if args.sync_lead is not None else ()))
+    cells = [c for c in grid() if c.setup in args.setups and (args.only is None or describe(c) == args.only)]
+    results: list[Result] = []
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=[*CHROMIUM_ARGS, *spread.UNTHROTTLED])
         try:
-            server = ServerProcess(0, workdir / "one.log", *common)
-            try:
-                warm(server.port)
-                for cell in (c for c in cells if c.setup == "one"):
-                    results.append(run_cell(browser, cell, (server.port, server.port), server.port, args))
-            finally:
-                server.stop()
-            (workdir / "redis").mkdir()
-            with RedisServer(workdir / "redis") as redis:
-                two = (*common, "--bus", redis.url, "--shared-clock", "bus", "--trusted-proxies", "127.0.0.1")
-                a = ServerProcess(0, workdir / "a.log", *two)
-                b = ServerProcess(0, workdir / "b.log", *two)
+            if any(c.setup == "one" for c in cells):
+                server = ServerProcess(0, workdir / "one.log", *common)
                 try:
-                    warm(a.port), warm(b.port)
-                    with nginx_in_front(workdir / "nginx", a.port, b.port) as url:
-                        front = int(url.split(":")[2].split("/")[0])
-                        for cell in (c for c in cells if c.setup == "two"):
-                            results.append(run_cell(browser, cell, (a.port, b.port), front, args))
+                    warm(server.port)
+                    for cell in (c for c in cells if c.setup == "one"):
+                        results.append(run_cell(browser, cell, (server.port, server.port), server.port, args))
                 finally:
-                    a.stop(), b.stop()
+                    server.stop()
+            if any(c.setup == "two" for c in cells):
+                (workdir / "redis").mkdir()
+                with RedisServer(workdir / "redis") as redis:
+                    two = (*common, "--bus", redis.url, "--shared-clock", "bus", "--trusted-proxies", "127.0.0.1")
+                    a = ServerProcess(0, workdir / "a.log", *two)
+                    b = ServerProcess(0, workdir / "b.log", *two)
+                    try:
+                        warm(a.port), warm(b.port)
+                        with nginx_in_front(workdir / "nginx", a.port, b.port) as url:
+                            front = int(url.split(":")[2].split("/")[0])
+                            for cell in (c for c in cells if c.setup == "two"):
+                                results.append(run_cell(browser, cell, (a.port, b.port), front, args))
+                    finally:
+                        a.stop(), b.stop()
         finally:
             browser.close()
     return results
@@ -299,6 +303,8 @@ def main() -> int:
                         help="a ~15 s announcement, one round (unless --rounds)")
     parser.add_argument("--setups", default="one,two",
                         help="which: one (instance), two (+ Redis + nginx), or both")
+    parser.add_argument("--only", help="one row, named as in the table, e.g. 'one instance, none, zh'")
+    parser.add_argument("--sync-lead", type=float, help="the instances' --sync-lead (default: learnt)")
     parser.add_argument("--workdir", help="keep the servers' logs here (default: a temporary folder)")
     parser.add_argument("--write", action="store_true", help="put the table into docs/benchmarks.md")
     args = parser.parse_args()
@@ -307,7 +313,9 @@ def main() -> int:
         args.rounds = 1
     command = "python benchmarks/sync.py" + "".join(
         f" {flag}" for flag, on in ((f"--rounds {args.rounds}", args.rounds != 3 and not args.short),
-                                    (f"--kiosks {args.kiosks}", args.kiosks != 6), ("--short", args.short)) if on)
+                                    (f"--kiosks {args.kiosks}", args.kiosks != 6), ("--short", args.short),
+                                    (f"--only '{args.only}'", args.only is not None),
+                                    (f"--sync-lead {args.sync_lead}", args.sync_lead is not None)) if on)
     machine = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": psutil.cpu_count(),
                "cpu": platform.processor() or platform.machine(), "probe_before": probe_ms()}
     print(f"host probe {machine['probe_before']:.0f} ms before", flush=True)

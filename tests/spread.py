@@ -231,16 +231,22 @@ class Kiosk:
     def syncs(self) -> bool:
         return self.params.get("sync") != "0"
 
-    def wait_ready(self, timeout_s: float = 60) -> None:
-        """Subscribed, its audio open, and (when it syncs) a settled clock estimate: 40
-        exchanges, the burst and 8 s of four a second. (The estimate is as good as the
-        fastest ways out and back it has seen: on a link of 66 ± 20 ms, a kiosk asked to
-        play 2 s after it connected was 10 ms off, then corrected by soft steps.) Kiosks
-        are connected long before they are asked to play; so are these."""
+    def wait_ready(self, timeout_s: float = 60, settled: bool = True) -> None:
+        """Subscribed, its audio open, and (when it syncs, unless ``settled`` is false: then
+        wait_settled) a settled clock estimate."""
         self.page.wait_for_function(
             "ch => window.rtts && window.rtts.stats.state === 'ready' && window.rtts.player.ctx"
             " && window.rtts.channels.get(ch) != null", arg=self.channel, timeout=timeout_s * 1000)
         install(self.page)
+        if settled:
+            self.wait_settled(timeout_s)
+
+    def wait_settled(self, timeout_s: float = 60) -> None:
+        """A kiosk that syncs has a settled clock estimate: 40 exchanges, the burst and 8 s
+        of four a second. (The estimate is as good as the fastest ways out and back it has
+        seen: on a link of 66 ± 20 ms, a kiosk asked to play 2 s after it connected was
+        10 ms off, then corrected by soft steps.) Kiosks are connected long before they are
+        asked to play; so are these."""
         if self.syncs:
             self.page.wait_for_function("window.rtts.sync.clock && window.rtts.sync.clock.samples >= 40",
                                         timeout=timeout_s * 1000)

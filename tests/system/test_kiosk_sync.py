@@ -195,7 +195,11 @@ def test_kiosks_on_two_instances_play_in_step(tmp_path: Path, browser: Browser) 
         kiosks = []
         for i, link in enumerate(LINKS):
             kiosks.append(Kiosk(stack, browser, front, link, seed=i, channel=CHANNEL))
-            kiosks[-1].wait_ready()  # one at a time: nginx's least_conn then puts two on each
+            # One connection at a time: nginx's least_conn then puts two on each. Their clocks
+            # settle together.
+            kiosks[-1].wait_ready(settled=False)
+        for k in kiosks:
+            k.wait_settled()
         assert (readyz(a.port)[1]["connections"], readyz(b.port)[1]["connections"]) == (2, 2)
 
         ann, sent = publish(a.url, STATION_ZH)
