@@ -23,8 +23,8 @@
 //   starts once the context has played WARMUP_S.
 // - After 30 s of output that is exactly zero, Chromium hands the context from the
 //   device to a timer (its SilentSinkSuspender), and back at the first sample that is
-//   not: the output timestamps step by ~10 ms at each hand-over (measured: -9.4 ms at
-//   30.0 s of silence, -8.0 ms as sound came back, then +-5 ms). A kiosk is silent for
+//   not: the output timestamps step at each hand-over (benchmarks/silent_sink.py: -9.1 ms
+//   at 30.0 s of silence, -3.3 ms as sound came back; none kept awake). A kiosk is silent for
 //   minutes between announcements, so every announcement began off by that step and
 //   made it up in its first second. A player in step keeps its output awake with a
 //   constant KEEP_AWAKE: not zero to the suspender, which tests the float samples, and
@@ -410,18 +410,17 @@ export class Player extends EventTarget {
 // by the step over the span (10 ms in 10 s is 1000 ppm), so each stretch between steps
 // keeps its own intercept and they share the slope.
 export function fitRate(history, rate) {
+  const stretches = [[]];
+  for (const point of history) {
+    const stretch = stretches[stretches.length - 1];
+    const prev = stretch[stretch.length - 1];
+    if (prev && Math.abs((point[0] - prev[0]) / rate - (point[1] - prev[1])) > STEP_S) stretches.push([point]);
+    else stretch.push(point);
+  }
   let span = 0;
   let sfs = 0;
   let sss = 0;
-  let from = 0;
-  for (let i = 1; i <= history.length; i++) {
-    const stepped =
-      i < history.length &&
-      Math.abs((history[i][0] - history[i - 1][0]) / rate - (history[i][1] - history[i - 1][1])) > STEP_S;
-    if (i < history.length && !stepped) continue;
-    const stretch = history.slice(from, i);
-    from = i;
-    if (stretch.length < 2) continue;
+  for (const stretch of stretches.filter((x) => x.length >= 2)) {
     span += stretch[stretch.length - 1][1] - stretch[0][1];
     const [f0, s0] = stretch[0]; // relative to the first: Unix seconds would swamp the sums
     let mf = 0;
