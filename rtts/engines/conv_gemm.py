@@ -22,6 +22,13 @@ quantized bias; only the float operations' order differs (the largest sample dif
 is measured in tests/unit/test_conv_gemm.py and docs/benchmarks.md). About 2x faster
 per convolution on this project's 2-core box (``benchmarks/engine_cost.py``).
 
+Where uint8 x int8 is not exact, the weights go in as uint8 instead (the same integers
+plus 128, their zero point 128): ONNX Runtime then runs its uint8 x uint8 kernel, as
+ConvInteger does, and keeps the fused scale and bias. On x86 without VNNI (AVX2 alone)
+uint8 x int8 is vpmaddubsw, whose pairwise sums saturate at 16 bits: with Kokoro's
+weights, 255 x 127 x 2 is past 32,767, and tests/unit/test_conv_gemm.py saw outputs off
+by up to 70 % on such a box. ``exact_int8()`` says which this machine is.
+
 Run by the Kokoro cut's child process (``kokoro_cut``), so the server never imports ``onnx``.
 """
 
@@ -32,6 +39,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import functools
+import platform
+from pathlib import Path
+
 import numpy as np
 
 from rtts.engines.graph_edit import splice
@@ -39,7 +50,26 @@ from rtts.engines.graph_edit import splice
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["QuantizedConv", "gemm_convs", "quantized_convs", "rewrite"]
+__all__ = ["QuantizedConv", "exact_int8", "gemm_convs", "product_kind", "quantized_convs", "rewrite"]
+
+
+@functools.lru_cache(maxsize=1)
+def exact_int8(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether ONNX Runtime's uint8 x int8 products are exact on this CPU: on x86 only
+    with VNNI (vpdpbusd sums into 32 bits); AVX2's vpmaddubsw saturates. Elsewhere (ARM's
+    dot products widen) they are."""
+    if platform.machine().lower() not in ("x86_64", "amd64", "i686", "x86"):
+        return True
+    try:
+        flags = cpuinfo.read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return False  # unknown: the exact form
+    return any(f" {flag}" in flags for flag in ("avx512_vnni", "avx_vnni"))
+
+
+def product_kind() -> str:
+    """What a cut made here depends on besides its code: the weights' integer type."""
+    return "u8s8" if exact_int8() else "u8u8"
 
 
 @dataclass(frozen=True)
@@ -132,18 +162,22 @@ def rewrite(
     return names
 
 
-def gemm_convs(model: onnx.ModelProto, wanted: Callable[[str], bool] = lambda name: True) -> list[str]:
+def gemm_convs(
+    model: onnx.ModelProto, wanted: Callable[[str], bool] = lambda name: True, signed: bool | None = None
+) -> list[str]:
     """Rewrite, in place, the quantized 1-D convolutions ``wanted`` accepts (by
     ConvInteger name) whose weights fit int8 as im2col + ``MatMulIntegerToFloat``; the
-    others stay. Returns the rewritten ones' names."""
+    others stay. Returns the rewritten ones' names. ``signed``: int8 weights (uint8 with
+    zero point 128 if not); None: as this CPU computes exactly (``exact_int8``)."""
     from onnx import helper
 
     if not any(o.domain == "com.microsoft" for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
-    return rewrite(model, lambda qc: _gemm(qc) if wanted(qc.conv.name) else None)
+    signed = exact_int8() if signed is None else signed
+    return rewrite(model, lambda qc: _gemm(qc, signed) if wanted(qc.conv.name) else None)
 
 
-def _gemm(qc: QuantizedConv) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]] | None:
+def _gemm(qc: QuantizedConv, signed: bool = True) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]] | None:
     from onnx import helper
     from onnx import numpy_helper as nh
 
@@ -169,7 +203,8 @@ def _gemm(qc: QuantizedConv) -> tuple[list[onnx.NodeProto], list[onnx.TensorProt
     inits: list[onnx.TensorProto] = []
     # Rows of the product's right side: kernel tap k's input channels, tap after tap,
     # the order in which the gather lays a frame's K input frames side by side.
-    weights = const("W", np.ascontiguousarray(w.transpose(2, 1, 0).reshape(kernel * in_ch, out_ch)).astype(np.int8))
+    w_rows = np.ascontiguousarray(w.transpose(2, 1, 0).reshape(kernel * in_ch, out_ch))
+    weights = const("W", w_rows.astype(np.int8) if signed else (w_rows + 128).astype(np.uint8))
     nodes = [helper.make_node("Transpose", [qc.conv.input[0]], [n("xt")], perm=[0, 2, 1], name=n("Transpose"))]
     rows = n("xt")
     if begin or end:  # padded with the activation's zero point: a real 0, as ConvInteger pads
@@ -202,7 +237,8 @@ def _gemm(qc: QuantizedConv) -> tuple[list[onnx.NodeProto], list[onnx.TensorProt
             ),
         ]
         rows = n("columns")
-    inputs = [rows, weights, qc.x_scale, const("w_scale", qc.w_scale.reshape(())), qc.x_zero, ""]
+    w_zero = "" if signed else const("w_zero", np.array(128, np.uint8))
+    inputs = [rows, weights, qc.x_scale, const("w_scale", qc.w_scale.reshape(())), qc.x_zero, w_zero]
     if qc.bias_q is not None:
         # The export's own bias, rounded to the sum's units as it rounds it.
         nodes += [

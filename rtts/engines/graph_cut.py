@@ -57,6 +57,7 @@ class Cut:
     uses: tuple[str, ...] = ()  # other modules whose code takes part in the cut
     data: tuple[Path, ...] = ()  # files the cut reads (a calibration table)
     packages: tuple[str, ...] = ("onnx",)  # whose versions take part
+    variant: str = ""  # what else the cut depends on (the CPU's exact integer products: conv_gemm)
 
     def recipe(self) -> str:
         """What makes this cut: the source of the modules that do it, the files they read
@@ -74,6 +75,7 @@ class Cut:
                 digest.update(importlib.metadata.version(package).encode())
             except importlib.metadata.PackageNotFoundError:
                 pass  # the cut itself will say so
+        digest.update(self.variant.encode())
         return digest.hexdigest()[:12]
 
     def files(self, model: Path, cache_dir: Path) -> tuple[Path, ...]:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from rtts.engines.conv_gemm import product_kind
 from rtts.engines.graph_cut import Cut, write_cut
 
 if TYPE_CHECKING:
@@ -48,6 +49,7 @@ CUT = Cut(
     ("predictor", "decoder"),
     uses=("rtts.engines.conv_gemm", "rtts.engines.instance_norm", "rtts.engines.cheaper_forms", "rtts.engines.graph_edit"),
     packages=("onnx",),
+    variant=product_kind(),  # a cache dir moved to a CPU that computes differently cuts again
 )
 # The same cut with each Snake as one native op (``snake``), for an inference process that
 # has the library (rtts/native): another recipe, so the two forms are kept apart.
@@ -57,6 +59,7 @@ SNAKE_CUT = Cut(
     ("predictor", "decoder"),
     uses=("rtts.engines.kokoro_cut", *CUT.uses),
     packages=("onnx",),
+    variant=CUT.variant,
 )
 
 

@@ -4,6 +4,8 @@ compared in tests/live/test_engines.py)."""
 
 from __future__ import annotations
 
+import platform
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -11,7 +13,7 @@ import pytest
 from onnx import TensorProto, helper
 from onnx import numpy_helper as nh
 
-from rtts.engines.conv_gemm import gemm_convs
+from rtts.engines.conv_gemm import exact_int8, gemm_convs
 from rtts.engines.kokoro_quant import float_convs
 
 
@@ -103,3 +105,27 @@ def test_float_convs_shares_the_chain_and_gives_the_real_valued_convolution() ->
     x = np.random.default_rng(2).standard_normal((1, 24, 100)).astype(np.float32)
     want = run(model, x)  # 8-bit activations: near, not equal
     assert np.abs(run(real, x) - want).max() < 0.05 * np.abs(want).max()
+
+
+@pytest.mark.parametrize("shape", [dict(out_ch=16, in_ch=24, kernel=1), dict(out_ch=8, in_ch=8, kernel=11, dilation=5, pads=(25, 25))])
+@pytest.mark.parametrize("signed", [False, True])
+def test_both_weight_forms_compute_the_same_where_this_cpu_is_exact(shape: dict, signed: bool) -> None:
+    # uint8 weights (zero point 128) are exact everywhere; int8 ones only where the CPU's
+    # uint8 x int8 product does not saturate (VNNI, ARM): on AVX2 alone they were 70 % off.
+    if signed and not exact_int8():
+        pytest.skip("this CPU's uint8 x int8 products saturate (no VNNI): the cut uses uint8 weights here")
+    model = export_like(**shape)
+    gemm, names = rewritten(model, lambda m: gemm_convs(m, signed=signed))
+    assert names == ["/conv/Conv_quant"]
+    x = (np.random.default_rng(3).standard_normal((1, shape["in_ch"], 301)) * 2 + 0.3).astype(np.float32)
+    want, got = run(model, x), run(gemm, x)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * float(np.abs(want).max()))
+
+
+def test_the_cpu_flags_decide_the_weight_form(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    vnni, avx2 = tmp_path / "vnni", tmp_path / "avx2"
+    vnni.write_text("flags\t\t: fpu sse2 avx2 avx512f avx512_vnni\n")
+    avx2.write_text("flags\t\t: fpu sse2 avx2 fma\n")
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        assert exact_int8(vnni) and not exact_int8(avx2)
+    assert exact_int8(tmp_path / "none") == (platform.machine().lower() not in ("x86_64", "amd64", "i686", "x86"))
