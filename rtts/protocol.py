@@ -82,6 +82,11 @@ MAX_NOT_BEFORE_AHEAD_S = 24 * 3600.0
 # JSON ("\ud800") and in-process callers can make a str no UTF-8 encoder takes (msgpack,
 # Redis, the g2p front ends all fail on it, far from the edge): refused here instead.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# The C0 control characters but tab, newline and carriage return: no text needs them, and
+# a NUL reaches C code that ends a string there (the g2p tables' marisa-trie answered
+# with other words' entries, and Hibari failed on every route). Refused on every route,
+# as a lone surrogate is, rather than dropped: the text the client meant is not guessed.
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
 
 # msgpack's own structural limits: a client message is a small flat map, so anything
 # deeper or wider is refused by the C decoder before it allocates (see
@@ -498,6 +503,12 @@ def _check_type(cls: type, name: str, value: Any, msg_id: str | None) -> None:
     elif isinstance(value, str) and _LONE_SURROGATE.search(value):
         raise ProtocolError(
             ErrorCode.BAD_MESSAGE, f"{cls.TYPE}.{name} is not valid Unicode (a lone surrogate)", msg_id  # type: ignore[attr-defined]
+        )
+    elif isinstance(value, str) and (control := _CONTROL.search(value)):
+        raise ProtocolError(
+            ErrorCode.BAD_MESSAGE,
+            f"{cls.TYPE}.{name} holds a control character (U+{ord(control[0]):04X} at {control.start()})",  # type: ignore[attr-defined]
+            msg_id,
         )
 
 

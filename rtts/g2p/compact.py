@@ -61,8 +61,10 @@ _BUILD_TIMEOUT_S = 300
 class Table(Mapping[str, Any]):
     """A read-only map of str keys to marshalled values, memory-mapped from a marisa BytesTrie.
 
-    A key the trie cannot hold (a lone surrogate is not UTF-8) is simply absent, as it
-    was from the original dict, which never had one (the build checks).
+    A key the trie cannot hold is simply absent, as it was from the original dict, which
+    never had one (the build checks): a lone surrogate is not UTF-8, and marisa-trie ends
+    a key at a NUL (``"a\\x00"`` would be looked up as ``"a"``, without the separator
+    before its value, and answer with the values of ``"a"`` and of every key it begins).
 
     With ``memo``, the values of that many keys last asked for are kept decoded and
     handed out again, the same objects: for a caller that only reads them and asks for
@@ -81,7 +83,7 @@ class Table(Mapping[str, Any]):
             self.get = functools.lru_cache(memo)(self.get)  # type: ignore[method-assign]
 
     def get(self, key: Any, default: Any = None) -> Any:
-        if not isinstance(key, str):
+        if not _storable(key):
             return default
         try:
             found = self._trie.get(key)
@@ -96,7 +98,7 @@ class Table(Mapping[str, Any]):
         return found
 
     def __contains__(self, key: object) -> bool:
-        if not isinstance(key, str):
+        if not _storable(key):
             return False
         try:
             return key in self._trie
@@ -111,6 +113,8 @@ class Table(Mapping[str, Any]):
 
     def has_prefix(self, prefix: str) -> bool:
         """Whether ``prefix`` (non-empty) begins some key."""
+        if not _storable(prefix):
+            return False
         try:
             return bool(prefix) and next(self._trie.iterkeys(prefix), None) is not None
         except UnicodeEncodeError:
@@ -118,6 +122,11 @@ class Table(Mapping[str, Any]):
 
 
 _MISSING = object()
+
+
+def _storable(key: object) -> bool:
+    """Whether ``key`` can be a key of a table (see ``Table``)."""
+    return isinstance(key, str) and "\x00" not in key
 
 
 class Codepoints(Mapping[int, Any]):

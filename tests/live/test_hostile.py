@@ -8,14 +8,21 @@ benchmarks/hostile.py, not asserted here.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import time
 
 import pytest
 from websockets.exceptions import ConnectionClosed
+from wyoming.client import AsyncTcpClient
+from wyoming.error import Error
+from wyoming.event import Event
+from wyoming.tts import Synthesize
 
 from rtts import protocol
 
 from tests.conftest import Client, ServerThread, make_config
+from tests.live.test_http import post
 from tests.live.test_server import fetch
 
 pytestmark = pytest.mark.slow
@@ -66,6 +73,48 @@ def test_very_long_numbers_are_spoken_not_internal(server: ServerThread, text: s
         msgs = c.utterance("n", timeout=180)
     assert not [m for m in msgs if isinstance(m, protocol.Error)], msgs[-2:]
     assert msgs[-1].reason == "done" and msgs[-1].stats["audio_ms"] > 2000
+
+
+def test_a_nul_in_the_text_is_refused_on_every_route_and_the_default_voice_goes_on(tmp_path):
+    """Issue 30, bug 2: ``/tts?text=ab%00cd%20efg`` was 503 engine_unavailable (the g2p
+    tables' marisa-trie read "ab\\x00cd" as "ab" and Hibari failed on marshal data), on every
+    route. A C0 control character is now refused at the edge, 400 ``bad_message`` (or the
+    route's form of it), before any engine sees it; the default voice serves the next text."""
+    cfg = make_config(tmp_path, wyoming_port=0, publish_token="pub")
+    with ServerThread(cfg) as server, Client(server.url) as c:
+        c.recv()
+        for msg in ({"type": "speak", "id": "s", "text": "ab\x00cd efg"},
+                    {"type": "append", "id": "a", "text": "ab cd\x1b efg"},
+                    {"type": "publish", "channel": "lobby", "text": "ab\x00cd efg", "token": "pub"}):
+            c.send(**msg)
+            err = c.recv(timeout=30)
+            assert isinstance(err, protocol.Error) and err.code == "bad_message" and "U+00" in err.message, err
+        status, _, body = fetch(server.http + "/tts?text=ab%00cd%20efg")
+        assert status == 400 and body.startswith(b"bad_message: speak.text holds a control character"), body[:300]
+        for path, fields, code_of in (
+            ("/v1/audio/speech", {"model": "tts-1", "input": "ab\x00cd efg", "voice": "alloy"},
+             lambda a: a["error"]["code"]),
+            ("/dev/captioned_speech", {"input": "ab\x00cd efg", "stream": False}, lambda a: a["error"]["code"]),
+            ("/v1/announce", {"channel": "lobby", "text": "ab\x00cd efg"}, lambda a: a["error"]),
+        ):
+            status, _, body = post(server, path, json.dumps(fields).encode(),
+                                   {"Content-Type": "application/json", "Authorization": "Bearer pub"})
+            assert (status, code_of(json.loads(body))) == (400, "bad_message"), (path, body[:300])
+        assert server.server is not None and server.server.wyoming is not None
+
+        async def wyoming() -> Event:
+            async with AsyncTcpClient("127.0.0.1", server.server.wyoming.port) as w:
+                await w.write_event(Synthesize(text="ab\x00cd efg").event())
+                return await asyncio.wait_for(w.read_event(), 30)
+
+        event = asyncio.run(wyoming())
+        assert event is not None and Error.is_type(event.type) and Error.from_event(event).code == "bad_message"
+        # The default voice (Hibari) was never handed the NUL, and speaks the same text without it.
+        c.send(type="speak", id="ok", text="ab cd efg")
+        msgs = c.utterance("ok", timeout=120)
+        assert msgs[-1].reason == "done" and msgs[-1].stats["audio_ms"] > 300, msgs[-2:]
+        status, _, body = fetch(server.http + "/tts?text=ab%20cd%20efg")
+        assert status == 200 and len(body) > 10_000, body[:300]
 
 
 def test_connections_that_never_say_hello_give_their_slot_back(tmp_path):

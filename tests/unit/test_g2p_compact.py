@@ -207,6 +207,24 @@ def test_a_table_answers_as_the_dict_it_was_made_from(tmp_path: Path) -> None:
     assert "a" in prefixes and "" not in prefixes and "ac" not in prefixes
 
 
+def test_a_key_with_a_nul_is_absent_never_another_key_s_entry(tmp_path: Path) -> None:
+    """Issue 30, bug 2: marisa-trie ends a key at a NUL, so ``"a\\x00"`` answered with the
+    values of "a" and "ab" (Hibari's lexicon gave another word's entry, or marshal failed
+    on a slice of one: every route's default voice answered engine_unavailable)."""
+    compact._write_table(tmp_path / "t.marisa", {"a": 1835625571, "ab": "VBN", "b": [1, 2]})
+    table = compact.Table(tmp_path / "t.marisa", memo=8)
+    for key in ("a\x00", "\x00", "\x00a", "ab\x00", "a\x00b"):
+        assert key not in table and table.get(key) is None and table.get(key, 5) == 5, key
+        with pytest.raises(KeyError):
+            table[key]
+        assert not table.has_prefix(key), key
+    assert 0 not in compact.Codepoints(table) and compact.Codepoints(table).get(0) is None
+    assert "a\x00" not in compact.Prefixes(table)
+    assert table["a"] == 1835625571 and table.get("ab") == "VBN"  # the others as they were
+    with pytest.raises(ValueError):  # nor can a table be built with one (the original dict had it)
+        compact._write_table(tmp_path / "nul.marisa", {"a\x00": 1})
+
+
 @pytest.mark.parametrize("value", [float("nan"), {"k": [float("nan")]}, object(), {"k": object()}])
 def test_a_value_that_cannot_be_kept_or_checked_is_refused_when_built(tmp_path: Path, value: Any) -> None:
     with pytest.raises(ValueError):

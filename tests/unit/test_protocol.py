@@ -151,6 +151,28 @@ def test_check_refuses_in_process_what_decoding_refuses_on_the_wire(msg) -> None
     assert (local.value.code, local.value.message) == (wire.value.code, wire.value.message)
 
 
+@pytest.mark.parametrize("char", [chr(c) for c in range(0x20) if chr(c) not in "\t\n\r"])
+def test_a_control_character_is_refused_in_every_message_on_the_wire_and_in_process(char: str) -> None:
+    """Issue 30, bug 2: a NUL in the text reached the g2p tables (C code ends a key there)
+    and Hibari answered engine_unavailable on every route; the other C0 controls are as
+    useless in text. Refused at the edge like a lone surrogate, whatever the str field."""
+    for msg in (protocol.Speak(id="u", text=f"ab{char}cd efg"), protocol.Append(id="u", text=char),
+                protocol.Publish(channel="lobby", text=f"Hi{char}."), protocol.Hello(voice=f"x{char}"),
+                protocol.Speak(id=f"u{char}", text="Hi.")):
+        with pytest.raises(ProtocolError) as wire:
+            protocol.decode_client(protocol.encode(msg))
+        with pytest.raises(ProtocolError) as local:
+            protocol.check(msg)
+        assert local.value.code == wire.value.code == ErrorCode.BAD_MESSAGE
+        assert f"U+{ord(char):04X}" in local.value.message and local.value.message == wire.value.message
+
+
+def test_tab_newline_and_carriage_return_are_text() -> None:
+    msg = protocol.Speak(id="u", text="One,\ttwo.\r\nThree.\n\nFour \x7f\x85\u2028five.")
+    protocol.check(msg)
+    assert protocol.decode_client(protocol.encode(msg)) == msg
+
+
 def test_check_passes_what_decoding_passes() -> None:
     for msg in (protocol.Speak(id="a", text="hi", speed=1.5), protocol.Hello(sample_rate=16000), protocol.Ping(t=3)):
         protocol.check(msg)
