@@ -133,13 +133,17 @@ def _check_limits(first_max_chars: int, max_chars: int) -> None:
 _Chunk = tuple[int, End] | None
 
 
-def _first_chunk(s: str, clauses: list[int], complete: bool, known: int, limit: int) -> _Chunk:
+def _first_chunk(s: str, clauses: list[int], complete: bool, known: int, limit: int, longest: int) -> _Chunk:
     if complete and len(s) <= limit:
         return len(s), SENTENCE
     if clauses and clauses[0] <= limit:
         return clauses[0], CLAUSE
     if complete or known > limit:
-        return _cut_point(s, limit, limit), CUT
+        cut = _whole_word(s, limit, longest, None if complete else known)
+        if cut is None:
+            return None
+        cut = cut or _cut_point(s, limit, limit)
+        return cut, CLAUSE if cut in clauses else CUT
     return None
 
 
@@ -171,6 +175,27 @@ def _inside_token(s: str, i: int) -> bool:
         return True
     digit_mark_digit = s[i] in ".,:" and s[i - 1].isdigit() and i + 1 < len(s) and s[i + 1].isdigit()
     return digit_mark_digit or (s[i - 1] in ".,:" and i >= 2 and s[i - 2].isdigit() and s[i].isdigit())
+
+
+def _whole_word(s: str, limit: int, longest: int, known: int | None) -> int | None:
+    """Where the first unit ends when ``s`` (longer than ``limit``) begins with one word
+    longer than ``limit``, in text written with spaces (a 68-digit number, a URL): after
+    that word, when it ends within ``longest`` (a later unit's length). Each unit's words
+    are timed apart, so a cut inside it would make two entries of one word.
+
+    0 when that is not so (cut ``s`` as usual); None while it is not known yet: ``known``
+    is how much of a streamed ``s`` has had its punctuation judged (None: ``s`` is a
+    whole sentence)."""
+    if longest <= limit or _SPACE.search(s, 1, limit + 1) or _CJK.search(s, 0, limit):
+        return 0
+    space = _SPACE.search(s, limit + 1, longest + 1)
+    end = space.start() if space else len(s) if known is None and len(s) <= longest else 0
+    if known is None:
+        return end
+    # Streamed: the word (or its sentence) may still end within ``longest``.
+    if end:
+        return end if known > end else None
+    return 0 if known > longest else None
 
 
 def _cut_point(s: str, target: int, limit: int) -> int:
@@ -399,7 +424,7 @@ class UnitBuffer:
         if self._emitted:
             chunk = _next_chunk(s, clauses, complete, known, self.max_chars)
         else:
-            chunk = _first_chunk(s, clauses, complete, known, self.first_max_chars)
+            chunk = _first_chunk(s, clauses, complete, known, self.first_max_chars, self.max_chars)
         if chunk is None:
             return None
         cut, kind = chunk

@@ -135,6 +135,25 @@ def test_markup_and_appends_name_the_client_text(client: Client) -> None:
     assert next(w for w in words if w["text"] == "WWW")["said"].startswith("World Wide")
 
 
+NUMBER = "1234567890" * 6 + "12345678"
+JOINED = "zero\u200bwidth\u200cjoin\u200dtest\ufeff"  # no space: one written word
+
+
+@pytest.mark.parametrize("text, voice", [(NUMBER, None), (NUMBER, "piper/en_US-joe-medium"), (JOINED, None),
+                                         (JOINED, "kokoro/af_heart"), (JOINED, "piper/en_US-joe-medium")])
+def test_a_word_longer_than_the_first_unit_is_one_entry(client: Client, text: str, voice: str | None) -> None:
+    """Issue 30, bug 5: the first unit (40 characters, Kokoro's 16) was cut inside the
+    word, and each unit's words are timed apart: a 68-digit number came as two entries,
+    and Kokoro split the zero-width-joined word after its ZWJ where Hibari and Piper did not."""
+    samples, words, _ = speak(client, "long", text, words=True, **({"voice": voice} if voice else {}))
+    assert [(w["text_start"], w["text_end"]) for w in words] == [(0, len(text))], words
+    if text == JOINED:
+        check_words(text, words, samples)
+    else:  # read in several pieces: the entry is the first one's (a known limit: docs/protocol.md)
+        assert words[0]["said"].startswith("twelve million three hundred")
+        assert words[0]["start"] < 0.5 * RATE < words[0]["end"] <= len(samples)
+
+
 def test_a_repeated_phrase_keeps_its_words(client: Client) -> None:
     text = "请注意脚下安全。"
     first, words1, _ = speak(client, "r1", text, words=True)

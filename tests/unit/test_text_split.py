@@ -210,6 +210,25 @@ def test_giant_token_is_cut_to_fit() -> None:
     assert_covers(text, units)
 
 
+def test_a_first_word_longer_than_the_first_unit_is_kept_whole() -> None:
+    """Issue 30, bug 5: a 68-digit number was cut into a 40-character first unit and the
+    rest, and each unit's words are timed apart: two ``words`` entries for one word. A
+    word that fits in a later unit (``max_chars``) is a first unit of its own instead."""
+    number = "1234567890" * 6 + "12345678"
+    url = "https://example.com/a/very/long/path/to/something?x=1&y=2"
+    for text, first in ((number, number), (f"{number}.", f"{number}."), (f"{url} is the address.", url),
+                        (f"{number}, and then the rest.", f"{number},")):
+        assert split_units(text)[0].text == first, text
+        assert stream(text)[0] == split_units(text)[0], text  # streamed: waits for the word's end
+        assert stream(text, [7] * 20) == split_units(text), text
+    assert split_units(f"{number}, and then the rest.")[0].end == CLAUSE  # the comma's pause
+    buffer = UnitBuffer()
+    assert buffer.feed(number) == []  # the word may go on
+    assert buffer.feed(" and") == [Unit(number, CUT)]
+    # Longer than any unit: cut as before (each part its own entry: docs/protocol.md).
+    assert [len(u.text) for u in split_units("x" * 300)] == [40, 130, 130]
+
+
 # --- long sentences ---------------------------------------------------------
 
 
@@ -355,7 +374,7 @@ def test_units_respect_limits(text: str, lim: tuple[int, int]) -> None:
     first, most = lim
     units = split_units(text, first_max_chars=first, max_chars=most)
     if units:
-        assert len(units[0].text) <= first
+        assert len(units[0].text) <= first or " " not in units[0].text  # one long word, kept whole
         assert all(len(u.text) <= most for u in units)
         assert units[-1].end == SENTENCE
         assert {u.end for u in units} <= {SENTENCE, CLAUSE, CUT}
@@ -371,7 +390,7 @@ def test_char_by_char_stream_keeps_the_text(text: str, lim: tuple[int, int]) -> 
     assert "".join("".join(texts(units)).split()) == "".join("".join(texts(whole)).split())
     assert_covers(text, units)
     if units:
-        assert len(units[0].text) <= lim[0]
+        assert len(units[0].text) <= lim[0] or " " not in units[0].text
         assert all(len(u.text) <= lim[1] for u in units)
 
 
