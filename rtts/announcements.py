@@ -53,6 +53,9 @@ class Announcement(Draft):
     # When its first sample is heard (Unix s on the shared clock), once the channel has
     # chosen it (``channels.py``); never on the bus: each instance learns it by its claim.
     play_at: float | None = None
+    # When it reached this instance (shared clock): no instance began it much before, so
+    # no claim of its play_at is earlier (``timeline.claim_bounds``). Never on the bus.
+    arrived: float = 0.0
 
     @property
     def id(self) -> str:

@@ -27,7 +27,9 @@ docs/protocol.md "Playing in step"): one lead ahead of its begin (``timeline.py`
 from how late its audio came, ``audio``), after the one before it ends. Across instances
 (a shared bus) the first instance to begin it fixes that time for all of them
 (``Bus.claim_play_at``), so it is handed out once the claim is answered, within
-``CLAIM_TIMEOUT_S``; in one process at once.
+``CLAIM_TIMEOUT_S``; in one process at once. An answer no instance could have claimed
+(``timeline.claim_bounds``: written into Redis by someone else) is refused, and this
+instance's own time used.
 
 Delivery is at most once. A connection that subscribes gets what starts from then on;
 with ``subscribe.after`` (the last ``seq`` it heard) it is told how many it missed.
@@ -110,11 +112,13 @@ class Channels:
         lead: LeadEstimator | None = None,
         gap: float = 0.25,
         model_wait: Callable[[str], float] = lambda voice: 0.0,
+        model_load: Callable[[str], float] | None = None,
     ) -> None:
         """``clock``: the shared clock (``clock.SharedClock.now``), Unix seconds; ``lead``
         and ``gap``: how far ahead an announcement's ``play_at`` is set, and how far apart
         consecutive ones are (``timeline.py``); ``model_wait``: seconds before a voice's
-        model is in memory (its load time, 0 when loaded)."""
+        model is in memory (its load time, 0 when loaded); ``model_load``: its load time,
+        loaded or not (another instance may have had to load it; ``model_wait`` without)."""
         self._bus = bus
         self.jobs = jobs
         self.queue_limit = queue_limit
@@ -122,6 +126,7 @@ class Channels:
         self.lead = lead or LeadEstimator(min_lead=0.3, max_lead=2.0)
         self._gap = gap
         self._model_wait = model_wait
+        self._model_load = model_load or model_wait
         self._channels: dict[str, _Channel] = {}
         self._subscriptions: dict[Member, set[str]] = {}  # each member's channels: no walk over all
         self._holding: dict[Member, set[str]] = {}  # announcements handed to a member, not yet ended
@@ -129,6 +134,7 @@ class Channels:
         self.started = 0  # announcements started on this instance
         self.dropped = 0  # announcements this instance could not queue
         self.claims_failed = 0  # announcements played at this instance's own time, the bus silent
+        self.claims_refused = 0  # ... the time in the bus one no instance could have claimed
         jobs.on_audio = self.audio
 
     async def start(self) -> None:
@@ -282,6 +288,7 @@ class Channels:
             self._tidy(ch)
             return
         now = self._clock()
+        ann = replace(ann, arrived=now)
         pool = self._pool(ch, not self._due(ann, now), now)
         if len(pool) >= self.queue_limit:
             normals = [a for a in pool if not a.high]
@@ -372,6 +379,19 @@ class Channels:
             self.claims_failed += 1
             log.warning("channel %s: no agreed time for %s (%s); played at this instance's own",
                         ch.name, ann.id, exc if isinstance(exc, BusDown) else type(exc).__name__)
+        else:
+            # Anyone who can write to Redis can write the agreed time: one no instance could
+            # have claimed is not handed out (nor carried forward as the next one's floor).
+            since = max(ann.arrived, ann.not_before or 0.0, ann.wanted_at or 0.0)
+            earliest, latest = timeline.claim_bounds(
+                since, now, floor, self.lead.max_lead, self._model_load(ann.voice)
+            )
+            if not earliest <= play_at <= latest:
+                self.claims_refused += 1
+                log.warning("channel %s: the agreed time for %s is %+.3f s from now, outside what an instance "
+                            "could claim (%+.3f to %+.3f s); played at this instance's own",
+                            ch.name, ann.id, play_at - now, earliest - now, latest - now)
+                play_at = timeline.propose(now, lead, floor)
         if ch.current is not ann:
             # The channel went on meanwhile (everyone left, or a high one cut it): never handed out.
             for member in members:

@@ -6,7 +6,9 @@ its own time: ``play_at = now + lead``. The lead is learnt from how late audio c
 past announcements (``LeadEstimator``), bounded by ``sync_max_lead``: the most this ever
 adds before an announcement is heard. Consecutive announcements do not overlap: the next
 is heard ``sync_gap`` after the one before ends (``floor``), unless it is high priority,
-which cuts what plays.
+which cuts what plays. Across instances the first to begin an announcement fixes its
+``play_at`` for all (``bus.claim_play_at``); what comes back is checked against what any
+instance could have claimed (``claim_bounds``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-__all__ = ["LeadEstimator", "floor", "propose"]
+__all__ = ["LeadEstimator", "claim_bounds", "floor", "propose"]
 
 # The lead before any announcement was measured (seconds): covers a cold model's first
 # audio on a small box (~0.5 s for Piper) and a kiosk 100 ms away.
@@ -26,6 +28,14 @@ FIRST_LEAD_S = 1.0
 SCALE = 1.5
 MARGIN_S = 0.35
 HISTORY = 32  # announcements whose lag is remembered
+# How far a claim another instance fixed may lie outside what this one can know of it
+# (seconds): the instances' clocks (NTP on a LAN, or Redis's through the offset filter:
+# milliseconds), an announcement reaching them through pub/sub a little apart (a listener
+# behind a busy loop), and the claim's own round trip (channels.CLAIM_TIMEOUT_S at most).
+CLAIM_SLACK_S = 2.0
+# The instance that claimed first may have taken this many times as long as this one to
+# load the announcement's model (a slower host, a colder disk).
+LOAD_SLACK = 2.0
 
 
 class LeadEstimator:
@@ -80,3 +90,20 @@ def floor(prev_end: float, gap: float, not_before: float | None, high: bool) -> 
 def propose(now: float, lead: float, floor: float) -> float:
     """This instance's ``play_at``, when no other instance has fixed one."""
     return max(now + lead, floor)
+
+
+def claim_bounds(since: float, now: float, floor: float, max_lead: float, load_s: float) -> tuple[float, float]:
+    """The earliest and latest ``play_at`` an instance could have claimed for an
+    announcement this one begins at ``now``; any other value in the bus was not written by
+    an instance (one wrong value would otherwise hold the channel, its floor carried
+    forward, for as long as it says).
+
+    ``since``: the earliest any instance could have begun it (when it reached this one, its
+    ``not_before``, its publisher's time). A claim before ``now`` is right when the first
+    instance began it long before this one (this channel was busy): these kiosks join it
+    at position. None is later than one lead (at most ``max_lead``) and a model's load
+    (``load_s`` here) after ``now`` (the first began it no later), or than ``floor``, this
+    instance's: the end of what plays before it, the same announcements at the same agreed
+    times on every instance.
+    """
+    return since - CLAIM_SLACK_S, max(now + max_lead + LOAD_SLACK * load_s, floor) + CLAIM_SLACK_S

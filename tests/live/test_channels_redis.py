@@ -395,6 +395,34 @@ def test_an_announcement_starts_with_one_play_at_for_every_subscriber(server: Se
             k.close()
 
 
+def test_a_time_in_redis_no_instance_could_have_claimed_is_refused(server: ServerThread, r) -> None:  # type: ignore[no-untyped-def]
+    """Issue 30, bug 3: ``rtts:play:<channel>#<seq>:<published>`` set by hand to now + 80,000 s
+    held that announcement, and through its floor every later one, ~22 h late; now − 80,000 s
+    made kiosks drop it as late. Each is refused (counted) and the instance's own time used."""
+    kiosk = subscriber(server, "claims")
+    try:
+        refused = metric(server, "rtts_sync_claims_refused_total")
+        for offset in (80_000, -80_000):
+            seq, published = r.incr("rtts:seq:claims"), time.time()
+            r.set(f"rtts:play:claims#{seq}:{published!r}", f"{time.time() + offset:.6f}", ex=3600)
+            draft = {"channel": "claims", "text": "Mind the gap.", "voice": VOICE, "lang": None, "speed": 1.0,
+                     "priority": "normal", "not_before": None, "published": published}
+            r.publish(TOPIC, f"{seq}\n{json.dumps(draft)}".encode())
+            start = kiosk.utterance(f"claims#{seq}")[0]
+            assert isinstance(start, protocol.Start)
+            # One lead (and the voice's first load) ahead: this instance's own time.
+            assert published < start.play_at < time.time() + 10  # type: ignore[operator]
+        assert metric(server, "rtts_sync_claims_refused_total") == refused + 2
+        # Nothing carried forward: the next one is heard after the last one's audio ends.
+        ann = announce(server, "Still on time.", channel="claims")
+        start = kiosk.utterance(ann.id)[0]
+        assert isinstance(start, protocol.Start) and start.play_at < time.time() + 10  # type: ignore[operator]
+        assert metric(server, "rtts_sync_claims_refused_total") == refused + 2
+        assert metric(server, "rtts_sync_claims_failed_total") == 0
+    finally:
+        kiosk.close()
+
+
 def test_a_publisher_says_when_an_announcement_is_heard_over_http(server: ServerThread) -> None:
     """/v1/announce with ``play_at``: every subscriber's start carries that very time; a
     time in milliseconds (55,000 years ahead) is refused at the edge."""

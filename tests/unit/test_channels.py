@@ -522,6 +522,58 @@ async def test_without_an_answer_from_the_bus_an_announcement_plays_at_this_inst
     await hub.stop()
 
 
+async def test_a_time_in_the_bus_no_instance_could_have_claimed_is_refused_and_not_carried_forward() -> None:
+    """Issue 30, bug 3: ``rtts:play:<key>`` set by hand to now + 80,000 s held that
+    announcement and, through its floor, every later one ~22 h late; now − 80,000 s made
+    kiosks drop it as late. Such a value is counted and this instance's own time used."""
+    wall = Wall()
+    hub, bus = await shared_hub(wall, fixed=0.6)
+    a = Member(hub)
+    hub.join(a, "lobby", None)
+    for n, told in enumerate((wall.t + 80_000, wall.t - 80_000), 1):
+        await hub.publish(draft(f"announcement {n}"))
+        await settle()
+        assert bus.answer is not None
+        bus.answer.set_result(told)
+        await settle()
+        assert a.heard[-1].play_at == wall.t + 0.6
+        assert hub.claims_refused == n and hub.claims_failed == 0
+        hub.ended(a, a.heard[-1].id, 2000.0)
+        wall.t += 5.0
+    # The next one's floor is the end of what was heard, not what the bus said.
+    await hub.publish(draft("three"))
+    await settle()
+    assert bus.answer is not None
+    bus.answer.set_result(wall.t + 0.9)  # another instance's, with a longer lead: taken
+    await settle()
+    assert a.heard[-1].play_at == wall.t + 0.9 and hub.claims_refused == 2
+    await hub.stop()
+
+
+async def test_a_claim_in_the_past_is_taken_when_another_instance_began_it_first() -> None:
+    """An instance whose channel was busy begins an announcement after another instance
+    played it: the agreed time has passed and its kiosks join at position (protocol.md)."""
+    wall = Wall()
+    hub, bus = await shared_hub(wall, fixed=0.6)
+    a = Member(hub)
+    hub.join(a, "lobby", None)
+    await hub.publish(draft("long one"))
+    await settle()
+    assert bus.answer is not None
+    bus.answer.set_result(wall.t + 0.6)
+    await settle()
+    await hub.publish(draft("after it"))  # arrives now, begins once the long one is sent
+    await settle()
+    arrived = wall.t
+    wall.t += 40.0
+    hub.ended(a, a.heard[0].id, 30_000.0)
+    await settle()
+    bus.answer.set_result(arrived + 1.0)  # the other instance began it as it arrived
+    await settle()
+    assert a.heard[1].play_at == arrived + 1.0 and hub.claims_refused == 0
+    await hub.stop()
+
+
 async def test_a_member_that_leaves_mid_claim_is_not_handed_it_nor_holds_it() -> None:
     wall = Wall()
     hub, bus = await shared_hub(wall)

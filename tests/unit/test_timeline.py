@@ -45,6 +45,26 @@ def test_floors_keep_announcements_apart_except_a_high_one() -> None:
     assert timeline.propose(now=99.0, lead=2.0, floor=100.25) == 101.0
 
 
+def test_a_claim_is_bounded_by_what_any_instance_could_have_claimed() -> None:
+    """Issue 30, bug 3: a claim is no earlier than the announcement could have begun
+    anywhere, and no later than a lead and a load after this instance began it, or than the
+    end of what plays before it; each with CLAIM_SLACK_S for clocks and pub/sub."""
+    slack = timeline.CLAIM_SLACK_S
+    arrived, now = 1000.0, 1003.0
+    assert timeline.claim_bounds(arrived, now, floor=0.0, max_lead=2.0, load_s=0.0) == (
+        arrived - slack, now + 2.0 + slack
+    )
+    # Another instance may have had to load the model first, slower than this one did.
+    assert timeline.claim_bounds(arrived, now, floor=0.0, max_lead=2.0, load_s=3.0)[1] == (
+        now + 2.0 + timeline.LOAD_SLACK * 3.0 + slack
+    )
+    # What plays before it ends in a minute: the next is heard after it.
+    assert timeline.claim_bounds(arrived, now, floor=now + 60, max_lead=2.0, load_s=0.0)[1] == now + 60 + slack
+    # The values of issue 30: 80,000 s either way is outside, whatever the channel holds.
+    earliest, latest = timeline.claim_bounds(arrived, now, floor=now + 600, max_lead=2.0, load_s=10.0)
+    assert not earliest <= now + 80_000 <= latest and not earliest <= now - 80_000 <= latest
+
+
 def test_the_settings_are_checked_once_with_their_flags_names() -> None:
     import argparse
 
