@@ -25,11 +25,17 @@ the inference process and acts.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+log = logging.getLogger(__name__)
+
 MB = 1024 * 1024
+# The smallest budget rtts works in (``--memory-budget``'s floor): the server, a bare
+# inference process and one Piper voice.
+MIN_BUDGET = 64 * MB
 # The budget counts anonymous memory (heap, arenas, Python objects: what the kernel can
 # only get back by killing a process; there is no swap on these boxes). File-backed
 # pages (onnxruntime's and Python's libraries, memory-mapped tables and dictionaries,
@@ -67,10 +73,20 @@ def anonymous_bytes(pid: int | str = "self") -> int:
 
 
 def budget_for(limit: int | None) -> int | None:
-    """The budget under a cgroup limit: the limit less its headroom."""
+    """The budget under a cgroup limit: the limit less its headroom, and at least
+    ``MIN_BUDGET``. Under a cap too small for both (under 128 MB) the budget is that floor,
+    with a warning: the least rtts can hold, rather than none at all, or a budget
+    ``--memory-budget`` would refuse though nobody gave it."""
     if limit is None:
         return None
-    return max(0, limit - max(MIN_HEADROOM, limit // 5))
+    budget = limit - max(MIN_HEADROOM, limit // 5)
+    if budget < MIN_BUDGET:
+        log.warning("the cgroup's memory cap (%.0f MB) is below what rtts needs (%.0f MB: a %.0f MB budget and "
+                    "%.0f MB of headroom): the budget is %.0f MB, and the kernel may end the inference process "
+                    "before the budget can act; raise the cap", limit / MB, (MIN_BUDGET + MIN_HEADROOM) / MB,
+                    MIN_BUDGET / MB, MIN_HEADROOM / MB, MIN_BUDGET / MB)
+        return MIN_BUDGET
+    return budget
 
 
 @dataclass(frozen=True)
@@ -113,3 +129,61 @@ def plan(
         return Plan(True, restart=True, run_mb=None if fresh >= run_mb else fresh)
     # What a restart would give back is within the headroom's margin: run as short as it goes.
     return Plan(True, run_mb=min_run_mb)
+
+
+class WholeBodies:
+    """Whole response bodies the server holds for its clients (``/dev/captioned_speech``
+    with ``stream: false``: the JSON must be complete before its status goes out, so the
+    audio waits in the server until the synthesis ends).
+
+    Each is reserved at its estimated size before its synthesis starts, all of them
+    together within ``limit`` bytes, so a refusal comes before any audio is made; as it
+    fills, what it holds is counted here. The budget is for the inference runs: it
+    counts the server at its own memory (``server_own``: the bodies left out), so a
+    body never makes a voice "not fit even alone", and it counts what the bodies are
+    still about to take (``pending``) as taken, so runs are shortened or the inference
+    process restarted before the room is gone, not after. Event loop only; the
+    inference thread reads the two totals (plain ints).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.reserved = 0
+        self.held = 0
+
+    def reserve(self, size: int) -> WholeBody | None:
+        """A reservation of ``size`` bytes, or None while the others leave no room for it."""
+        if self.reserved + size > self.limit:
+            return None
+        self.reserved += size
+        return WholeBody(self, size)
+
+    def pending(self) -> int:
+        """Bytes reserved and not yet filled: what admitted bodies are about to take."""
+        return max(0, self.reserved - self.held)
+
+    def server_own(self, measured: int) -> int:
+        """The server's anonymous memory ``measured`` less what the bodies hold."""
+        return max(0, measured - self.held)
+
+
+class WholeBody:
+    """One body's reservation: ``fill`` as its bytes come, ``release`` once it is sent
+    (or refused, or its client gone); released twice, nothing."""
+
+    def __init__(self, ledger: WholeBodies, size: int) -> None:
+        self._ledger = ledger
+        self.size = size
+        self.filled = 0
+        self._released = False
+
+    def fill(self, n: int) -> None:
+        if not self._released:
+            self.filled += n
+            self._ledger.held += n
+
+    def release(self) -> None:
+        if not self._released:
+            self._released = True
+            self._ledger.reserved -= self.size
+            self._ledger.held -= self.filled

@@ -6,6 +6,7 @@ tests/live/test_memory_budget.py.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,78 @@ def test_budget_leaves_a_fifth_and_at_least_64_mb() -> None:
     assert budget_for(256 * MB) == 192 * MB
 
 
+def test_a_non_ascii_cgroup_path_is_found_as_it_is(tmp_path: Path) -> None:
+    """Issue 30, bug 4: ``0::/kiosk-café`` raised UnicodeDecodeError (not an OSError) while
+    the config was built, and ``serve`` did not start. A path is bytes, not always UTF-8."""
+    (tmp_path / "proc").write_bytes("0::/kiosk-café\n".encode())
+    _tree(tmp_path, {"cg/cgroup.controllers": "cpu memory\n", "cg/kiosk-café/memory.max": str(512 * MB),
+                     "cg/kiosk-café/cpu.max": "150000 100000\n"})
+    assert cgroup_limit(tmp_path / "proc", tmp_path / "cg") == 512 * MB
+    assert cpu_limit(tmp_path / "proc", tmp_path / "cg") == 2
+    latin1 = tmp_path / "latin1"
+    (latin1 / "proc").parent.mkdir()
+    (latin1 / "proc").write_bytes(b"0::/kiosk-caf\xe9\n")  # not UTF-8: the name's bytes all the same
+    (latin1 / "cg" / os.fsdecode(b"kiosk-caf\xe9")).mkdir(parents=True)
+    (latin1 / "cg/cgroup.controllers").write_text("memory\n")
+    (latin1 / "cg" / os.fsdecode(b"kiosk-caf\xe9") / "memory.max").write_text(str(300 * MB))
+    assert cgroup_limit(latin1 / "proc", latin1 / "cg") == 300 * MB
+
+
+def test_garbage_in_the_cgroup_files_is_no_limit(tmp_path: Path) -> None:
+    """Bug 4: ``cpu.max`` of ``100000 0`` raised ZeroDivisionError; garbage, ValueError."""
+    for n, (cpu_max, memory_max) in enumerate((
+        ("100000 0\n", "0\n"), ("abc 100000\n", "lots\n"), ("-5 100000\n", "-1\n"), ("100000\n", "\xe9\n"),
+        ("0 100000\n", "\n"),
+    )):
+        _tree(tmp_path / str(n), {"proc": "0::/box\n", "cg/cgroup.controllers": "cpu memory\n",
+                                  "cg/box/cpu.max": cpu_max, "cg/box/memory.max": memory_max})
+        assert cpu_limit(tmp_path / str(n) / "proc", tmp_path / str(n) / "cg") is None, cpu_max
+        assert cgroup_limit(tmp_path / str(n) / "proc", tmp_path / str(n) / "cg") is None, memory_max
+    _tree(tmp_path / "v1", {"proc": "3:cpu,cpuacct:/\n", "cg/cpu,cpuacct/cpu.cfs_quota_us": "150000\n",
+                            "cg/cpu,cpuacct/cpu.cfs_period_us": "0\n"})
+    assert cpu_limit(tmp_path / "v1/proc", tmp_path / "v1/cg") is None
+    (tmp_path / "v1/cg/cpu,cpuacct/cpu.cfs_period_us").write_text("soon\n")
+    assert cpu_limit(tmp_path / "v1/proc", tmp_path / "v1/cg") is None
+
+
+def test_a_cap_too_small_for_rtts_gives_the_smallest_budget_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    """Bug 4: a cap of 64 MiB or less gave a budget of 0 (no budget at all); 64-128 MiB one
+    under 64, which the config then refused as a --memory-budget nobody gave."""
+    for cap in (16 * MB, 64 * MB, 100 * MB, 127 * MB):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="rtts.memory"):
+            assert budget_for(cap) == memory.MIN_BUDGET
+        assert "below what rtts needs" in caplog.text and "raise the cap" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="rtts.memory"):
+        assert budget_for(128 * MB) == 64 * MB
+    assert caplog.text == ""
+
+
+@pytest.mark.parametrize("proc, files, budget_mb, threads", [
+    ("0::/kiosk-café\n", {"kiosk-café/memory.max": str(512 * MB)}, 512 - 512 / 5, None),
+    ("0::/box\n", {"box/memory.max": str(100 * MB), "box/cpu.max": "100000 0\n"}, 64, None),
+    ("0::/box\n", {"box/memory.max": str(32 * MB), "box/cpu.max": "50000 100000\n"}, 64, 1),
+])
+def test_the_config_is_built_under_any_cgroup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, proc: str, files: dict[str, str], budget_mb: float,
+    threads: int | None,
+) -> None:
+    """Bug 4 end to end: the config ``serve`` builds, its defaults read from these cgroup files."""
+    import functools
+
+    from rtts import cgroup
+
+    (tmp_path / "proc").write_bytes(proc.encode())
+    _tree(tmp_path / "cg", {"cgroup.controllers": "cpu memory\n", **files})
+    for name in ("memory_limit", "cpu_limit"):
+        monkeypatch.setattr(cgroup, name, functools.partial(getattr(cgroup, name), tmp_path / "proc", tmp_path / "cg"))
+    config = Config()
+    assert config.memory_budget == pytest.approx(budget_mb)
+    if threads is not None:
+        assert config.threads == threads
+
+
 def test_config_budget_flag_and_limits() -> None:
     assert Config(memory_budget=0).memory_budget_bytes is None
     config = Config(memory_budget=460)
@@ -126,3 +199,39 @@ def test_no_restart_when_it_would_give_back_next_to_nothing() -> None:
 
 def test_own_rss_and_anonymous_memory_read_this_process() -> None:
     assert memory.own_rss() > memory.anonymous_bytes() > 10 * MB
+
+
+def test_bodies_the_server_holds_for_clients_never_make_a_voice_not_fit(tmp_path: Path) -> None:
+    # Issue 30: the server's anonymous memory counted whole response bodies (non-streamed
+    # captioned JSON), so while eight of them were buffered every voice "did not fit even
+    # alone" and every client, theirs included, was refused mid-utterance. The budget counts
+    # the server at its own memory; what admitted bodies are still to take counts as taken.
+    from rtts.engines.registry import KINDS
+    from rtts.inference import InferenceWorker
+    from rtts.voices import VoiceRegistry
+    from tests.unit.test_engine_seam import ToyKind
+
+    (tmp_path / "a.toy").write_text("")
+    registry = VoiceRegistry.discover(tmp_path, tmp_path, 1, default_voice="toy/a", kinds=(*KINDS, ToyKind()))
+    voice = registry.get("toy/a")
+    measured = [250 * MB]  # the server's anonymous memory
+    bodies = memory.WholeBodies(300 * MB)
+
+    def worker(**counts) -> InferenceWorker:  # type: ignore[no-untyped-def]
+        return InferenceWorker(registry, lambda callback: callback(), host=registry.host, budget_bytes=200 * MB,
+                               **counts)
+
+    held = bodies.reserve(200 * MB)
+    assert held is not None
+    held.fill(200 * MB)
+    before = worker(server_rss=lambda: measured[0])  # as it was: the bodies counted as the server's own
+    assert before._plan(voice, "en") == Plan(False)
+    now = worker(server_rss=lambda: bodies.server_own(measured[0]), server_pending=bodies.pending)
+    assert now._plan(voice, "en") == Plan(True)
+    # Admitted and not yet made: the room it will take is counted before it is taken, so
+    # the run is made to fit (here by a restart), never refused.
+    held.release()
+    measured[0] = 60 * MB
+    assert bodies.reserve(150 * MB) is not None
+    fit = now._plan(voice, "en")
+    assert fit is not None and fit.fits and fit.restart
