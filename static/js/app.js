@@ -330,6 +330,20 @@ function hideNotice() {
 }
 
 const ms = (v) => (v === null || v === undefined ? "—" : `${Math.round(v)} ms`);
+const percent = (part, whole) => `${((100 * part) / whole).toFixed(1)} %`;
+
+// Who spoke it, from its `start` and `mark`s: the voice chosen above speaks only the
+// languages it has (Hibari English alone); the server gives other text a voice of its own.
+function voicesText(rec) {
+  return rec.voices.length ? rec.voices.map((id) => client.voiceName(id)).join(", ") : "—";
+}
+
+// How much of it was played: known once the worklet has played (or dropped) its last
+// sample, or once it was cut; until then it is still playing.
+function playedText(rec) {
+  if (!rec.sent) return "—";
+  return rec.soundDone || rec.cancelled ? percent(rec.played, rec.sent) : "playing…";
+}
 
 function latest() {
   let rec = null;
@@ -358,7 +372,10 @@ function refresh() {
     $("f-sound").textContent = ms(rec.firstSoundMs);
     $("f-sttfa").textContent = ms(rec.serverTtfaMs);
     $("f-wait").textContent = ms(rec.expectedWaitMs);
-    $("f-samples").textContent = rec.sent ? `${rec.received} of ${rec.sent} (${((100 * rec.received) / rec.sent).toFixed(1)} %)` : "—";
+    // Played of what came from the server, as the history's Played column says once
+    // the sound is over (the worklet's `received`, counted at `end`, trails its messages).
+    $("f-samples").textContent = rec.sent ? `${rec.played} of ${rec.sent} (${percent(rec.played, rec.sent)})` : "—";
+    $("e-voice").textContent = voicesText(rec);
     $("e-reason").textContent = rec.reason ? rec.reason + (rec.error ? ` (${rec.error.code})` : "") : "speaking…";
     $("e-queue").textContent = rec.stats ? ms(rec.stats.queue_ms) : "—";
     $("e-audio").textContent = rec.stats ? ms(rec.stats.audio_ms) : "—";
@@ -396,12 +413,15 @@ function historyRow(rec) {
     `${ms(rec.ttfaMs)} / ${ms(rec.serverTtfaMs)}`,
     rec.stats ? ms(rec.stats.audio_ms) : "—",
     rec.stats ? rec.stats.rtf.toFixed(3) : "—",
-    rec.sent ? `${((100 * rec.received) / rec.sent).toFixed(1)} %` : "—",
+    playedText(rec),
   ];
   for (const c of cells) {
     const td = document.createElement("td");
     td.textContent = c;
     tr.append(td);
+  }
+  if (rec.voices.length) {
+    tr.cells[0].append(Object.assign(document.createElement("small"), { className: "hint voice", textContent: voicesText(rec) }));
   }
   return tr;
 }
@@ -415,7 +435,7 @@ function addHistory(rec) {
 }
 
 client.addEventListener("end", (e) => addHistory(e.detail));
-// `received` is final only once the worklet has played (or dropped) the last sample.
+// Played is final only once the worklet has played (or dropped) the last sample.
 client.addEventListener("sounddone", (e) => {
   const rec = client.utterances.get(e.detail.id);
   if (rec && rec.reason) addHistory(rec);

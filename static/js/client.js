@@ -40,7 +40,7 @@ export class RttsClient extends EventTarget {
     this.utterances = new Map(); // id -> record, in creation order
     this.live = new Set(); // ids the server has not ended yet
     this.last = null; // {id, rate, chunks} audio of the most recent utterance, for WAV
-    this.caption = null; // {id, text, index} from marks; with words also {word, parts, pos}
+    this.caption = null; // {id, text, index, lang, voice} from marks; with words also {word, parts, pos}
     this._following = null; // the requestAnimationFrame that moves the word highlight
     this.clock = this.settings.sync ? new ClockSync({ skewPpm: this.settings.clockSkewPpm }) : null;
     this.player = new Player({ prebufferMs: this.settings.prebufferMs, clock: this.clock, outputMs: this.settings.outputMs });
@@ -90,6 +90,13 @@ export class RttsClient extends EventTarget {
     const seq = Number(String(msg.id).split("#").pop());
     if (Number.isInteger(seq)) this.channels.set(msg.channel, Math.max(this.channels.get(msg.channel) ?? 0, seq));
     return rec;
+  }
+
+  // A voice's name as `ready.voices` gives it; its id where the server did not list it.
+  voiceName(id) {
+    const ready = this.conn.ready;
+    const v = ready && ready.voices.find((x) => x.id === id);
+    return v ? v.name || v.id : id;
   }
 
   // Whether a `start` is played at its `play_at`: only with sync on, from a server that
@@ -147,7 +154,7 @@ export class RttsClient extends EventTarget {
   _record(id, text, mode) {
     const rec = {
       id, text, mode, sentAt: performance.now(), flushAt: null,
-      started: false, voice: null, marks: [], words: [], cps: null, firstPts: null, sent: 0, received: 0, played: 0,
+      started: false, voice: null, voices: [], marks: [], words: [], cps: null, firstPts: null, sent: 0, received: 0, played: 0,
       ttfaMs: null, firstSoundMs: null, serverTtfaMs: null, firstFrameAt: null, expectedWaitMs: null,
       reason: null, stats: null, error: null, cancelled: false, stopMs: null, playAt: null, lateMs: null,
     };
@@ -257,6 +264,7 @@ export class RttsClient extends EventTarget {
         }
         if (rec) {
           Object.assign(rec, { started: true, voice: msg.voice, format: msg.format, rate: msg.sample_rate });
+          if (msg.voice && !rec.voices.includes(msg.voice)) rec.voices.unshift(msg.voice);
           if (msg.format === "opus") {
             rec.opus = new OpusStream(msg.sample_rate, (samples) => this._onSamples(rec, samples),
               (err) => this._onOpusError(rec, err));
@@ -278,7 +286,10 @@ export class RttsClient extends EventTarget {
         if (rec) this._onAudio(rec, msg);
         break;
       case "mark":
-        if (rec) rec.marks.push({ pts: msg.pts, text: msg.text, lang: msg.lang });
+        if (rec) {
+          rec.marks.push({ pts: msg.pts, text: msg.text, lang: msg.lang, voice: msg.voice });
+          if (msg.voice && !rec.voices.includes(msg.voice)) rec.voices.push(msg.voice);
+        }
         break;
       case "words":
         if (rec) {
@@ -435,7 +446,8 @@ export class RttsClient extends EventTarget {
     // The caption's language, for the pages' lang attribute: the browser draws Han
     // characters in Japanese or Chinese forms by it. A sentence with any Japanese is Japanese.
     const lang = langs.includes("ja") ? "ja" : langs.includes("zh") ? "zh" : langs[0] || null;
-    this._setCaption({ id: rec.id, index, text, lang, pts: rec.marks[index].pts });
+    const voice = rec.marks[index].voice || rec.voice;
+    this._setCaption({ id: rec.id, index, text, lang, voice, pts: rec.marks[index].pts });
   }
 
   // With words, the caption follows the word being heard, from the position the player
@@ -470,9 +482,15 @@ export class RttsClient extends EventTarget {
       const cap = captionParts(rec.cps, rec.words, word);
       const at = rec.words[Math.max(word, 0)].start;
       let lang = null;
-      for (const m of rec.marks) if (m.pts <= at) lang = m.lang;
+      let voice = rec.voice;
+      for (const m of rec.marks) {
+        if (m.pts <= at) {
+          lang = m.lang;
+          voice = m.voice || rec.voice;
+        }
+      }
       this._setCaption({
-        id: rec.id, text: cap.parts.map((p) => p.text).join(""), lang, index: null, pts: at,
+        id: rec.id, text: cap.parts.map((p) => p.text).join(""), lang, voice, index: null, pts: at,
         word, words: rec.words, parts: cap.parts, start: cap.start, end: cap.end, pos,
         wordCount: rec.words.length, textLength: rec.text.length,
       });
@@ -496,7 +514,7 @@ export class RttsClient extends EventTarget {
         ttfaMs: r.ttfaMs, firstSoundMs: r.firstSoundMs, serverTtfaMs: r.serverTtfaMs,
         reason: r.reason, stats: r.stats, error: r.error, stopMs: r.stopMs, format: r.format ?? null, bytes: r.bytes ?? 0,
         marks: r.marks.length, firstFrameAt: r.firstFrameAt, flushAt: r.flushAt, expectedWaitMs: r.expectedWaitMs,
-        channel: r.channel ?? null, priority: r.priority ?? null, words: r.words.length,
+        channel: r.channel ?? null, priority: r.priority ?? null, words: r.words.length, voices: r.voices,
         playAt: r.playAt, lateMs: r.lateMs,
       };
     }

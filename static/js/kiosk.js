@@ -210,13 +210,27 @@ function showCaption() {
     }
     caption.classList.remove("idle");
     caption.classList.toggle("high", (local ? current.priority : announced.priority) === "high");
+    // The voice heard now: the server picks one by the text's language, so a Chinese
+    // announcement is not spoken by the voice the URL (or the server's default) names.
+    if (cap.voice) showVoice(cap.voice);
   } else if (!current) {
     clearWordData(caption);
-    show(caption, "Waiting for announcements", null);
+    show(caption, idleText(), null);
     caption.classList.add("idle");
     caption.classList.remove("high");
     show(prev, last.text, last.lang);
   }
+}
+
+// Between two queued announcements (the gap, one not heard yet, or while offline) the
+// screen says one is coming, as its footer's "Next:" does, not that it waits for any.
+function idleText() {
+  return current || queue.high.length || queue.normal.length ? "Next announcement shortly" : "Waiting for announcements";
+}
+
+function showVoice(id) {
+  const text = `Voice: ${client.voiceName(id)}`;
+  if ($("voice").textContent !== text) $("voice").textContent = text; // a caption event comes per word
 }
 
 client.addEventListener("caption", showCaption);
@@ -228,6 +242,7 @@ client.addEventListener("heard", (e) => {
 function showQueue() {
   const waiting = [...queue.high, ...queue.normal];
   $("next").textContent = waiting.length ? `Next: ${waiting[0].text}${waiting.length > 1 ? ` (+${waiting.length - 1} more)` : ""}` : "";
+  if (caption.classList.contains("idle")) caption.textContent = idleText();
 }
 
 const status = $("status");
@@ -255,14 +270,14 @@ function showConnection() {
 client.addEventListener("state", showConnection);
 client.addEventListener("ready", (e) => {
   const ready = e.detail;
-  let voice = ready.voices.find((v) => v.id === (client.settings.voice || ready.default_voice));
-  if (!voice) {
-    // A typo in the URL must not leave an unattended screen mute: speak with the default.
-    problem(`Unknown voice "${client.settings.voice}"; using ${ready.default_voice}`);
-    client.configure({ voice: ready.default_voice, lang: "" });
-    voice = ready.voices.find((v) => v.id === ready.default_voice);
+  const asked = client.settings.voice;
+  if (asked && !ready.voices.some((v) => v.id === asked)) {
+    // A typo in the URL must not leave an unattended screen mute: the server chooses.
+    problem(`Unknown voice "${asked}"; the server picks one by language`);
+    client.configure({ voice: "", lang: "" });
   }
-  $("voice").textContent = voice ? `Voice: ${voice.name || voice.id}` : "";
+  // Until a voice is heard, the one asked for; with none, the server picks by language.
+  if (client.settings.voice && !client.caption) showVoice(client.settings.voice);
   $("channel").textContent = channels.length ? `Channel: ${channels.join(", ")}` : "";
 });
 client.addEventListener("error", (e) => {

@@ -285,6 +285,51 @@ def test_page_lists_hibari_and_speaks_with_it(server: ServerThread, new_page) ->
     assert "hibari/heart" in server.service.loaded_voices()
 
 
+def test_page_names_the_voice_that_speaks(server: ServerThread, new_page) -> None:  # type: ignore[no-untyped-def]
+    """The voice list says "Hibari heart (American English, female) — default", and
+    Hibari speaks English only: Chinese text goes to a Mandarin voice, which the page
+    must name (it named none, and the kiosk named Hibari)."""
+    page = new_page()
+    page.goto(server.http + "/")
+    wait_ready(page)
+    assert page.input_value("#voice") == "hibari/heart"
+    utt = speak_from_page(page, ZH_TEXT)
+    page.wait_for_function("id => window.rtts.utterances.get(id).voice !== null", arg=utt, timeout=120_000)
+    spoke = page.evaluate("id => window.rtts.utterances.get(id).voice", utt)  # start.voice
+    assert spoke.startswith("kokoro/z"), spoke
+    name = page.evaluate("id => window.rtts.voiceName(id)", spoke)
+    page.wait_for_function("n => document.getElementById('e-voice').textContent === n", arg=name, timeout=10_000)
+    wait_end(page, utt)
+    assert name in page.inner_text(f"#h-{utt} td:first-child")
+    page.evaluate("window.rtts.stop()")
+
+
+def test_samples_played_and_the_history_agree(server: ServerThread, new_page) -> None:  # type: ignore[no-untyped-def]
+    """The history's last column showed the worklet's `received` as it was at `end` (41.0 %)
+    beside the live "Samples received … (100.0 %)": now both are the samples played of
+    those that came, and the history gives none until the sound is over."""
+    page = new_page()
+    page.goto(server.http + "/")
+    wait_ready(page)
+    # Hibari synthesizes this ~25 s text in a second or two: `end` comes long before the
+    # sound is over.
+    utt = speak_from_page(page, LONG_TEXT)
+    rec = wait_end(page, utt)
+    assert rec["reason"] == "done" and rec["played"] < rec["sent"]
+    row = f"#h-{utt} td:last-child"
+    assert page.inner_text(row) == "playing…"
+    live = re.fullmatch(r"(\d+) of (\d+) \(\d+\.\d %\)", page.inner_text("#f-samples"))
+    assert live and int(live[1]) < int(live[2]) == rec["sent"], page.inner_text("#f-samples")
+    page.click("#stop")
+    page.wait_for_function("s => document.querySelector(s).textContent.endsWith('%')", arg=row, timeout=10_000)
+    rec = utterance(page, utt)
+    share = f"{100 * rec['played'] / rec['sent']:.1f} %"
+    assert page.inner_text(row) == share
+    page.wait_for_function("t => document.getElementById('f-samples').textContent.endsWith(t)", arg=f"({share})",
+                           timeout=5_000)
+    assert page.inner_text("#f-samples") == f"{rec['played']} of {rec['sent']} ({share})"
+
+
 def test_stop_silences_within_100_ms_and_the_server_cancels(server: ServerThread, new_page) -> None:  # type: ignore[no-untyped-def]
     page = new_page()
     page.goto(server.http + "/")
