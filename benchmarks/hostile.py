@@ -37,7 +37,10 @@ a row that is not an attack shows), the server's CPU, pass (stall < 100 ms, the 
 peak and the inference process's remainder < 50 MB, no failed probe: the issue's
 thresholds), the attack's own symptom where it has one (``DEAF_KERNEL_LIMIT``,
 ``NAN_SPIN_CPU_PCT``, a refused client at the attackers' address, a 500...) and what else
-was seen. ``--write-doc`` puts the table into docs/benchmarks.md.
+was seen. ``--write-doc`` puts the table into docs/benchmarks.md. The ``captionedwhole``
+row (issue 30: non-streamed captioned bodies against the memory budget) runs on a server
+of its own with ``--memory-budget 450`` and Kokoro's Mandarin and Japanese warm;
+``--captioned-chars`` shortens its requests for a functional run.
 
 Timings on a shared 2-core VM are noisy: the header prints the host probe of
 benchmarks/latency.py and the load average, before and after.
@@ -770,6 +773,65 @@ def never_reads(kind: str):
     return run
 
 
+def captioned_whole(count: int):
+    """``count`` non-streamed captioned requests at once (``POST /dev/captioned_speech``,
+    ``"stream": false``, WAV at speed 0.5, ``--captioned-chars`` of English each: 5,000 is
+    480 s of audio, a 30.8 MB body), while two other clients speak Mandarin and Japanese
+    over WebSockets (issue 30, bug 1). Symptom: any of those clients refused for memory
+    (``memory_budget``), or a captioned request refused for it after its synthesis."""
+
+    def run(rig: Rig, seconds: float) -> dict:
+        text = max_text("en", rig.args.captioned_chars)
+        body = json.dumps({"model": "tts-1", "input": text, "voice": VOICES["en"], "speed": 0.5,
+                           "response_format": "wav", "stream": False}).encode()
+        answers: Counter = Counter()
+        slowest = [0.0]
+        others: Counter = Counter()
+        stop = threading.Event()
+
+        def ask() -> None:
+            t0 = time.monotonic()
+            try:
+                status, got = http(rig.port, "POST", "/dev/captioned_speech", body,
+                                   {"Content-Type": "application/json"}, timeout=300.0)  # answered whole: late
+                code = json.loads(got or b"{}").get("error", {}).get("code", "") if status != "200" else ""
+                counted(answers, f"HTTP {status} {code}".strip())
+            except (OSError, ValueError) as exc:
+                counted(answers, type(exc).__name__)
+            slowest[0] = max(slowest[0], time.monotonic() - t0)
+
+        def speak(lang: str) -> None:
+            """Another client's sentences, one after the other, until the requests are answered."""
+            with contextlib.suppress(OSError, TimeoutError), connect(rig.server.url, compression=None,
+                                                                      open_timeout=30) as ws:
+                ws.recv(30)  # ready
+                n = 0
+                while not stop.is_set():
+                    n += 1
+                    ws.send(msgpack.packb({"type": "speak", "id": f"{lang}{n}", "text": SENTENCES[lang][n % 4]
+                                           if isinstance(SENTENCES[lang][0], str) else SENTENCES[lang][n % 4]["text"]}))
+                    while (msg := msgpack.unpackb(ws.recv(120))).get("type") != "end":
+                        if msg.get("type") == "error":
+                            counted(others, msg.get("code", "?"))
+                    counted(others, f"end {msg.get('reason')}")
+
+        speakers = [threading.Thread(target=speak, args=(lang,)) for lang in ("zh", "ja")]
+        askers = [threading.Thread(target=ask) for _ in range(count)]
+        for t in speakers + askers:
+            t.start()
+        for t in askers:
+            t.join()
+        stop.set()
+        for t in speakers:
+            t.join(120)
+        starved = others["memory_budget"] + sum(v for k, v in answers.items() if "memory_budget" in k)
+        return {"note": f"{len(text)} chars × {count}: {summary(answers)} (slowest {slowest[0]:.1f} s); "
+                        f"the Mandarin and Japanese clients: {summary(others)}",
+                "counts": dict(answers), "others": dict(others), "symptom": starved > 0}
+
+    return run
+
+
 FLOODS: list[tuple[str, str, str, Callable]] = [
     ("ping1", "1 connection sends `ping`s as fast as it can, never reads (bug 5)", "WebSocket", ping_flood(1)),
     ("ping12", "12 connections send `ping`s, never read (bug 5)", "WebSocket", ping_flood(12)),
@@ -928,6 +990,14 @@ REDIS_FLOODS: list[tuple[str, str, str, Callable]] = [
      channel_names(500_000)),
     ("redishang", "128 subscribes while Redis hangs (bug 17)", "channels (Redis)", redis_hang(128)),
 ]
+# On a server of their own under a memory budget (what issue 30's bug 1 was measured against),
+# with Kokoro's Mandarin and Japanese warm beside Piper.
+BUDGET_MB = 450
+BUDGET_FLOODS: list[tuple[str, str, str, Callable]] = [
+    ("captionedwhole", "8 × `POST /dev/captioned_speech` with `\"stream\": false` (`--captioned-chars`: 5,000 characters, at speed 0.5), "
+     f"two other clients speaking Mandarin and Japanese, `--memory-budget {BUDGET_MB}` (issue 30, bug 1)",
+     "HTTP (Kokoro-FastAPI)", captioned_whole(8)),
+]
 
 
 class Prober:
@@ -987,9 +1057,11 @@ class Rig:
     """The server the floods go to (Wyoming on, a publish token, a known descriptor
     limit) and the prober watching it; started again if an attack kills it."""
 
-    def __init__(self, args: argparse.Namespace, workdir: Path, redis: RedisServer | None = None) -> None:
+    def __init__(self, args: argparse.Namespace, workdir: Path, redis: RedisServer | None = None,
+                 budget_mb: int = 0) -> None:
         self.args = args
         self.redis = redis
+        self.budget_mb = budget_mb
         self.token_file = workdir / "publish-token"
         self.token_file.write_text(PUBLISH_TOKEN + "\n")
         self.log = Path("/tmp/rtts-hostile-floods.log")
@@ -999,7 +1071,8 @@ class Rig:
     def _start(self) -> None:
         self.wyoming_port = free_port()
         extra = ["--wyoming-port", str(self.wyoming_port), "--publish-token-file", str(self.token_file),
-                 *(["--bus", self.redis.url] if self.redis else []), *self.args.server_arg]
+                 *(["--bus", self.redis.url] if self.redis else []),
+                 *(["--memory-budget", str(self.budget_mb)] if self.budget_mb else []), *self.args.server_arg]
         with nofile_soft(self.args.server_nofile):
             self.server = ServerProcess(0, self.log, *extra)
         self.port = self.server.port
@@ -1008,6 +1081,9 @@ class Rig:
         # neither is counted as an attack's cost.
         for text in ("Warming up the voice.", max_text("en", 300)):
             ws_attack({"type": "speak", "id": "w", "text": text, "voice": VOICES["en"]})(self.server.url, 60)
+        if self.budget_mb:  # and the languages its rows speak beside the attack
+            for lang in ("zh", "ja"):
+                ws_attack({"type": "speak", "id": "w", "text": max_text(lang, 40)})(self.server.url, 60)
         self.prober = Prober(self.port)
         self.prober.wait_past(time.monotonic(), 30)
 
@@ -1095,23 +1171,25 @@ def run_floods(args: argparse.Namespace, command: str) -> dict:
     attacks = [a for a in FLOODS if chosen is None or a[0] in chosen]
     on_bus = [a for a in REDIS_FLOODS if (chosen is None or a[0] in chosen) and args.redis
               and shutil.which("redis-server")]
-    if chosen and len(attacks) + len(on_bus) != len(chosen):
+    budgeted = [a for a in BUDGET_FLOODS if chosen is None or a[0] in chosen]
+    if chosen and len(attacks) + len(on_bus) + len(budgeted) != len(chosen):
         raise SystemExit(f"unknown attack in --attacks (or --no-redis, or no redis-server on PATH); known: "
-                         f"{', '.join(a[0] for a in FLOODS + REDIS_FLOODS)}")
+                         f"{', '.join(a[0] for a in FLOODS + REDIS_FLOODS + BUDGET_FLOODS)}")
     machine = {"probe_ms_before": round(probe_ms(), 1), "load_before": os.getloadavg(), "cpus": os.cpu_count(),
                "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "own_nofile": hard}
     result: dict = {"command": command, "seconds_per_attack": args.seconds_per_attack, "floods": []}
     with tempfile.TemporaryDirectory(prefix="rtts-floods-") as tmp:
         machine["server_restarts"] = 0
-        # The bus attacks on a server of their own with ``--bus``, after the others.
-        for bus, chosen_attacks in ((False, attacks), (True, on_bus)):
+        # The bus attacks on a server of their own with ``--bus``, after the others; the
+        # budget's on one with ``--memory-budget``.
+        for kind, chosen_attacks in (("", attacks), ("bus_", on_bus), ("budget_", budgeted)):
             if not chosen_attacks:
                 continue
-            redis = RedisServer(Path(tmp)) if bus else None
+            redis = RedisServer(Path(tmp)) if kind == "bus_" else None
             try:
-                rig = Rig(args, Path(tmp), redis)
+                rig = Rig(args, Path(tmp), redis, BUDGET_MB if kind == "budget_" else 0)
                 machine["server_nofile"] = rig.nofile
-                machine["bus_server_command" if bus else "server_command"] = rig.server.command
+                machine[f"{kind}server_command"] = rig.server.command
                 try:
                     for key, name, proto, attack in chosen_attacks:
                         row = rig.measure(key, name, proto, attack, args.seconds_per_attack)
@@ -1141,9 +1219,12 @@ def floods_report(result: dict) -> str:
         f"{load(m['load_after'])} after.",
         "",
         f"Command: `{result['command']}`; {result['seconds_per_attack']:g} s per attack. Server: "
-        f"`{m.get('server_command', m.get('bus_server_command'))}` with {m['server_nofile']} file descriptors"
+        f"`{m.get('server_command', m.get('bus_server_command', m.get('budget_server_command')))}` with "
+        f"{m['server_nofile']} file descriptors"
         + (f" (the Redis rows: the same with `--bus` to a redis-server of the benchmark's own)"
            if "bus_server_command" in m and "server_command" in m else "")
+        + (f" (the budget's rows: the same with `--memory-budget {BUDGET_MB}`, Kokoro's Mandarin and Japanese warm)"
+           if "budget_server_command" in m and "server_command" in m else "")
         + (f", started again {m['server_restarts']} times after an attack killed it" if m["server_restarts"] else "")
         + ". The prober, in its own process from 127.0.0.200, sends `GET /healthz` every 20 ms and opens a "
           "WebSocket every second. *Stall*: its `/healthz` round trip during the attack minus its median in the 2 s "
@@ -1157,7 +1238,8 @@ def floods_report(result: dict) -> str:
           f"{result['seconds_per_attack']:g} s (channels), server CPU ≥ {NAN_SPIN_CPU_PCT} % (NaN), a 500 or a "
           f"dropped connection (nested JSON), more than {DEAF_KERNEL_LIMIT // 1024} KiB in the kernel send queue of "
           "the server's socket to a client that never reads, 16 subscribes at once taking 100 ms or more after the "
-          "channel names (Redis), the server opening more descriptors than the connections + 16 while Redis hangs.",
+          "channel names (Redis), the server opening more descriptors than the connections + 16 while Redis hangs, "
+          "a client refused for memory it did not use (`memory_budget`, captioned whole bodies).",
         "",
         "| attack | protocol | stall p50 / max | failed | server RSS | inference RSS peak / after | server CPU | pass "
         "| symptom "
@@ -1192,7 +1274,9 @@ def main() -> int:
     ap.add_argument("--seconds-per-attack", type=float, default=15.0,
                     help="how long each flood lasts (the counted ones stop at their count or 4x this)")
     ap.add_argument("--attacks", default="", help="comma-separated keys of the floods to run (default: all): "
-                    + ",".join(a[0] for a in FLOODS + REDIS_FLOODS))
+                    + ",".join(a[0] for a in FLOODS + REDIS_FLOODS + BUDGET_FLOODS))
+    ap.add_argument("--captioned-chars", type=int, default=5000,
+                    help="characters of each non-streamed captioned request (captionedwhole)")
     ap.add_argument("--server-nofile", type=int, default=1024,
                     help="soft RLIMIT_NOFILE the flood server runs with (0: this process's own)")
     ap.add_argument("--no-redis", dest="redis", action="store_false",

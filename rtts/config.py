@@ -117,6 +117,11 @@ class Config:
     # (rtts/memory.py). None: the cap of the cgroup the service runs in, less headroom
     # (memory.budget_for), or no budget outside one; 0: no budget.
     memory_budget: float | None = None
+    # MB of whole response bodies (/dev/captioned_speech with stream false: the base64 of
+    # its audio, its timestamps) the server may hold for all clients at once. Each is
+    # sized from its text before synthesis and refused then if it cannot fit
+    # (captioned_api.whole_size); 20 MB is ~5 minutes of 24 kHz WAV as base64.
+    max_whole_body_mb: float = 20.0
 
     def __post_init__(self) -> None:
         # Fill derived defaults here so every way of building a Config agrees.
@@ -176,8 +181,11 @@ class Config:
             problems.append("max-connections and max-connections-per-ip must be at least 1")
         if self.send_buffer < 4096 or self.send_stall <= 0:
             problems.append("send-buffer must be at least 4096 bytes and send-stall positive")
-        if self.memory_budget is not None and not (self.memory_budget == 0 or 64 <= self.memory_budget < 1 << 30):
-            problems.append("memory-budget must be at least 64 MB (or 0: none)")
+        least = memory.MIN_BUDGET // memory.MB
+        if self.memory_budget is not None and not (self.memory_budget == 0 or least <= self.memory_budget < 1 << 30):
+            problems.append(f"memory-budget must be at least {least} MB (or 0: none)")
+        if not 1 <= self.max_whole_body_mb < 1 << 20:
+            problems.append("max-whole-body-mb must be at least 1")
         if self.channel_queue < 1:
             problems.append("channel-queue must be at least 1")
         if self.bus is not None and not self.bus.startswith(("redis://", "rediss://", "unix://")):
@@ -320,6 +328,8 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "memory_budget": (float, "MB of anonymous memory the server and its inference process may hold together: "
                       "models and front ends are let go of, and runs shortened, to stay under it (0: none; "
                       "default: the cgroup's cap less a fifth)"),
+    "max_whole_body_mb": (float, "MB of non-streamed captioned bodies (stream: false) the server may hold for all "
+                          "clients at once; one that would not fit is refused before its synthesis"),
 }
 # One flag per registered engine (--first-unit-chars-NAME, RTTS_FIRST_UNIT_CHARS_NAME).
 _FIRST_UNIT = "first_unit_chars_"

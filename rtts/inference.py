@@ -110,10 +110,14 @@ class InferenceWorker:
         host: Host | None = None,
         budget_bytes: int | None = None,
         server_rss: Callable[[], int] = memory.anonymous_bytes,
+        server_pending: Callable[[], int] = lambda: 0,
     ):
         """``host``: the inference process the engines use, ended when the last model is
         unloaded (``Host.release``). ``budget_bytes``: the anonymous memory the server
-        (``server_rss``) and the inference process together may hold; None: no budget."""
+        (``server_rss``: its own, without the response bodies it holds for clients) and
+        the inference process together may hold; None: no budget. ``server_pending``:
+        what admitted response bodies are still about to take in the server
+        (``memory.WholeBodies``), counted as taken."""
         self._registry = registry
         self._post = post
         self._host = host
@@ -130,6 +134,7 @@ class InferenceWorker:
         # in the current inference process, most recently used last.
         self.budget_bytes = budget_bytes
         self._server_rss = server_rss
+        self._server_pending = server_pending
         self._memory = {k.name: k.costs.memory for k in kinds}
         self.part_mb: dict[str, float] = {}
         self._front_ends: OrderedDict[str, float] = OrderedDict()
@@ -351,7 +356,9 @@ class InferenceWorker:
             try:
                 action()
             except Exception as exc:  # handed to the caller
-                self._post(lambda: on_done(exc))
+                # Bound now: Python unbinds ``exc`` when the except block ends, before the
+                # loop runs the callback (a NameError there, and the error lost).
+                self._post(lambda error=exc: on_done(error))
                 return
             self._post(lambda: on_done(None))
 
@@ -459,9 +466,10 @@ class InferenceWorker:
         return self.parts
 
     def _used_mb(self) -> float:
-        """What the service holds now: the server's and the inference process's anonymous memory."""
+        """What the service holds now: the server's and the inference process's anonymous
+        memory, and what bodies already admitted are about to add in the server."""
         child = self._host.anonymous_bytes() if self._host is not None else 0
-        return (self._server_rss() + child) / memory.MB
+        return (self._server_rss() + self._server_pending() + child) / memory.MB
 
     def _front_end_mb(self, mem: Memory, model: str, lang: str) -> float:
         return self.part_mb.get(f"{model}:{lang}", dict(mem.front_ends_mb).get(lang, 0.0))
@@ -503,6 +511,8 @@ class InferenceWorker:
             return None
         mem = self._memory.get(voice.engine, Memory())
         least = mem.run_mb if mem.min_run_mb is None else mem.min_run_mb
+        # Its own memory only: bodies held for clients come and go, and a voice that
+        # fits alone must not be refused for them (mid-utterance, after its audio).
         server = self._server_rss() / memory.MB
         return memory.plan(
             self.budget_bytes / memory.MB, self._used_mb(), self._resident_mb(),

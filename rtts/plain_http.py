@@ -106,12 +106,21 @@ def json_response(status: HTTPStatus, obj: Any) -> HttpResponse:
 
 
 Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]
+# A route's answer to a request refused before it reached the route (a body or head too
+# large, a body that never came): (status, code, message) → its own error shape.
+Refuse = Callable[[HTTPStatus, str, str], HttpResponse]
+
+
+def refuse_as_text(status: HTTPStatus, code: str, message: str) -> HttpResponse:
+    """``code: message`` as text, as ``/tts`` and the pages answer."""
+    return text(status, f"{code}: {message}\n")
 
 
 @dataclass(frozen=True)
 class _Route:
     handler: Handler
     methods: tuple[str, ...]
+    refuse: Refuse = refuse_as_text
 
 
 class HttpFront:
@@ -120,6 +129,7 @@ class HttpFront:
         fallback: Handler,
         *,
         max_body: int,
+        max_head: int = 16384,
         head_timeout: float,
         max_pending: int,
         send_stall: float,
@@ -128,6 +138,7 @@ class HttpFront:
         guard: Callable[[HttpRequest], HttpResponse | None] = lambda request: None,
     ) -> None:
         """``guard``: a refusal for any request before its route sees it, or None.
+        ``max_head``: bytes of a request head (request line and headers) read at most.
         ``send_buffer``: each socket's kernel send buffer in bytes (None: the kernel's).
         ``waiting``: where sockets without a whole request wait (one of ``max_pending``
         places by default; the server shares its own with the Wyoming port)."""
@@ -135,6 +146,7 @@ class HttpFront:
         self._guard = guard
         self._fallback = _Route(fallback, ("GET",))
         self.max_body = max_body
+        self.max_head = max_head
         self.head_timeout = head_timeout
         self.max_pending = max_pending
         self.send_stall = send_stall
@@ -142,9 +154,17 @@ class HttpFront:
         self.waiting = waiting if waiting is not None else Waiting(max_pending)
         self._serving: set[asyncio.Task[None]] = set()
 
-    def route(self, path: str, handler: Handler, methods: tuple[str, ...] = ("GET",)) -> None:
-        """Serve ``path`` with ``handler`` for ``methods``; GET brings HEAD, OPTIONS is always answered."""
-        self._routes[path] = _Route(handler, methods)
+    def route(
+        self, path: str, handler: Handler, methods: tuple[str, ...] = ("GET",), refuse: Refuse = refuse_as_text,
+    ) -> None:
+        """Serve ``path`` with ``handler`` for ``methods``; GET brings HEAD, OPTIONS is always
+        answered. ``refuse`` answers what is refused before the handler sees it, in the
+        error shape the route's clients read."""
+        self._routes[path] = _Route(handler, methods, refuse)
+
+    def refusal(self, path: str, status: HTTPStatus, code: str, message: str) -> HttpResponse:
+        """``path``'s own answer to a request refused before its handler saw it."""
+        return self._routes.get(path, self._fallback).refuse(status, code, message)
 
     def connection_class(self) -> type[ServerConnection]:
         """The class to pass to websockets' ``serve(create_connection=...)``."""
@@ -191,7 +211,7 @@ class _GateConnection(ServerConnection):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._http: h11.Connection | None = h11.Connection(h11.SERVER)
+        self._http: h11.Connection | None = h11.Connection(h11.SERVER, max_incomplete_event_size=self.front.max_head)
         self._raw = bytearray()  # what came before the head was whole, for websockets
         self._head: h11.Request | None = None
         self._body = bytearray()
@@ -227,9 +247,14 @@ class _GateConnection(ServerConnection):
             self._http.receive_data(data)
             self._read()
         except h11.RemoteProtocolError as exc:
-            self._refuse(exc.error_status_hint, "bad request")
-        except BadRequest as exc:
-            self._refuse(HTTPStatus.BAD_REQUEST.value, str(exc))
+            line_too_long = self._head is None and b"\r\n" not in self._raw
+            if exc.error_status_hint == HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE and line_too_long:
+                # Only /tts takes text in the URL, and a text of --max-text-chars fits (max_head).
+                self._refuse(HTTPStatus.REQUEST_URI_TOO_LONG.value,
+                             f"text_too_long: the URL is over {self.front.max_head} bytes: more text than a request "
+                             "may hold")
+            else:
+                self._refuse(exc.error_status_hint, f"bad_request: {exc}")
 
     def _read(self) -> None:
         assert self._http is not None
@@ -239,10 +264,15 @@ class _GateConnection(ServerConnection):
                 return
             if isinstance(event, h11.Request):
                 self._head = event
+                if _is_upgrade(event) and _has_body(event):
+                    # websockets would drop it without a status; and whatever the body holds
+                    # (another request) is never read as anything.
+                    self._refuse(HTTPStatus.BAD_REQUEST.value,
+                                 "bad_request: a WebSocket upgrade has no body (Content-Length or Transfer-Encoding)")
+                    return
                 declared = [v for k, v in event.headers if k == b"content-length"]
                 if declared and int(declared[0]) > self.front.max_body:  # h11 checked it is a number
-                    self._refuse(HTTPStatus.REQUEST_ENTITY_TOO_LARGE.value,
-                                 f"the request body is over {self.front.max_body} bytes")
+                    self._refuse_body()
                     return
                 if _is_upgrade(event):
                     self.front.waiting.leave(self)  # websockets answers it at once (server._admit)
@@ -252,8 +282,9 @@ class _GateConnection(ServerConnection):
                 self._raw = bytearray()
             elif isinstance(event, h11.Data):
                 self._body += event.data
-                if len(self._body) > self.front.max_body:
-                    raise BadRequest(f"the request body is over {self.front.max_body} bytes")
+                if len(self._body) > self.front.max_body:  # a chunked body, that declared no length
+                    self._refuse_body()
+                    return
             elif isinstance(event, h11.EndOfMessage) and self._head is not None:
                 # The whole request is here: served from now on, for as long as it takes.
                 self.front.waiting.leave(self)
@@ -261,20 +292,32 @@ class _GateConnection(ServerConnection):
                 self.front._serving.add(self._task)
                 self._task.add_done_callback(self.front._serving.discard)
 
+    def _refuse_body(self) -> None:
+        self._refuse(HTTPStatus.REQUEST_ENTITY_TOO_LARGE.value,
+                     f"body_too_large: the request body is over {self.front.max_body} bytes")
+
     def _refuse(self, status: int, message: str) -> None:
-        """Answer a request that could not be read, if HTTP still allows an answer, and close."""
+        """Answer a request that could not be read, if HTTP still allows an answer, and close.
+        ``message`` is ``code: text``; the route the request was for (as far as it was read)
+        shapes the answer as its clients read errors (``HttpFront.route(refuse=...)``)."""
         if self._task is not None:
             self._task.cancel()
         assert self._http is not None
+        code, _, detail = message.partition(": ")
+        refusal = self.front.refusal(self._path(), HTTPStatus(status), code, detail)
+        assert isinstance(refusal.body, bytes)
         with contextlib.suppress(h11.LocalProtocolError):
-            body = f"{message}\n".encode()
-            headers = [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body))),
-                       ("Connection", "close")]
+            headers = [*refusal.headers, ("Content-Length", str(len(refusal.body))), ("Connection", "close")]
             response = h11.Response(status_code=status, headers=headers, reason=HTTPStatus(status).phrase)
             self.transport.write(self._http.send(response) or b"")
-            self.transport.write(self._http.send(h11.Data(data=body)) or b"")
+            self.transport.write(self._http.send(h11.Data(data=refusal.body)) or b"")
             self.transport.write(self._http.send(h11.EndOfMessage()) or b"")
         self.transport.close()
+
+    def _path(self) -> str:
+        """The path of the request as far as it came: its head, or its request line so far."""
+        target = self._head.target if self._head is not None else (bytes(self._raw).split(b" ", 2)[1:2] or [b""])[0]
+        return target.split(b"?", 1)[0].decode("ascii", "replace")
 
     async def _serve(self, head: h11.Request) -> None:
         response: HttpResponse | None = None
@@ -282,7 +325,8 @@ class _GateConnection(ServerConnection):
             try:
                 response = await self.front.respond(_request(head, bytes(self._body), self._peer()))
             except BadRequest as exc:
-                response = text(HTTPStatus.BAD_REQUEST, f"bad_request: {exc}\n")
+                response = self.front.refusal(head.target.split(b"?", 1)[0].decode("ascii", "replace"),
+                                              HTTPStatus.BAD_REQUEST, "bad_request", str(exc))
             except Exception:
                 log.exception("HTTP %s %.200s failed", head.method.decode(), head.target.decode("latin-1"))
                 response = text(HTTPStatus.INTERNAL_SERVER_ERROR, "internal: see the server log\n")
@@ -337,6 +381,13 @@ def _is_upgrade(head: h11.Request) -> bool:
     return head.method == b"GET" and any(
         name == b"upgrade" and b"websocket" in value.lower() for name, value in head.headers
     )
+
+
+def _has_body(head: h11.Request) -> bool:
+    """The head announces a body: any Transfer-Encoding, or a Content-Length other than
+    ``0`` (all websockets accepts on a handshake)."""
+    return any(name == b"transfer-encoding" or (name == b"content-length" and value != b"0")
+               for name, value in head.headers)
 
 
 def _request(head: h11.Request, body: bytes, peer: str) -> HttpRequest:

@@ -38,8 +38,10 @@ Encode = Callable[[protocol.ServerMessage], "bytes | None"]
 
 
 class SessionRunner(Connection):
-    def __init__(self, service: Service, sink: _Sink, encode: Encode, *, name: str = "client") -> None:
-        super().__init__(service, authorized=True, encode=encode)
+    def __init__(
+        self, service: Service, sink: _Sink, encode: Encode, *, name: str = "client", voices_at: str = "ready.voices",
+    ) -> None:
+        super().__init__(service, authorized=True, encode=encode, voices_at=voices_at)
         self.name = name
         self._sink = sink
         self._ends: dict[str, asyncio.Future[protocol.End]] = {}

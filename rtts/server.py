@@ -39,7 +39,7 @@ from .openai_routes import OpenAIRoutes
 from .plain_http import HttpFront, HttpRequest, HttpResponse, json_response, text
 from .ratelimit import MessageRate, Verdict
 from .service import Service
-from .speech_stream import SpeechStream
+from .speech_stream import VOICE_HEADER, SpeechStream
 
 if TYPE_CHECKING:
     from .wyoming_server import WyomingServer
@@ -113,6 +113,9 @@ class RttsServer:
         self.front = HttpFront(
             self._static_file,
             max_body=cfg.max_message_bytes,
+            # A /tts text of --max-text-chars fits the URL however it is written (a code point
+            # percent-encoded is at most 12 bytes), with room for the headers beside it.
+            max_head=12 * cfg.max_text_chars + 16384,
             head_timeout=cfg.handshake_timeout,
             max_pending=cfg.max_handshakes,
             send_stall=cfg.send_stall,
@@ -134,7 +137,8 @@ class RttsServer:
         self.front.route("/voices", self._voices)
         self.front.route("/metrics", self._metrics)
         self.front.route("/tts", self._tts)
-        self.front.route("/v1/announce", self._announce, methods=("POST",))
+        self.front.route("/v1/announce", self._announce, methods=("POST",),
+                         refuse=lambda status, code, message: json_response(status, {"error": code, "message": message}))
         self.front.route(WS_PATH, self._upgrade_required)
         OpenAIRoutes(self).register(self.front)
 
@@ -413,7 +417,7 @@ class RttsServer:
             return text(HTTPStatus.BAD_REQUEST, "bad_message: speed and sample_rate must be numbers\n")
         voice = request.arg("voice")
         if voice is not None and voice not in self.service.registry.voices:
-            return text(HTTPStatus.BAD_REQUEST, f"unknown_voice: no voice {voice[:80]!r}; see /voices\n")
+            return text(HTTPStatus.BAD_REQUEST, f"unknown_voice: no voice {voice[:80]!r}; see {VOICES_AT}\n")
         captions = request.arg("captions")
         if captions is not None and captions not in subtitles.FORMATS:
             return text(HTTPStatus.BAD_REQUEST, f"bad_message: captions must be {' or '.join(subtitles.FORMATS)}\n")
@@ -422,7 +426,7 @@ class RttsServer:
             return HttpResponse(HTTPStatus.OK.value, headers)  # what GET would answer, without the work
         self.caps.take(address)
         try:
-            stream = SpeechStream(self.service, sample_rate=rate, format="pcm16")
+            stream = SpeechStream(self.service, sample_rate=rate, format="pcm16", voices_at=VOICES_AT)
         except protocol.ProtocolError as exc:
             self.caps.give_back(address)
             return text(HTTPStatus.BAD_REQUEST, f"{exc.code.value}: {exc.message}\n")
@@ -432,7 +436,7 @@ class RttsServer:
             self.caps.give_back(address)
 
         try:
-            await stream.start(text_arg, voice, request.arg("lang"), speed, words="word" if captions else None)
+            start = await stream.start(text_arg, voice, request.arg("lang"), speed, words="word" if captions else None)
         except protocol.ProtocolError as exc:
             done()
             unavailable = exc.code in _UNAVAILABLE
@@ -442,7 +446,7 @@ class RttsServer:
             done()
             raise
         body = _caption_stream(stream, text_arg, captions) if captions else _wav_stream(stream)
-        return HttpResponse(HTTPStatus.OK.value, headers, body, on_done=done)
+        return HttpResponse(HTTPStatus.OK.value, [*headers, (VOICE_HEADER, start.voice)], body, on_done=done)
 
     async def _announce(self, request: HttpRequest) -> HttpResponse:
         """POST /v1/announce: publish to a channel (announce_http.py). The publish token comes
@@ -599,6 +603,7 @@ def _refuse(status: HTTPStatus, message: str) -> Response:
 # _AnsweredConnection.keepalive.
 KEEPALIVE_S = 20.0
 
+VOICES_AT = "GET /voices"  # where an HTTP client looks the voices up (``unknown_voice`` says so)
 # Refusals that are the server's state, not the request's fault: 503.
 _UNAVAILABLE = frozenset({protocol.ErrorCode.BUSY, protocol.ErrorCode.ENGINE_UNAVAILABLE,
                           protocol.ErrorCode.MEMORY_BUDGET})

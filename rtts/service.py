@@ -118,6 +118,9 @@ class Metrics:
         _LiveCounter("rtts_sync_claims_failed", "announcements played at this instance's own time because the "
                      "bus did not agree one in time (their kiosks may differ from other instances')",
                      lambda: channels.claims_failed, r)
+        _LiveCounter("rtts_sync_claims_refused", "announcements played at this instance's own time because the "
+                     "time agreed in the bus was one no instance could have claimed (written there by another "
+                     "hand)", lambda: channels.claims_refused, r)
         bus = channels.bus
         _LiveCounter("rtts_bus_messages_dropped", "messages from the bus (Redis) refused as unreadable or invalid",
                      lambda: bus.dropped, r)
@@ -189,8 +192,12 @@ class Service:
             log.warning("first-unit-chars given for engines that are not registered: %s", ", ".join(unknown))
         self._loop: asyncio.AbstractEventLoop | None = None
         cache = PhraseCache(int(config.phrase_cache_mb * 1024 * 1024))
+        # Whole response bodies the HTTP routes hold (captioned JSON with stream false).
+        self.bodies = memory.WholeBodies(int(config.max_whole_body_mb * memory.MB))
+        bodies = self.bodies
         self.worker = InferenceWorker(
-            self.registry, self._post, cache=cache, host=self.host, budget_bytes=config.memory_budget_bytes
+            self.registry, self._post, cache=cache, host=self.host, budget_bytes=config.memory_budget_bytes,
+            server_rss=lambda: bodies.server_own(memory.anonymous_bytes()), server_pending=bodies.pending,
         )
         bus = make_bus(config.bus, config.max_text_chars)
         # The clock announcements are timed on, read by every session's pong too.
@@ -198,7 +205,7 @@ class Service:
         lead = LeadEstimator(config.sync_min_lead, config.sync_max_lead, fixed=config.sync_lead)
         self.channels = Channels(
             bus, SharedJobs(self.worker), config.channel_queue, clock=self.clock.now, lead=lead, gap=config.sync_gap,
-            model_wait=self.model_wait,
+            model_wait=self.model_wait, model_load=self.model_load,
         )
         self.metrics = Metrics(self)
         self.active = 0  # connections and HTTP syntheses in progress
@@ -214,11 +221,10 @@ class Service:
         self._loop = asyncio.get_running_loop()
         self.worker.start()
         self.clock.start()
+        idle = self.config.idle_unload
         log.info(
-            "%d voices (default %s); models load on demand, unload after %.0f s idle",
-            len(self.registry.voices),
-            self.registry.default_voice,
-            self.config.idle_unload,
+            "%d voices (default %s); models load on demand%s", len(self.registry.voices), self.registry.default_voice,
+            f", unload after {idle:.0f} s idle" if idle > 0 else "",
         )
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -312,6 +318,7 @@ class Service:
         return {
             "budget_mb": round((worker.budget_bytes or 0) / memory.MB),
             "server_mb": round(memory.anonymous_bytes() / memory.MB, 1),
+            "whole_bodies_mb": round(self.bodies.held / memory.MB, 1),  # in server_mb, not counted by the budget
             "inference_process_mb": round(self.host.anonymous_bytes() / memory.MB, 1),
             "parts_mb": {k: round(v, 1) for k, v in worker.resident_parts().items()},
             "restarts": worker.memory_restarts,
@@ -328,14 +335,20 @@ class Service:
         engine = self.registry.engines.get(info.model) if info is not None else None
         if info is None or engine is None or engine.loaded:
             return 0.0
-        return self.worker.load_s.get(info.engine, 2.0)
+        return self.model_load(voice_id)
+
+    def model_load(self, voice_id: str) -> float:
+        """Seconds ``voice_id``'s model takes to load (measured, else its engine's estimate),
+        loaded now or not; 0 for a voice not here."""
+        info = self.registry.voices.get(voice_id)
+        return 0.0 if info is None else self.worker.load_s.get(info.engine, 2.0)
 
     # ------------------------------------------------------------ sessions
 
-    def new_session(self, authorized: bool = False) -> Session:
+    def new_session(self, authorized: bool = False, voices_at: str = "ready.voices") -> Session:
         return Session(
             f"s{next(self._ids)}", self.config, _CatalogView(self), authorized=authorized, lexicon=self.lexicon(),
-            wall=self.clock.now,
+            wall=self.clock.now, voices_at=voices_at,
         )
 
     def lexicon(self) -> Lexicon:
@@ -366,7 +379,7 @@ class Service:
         (``protocol.Words`` entries, on the audio's sample clock; else none). Raises
         ``protocol.ProtocolError`` for what a client would get as ``error``.
         """
-        stream = SpeechStream(self, sample_rate=sample_rate, format="f32")
+        stream = SpeechStream(self, sample_rate=sample_rate, format="f32", voices_at="`rtts voices`")
         chunks: list[bytes] = []
         timed: list[dict[str, Any]] = []
         try:

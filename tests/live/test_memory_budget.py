@@ -6,6 +6,7 @@ sampler reads the server and its inference process together every 20 ms.
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import time
@@ -126,3 +127,69 @@ def test_a_voice_that_cannot_fit_is_refused_and_the_connection_goes_on(tmp_path:
     values = {s.name: s.value for family in text_string_to_metric_families(metrics) for s in family.samples}
     assert values["rtts_memory_budget_bytes"] == 200 * 1024 * 1024
     assert values["rtts_memory_refusals_total"] == state["refusals"]
+
+
+def utterances_made(server: RttsProcess) -> float:
+    """Utterances the server has ended, whatever their reason (every one that was started)."""
+    with urllib.request.urlopen(server.http + "/metrics", timeout=30) as r:
+        families = text_string_to_metric_families(r.read().decode())
+    return sum(s.value for f in families for s in f.samples if s.name == "rtts_utterances_total")
+
+
+def test_whole_captioned_bodies_are_sized_before_synthesis_and_starve_nobody(tmp_path: Path) -> None:
+    # Issue 30: eight non-streamed captioned requests of 5,000 characters at speed 0.5 (480 s
+    # of audio each) were synthesized, buffered in the server and then refused with
+    # memory_budget after ~10 s, and unrelated WebSocket clients were refused for the
+    # memory those bodies held. Now a body is sized from its text before synthesis, and
+    # one over --max-whole-body-mb is refused then, with nothing made for it.
+    import requests
+
+    big = ("Please mind the gap between the train and the platform edge, and keep your belongings "
+           "with you at all times. ") * 48
+    assert len(big) > 4900
+    with RttsProcess(tmp_path, "--memory-budget", "450", "--max-whole-body-mb", "4") as server:
+        server.wait_listening()
+        url = server.http + "/dev/captioned_speech"
+        mandarin: list[protocol.ServerMessage] = []
+
+        def speak_mandarin() -> None:
+            with Client(server.url) as client:
+                client.recv()
+                mandarin.extend(speak(client, "zh", TEXTS["zh"]))
+
+        speaker = threading.Thread(target=speak_mandarin)
+        speaker.start()
+        refusals: list[tuple[int, dict, float]] = []
+
+        def ask_whole() -> None:
+            t0 = time.monotonic()
+            r = requests.post(url, json={"input": big, "voice": "piper/en_US-joe-medium", "speed": 0.5,
+                                         "response_format": "wav", "stream": False}, timeout=300)
+            refusals.append((r.status_code, r.json(), time.monotonic() - t0))
+
+        askers = [threading.Thread(target=ask_whole) for _ in range(8)]
+        for t in askers:
+            t.start()
+        for t in askers:
+            t.join(300)
+        speaker.join(300)
+        assert len(refusals) == 8
+        for status, body, seconds in refusals:
+            assert status == 400 and body["error"]["code"] == "whole_too_large", body
+            assert body["error"]["param"] == "stream" and "--max-whole-body-mb" in body["error"]["message"]
+            assert seconds < 20, f"refused after {seconds:.1f} s: it was synthesized first"
+        # The Mandarin speaker beside them was served, with nothing refused for memory.
+        assert not [m for m in mandarin if isinstance(m, protocol.Error)], mandarin
+        assert mandarin[-1].reason == "done"  # type: ignore[union-attr]
+        assert utterances_made(server) == 1  # none of the eight ever became an utterance
+
+        # Within the bound: the whole object, its length declared, its words timed.
+        r = requests.post(url, json={"input": TEXTS["en"], "response_format": "wav", "stream": False}, timeout=300)
+        assert r.status_code == 200, r.text
+        assert int(r.headers["content-length"]) == len(r.content)
+        obj = r.json()
+        audio_bytes = len(base64.b64decode(obj["audio"]))
+        assert audio_bytes > 44 + 48_000  # more than a second of 24 kHz speech
+        assert [s["word"] for s in obj["timestamps"]][:3] == ["The", "next", "train"]
+        state = readyz(server)["memory"]
+    assert state["refusals"] == 0 and state["whole_bodies_mb"] == 0, state

@@ -95,6 +95,50 @@ async def _bodies_streams_and_upgrades(app: App, port: int) -> None:
         assert await ws.recv() == "ping"
 
 
+_UPGRADE = (b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n")
+_SMUGGLED = b"GET /count?n=1 HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+@pytest.mark.parametrize("framing, body", [
+    (b"Content-Length: 5\r\n", b"hello"),
+    (b"Content-Length: %d\r\n" % len(_SMUGGLED), _SMUGGLED),
+    (b"Content-Length: 5000\r\n", b"x" * 10),  # over max_body: the same answer
+    (b"Content-Length: 00\r\n", b""),  # websockets takes "0" only
+    (b"Transfer-Encoding: chunked\r\n", b"%x\r\n%s\r\n0\r\n\r\n" % (len(_SMUGGLED), _SMUGGLED)),
+    (b"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n", b"5\r\nhello\r\n0\r\n\r\n"),
+])
+async def test_a_websocket_upgrade_with_a_body_gets_400_and_nothing_is_smuggled(framing: bytes, body: bytes) -> None:
+    """Issue 30, bug 6: an upgrade that carries a body was handed to websockets, which
+    closed it with no HTTP status. It gets a 400 here, and its body is read as nothing."""
+    app = App()
+    app.release.set()
+    async with serve(_ws, "127.0.0.1", 0, create_connection=app.front.connection_class(), open_timeout=None) as server:
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
+            writer.write(_UPGRADE + framing + b"\r\n" + body)
+            answer = await asyncio.wait_for(reader.read(), 5)  # until the server closes
+            writer.close()
+            assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
+            head, _, text_ = answer.partition(b"\r\n\r\n")
+            assert b"text/plain" in head and text_.startswith(b"bad_request: a WebSocket upgrade has no body")
+            assert answer.count(b"HTTP/1.1") == 1 and app.finished == []  # the request inside was never served
+        finally:
+            await app.front.close()
+
+
+async def test_an_upgrade_with_content_length_0_is_still_an_upgrade() -> None:
+    app = App()
+    async with serve(_ws, "127.0.0.1", 0, create_connection=app.front.connection_class(), open_timeout=None) as server:
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
+            writer.write(_UPGRADE + b"Content-Length: 0\r\n\r\n")
+            assert (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)).startswith(b"HTTP/1.1 101 ")
+            writer.close()
+        finally:
+            await app.front.close()
+
+
 @pytest.mark.parametrize("method, status", [("HEAD", 200), ("OPTIONS", 204), ("PUT", 405)])
 async def test_methods(method: str, status: int) -> None:
     app = App()

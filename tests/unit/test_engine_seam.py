@@ -103,3 +103,22 @@ def test_a_registered_kind_is_discovered_costed_and_routed(tmp_path: Path) -> No
     assert registry.host is not None
     assert registry.host.call("toy.echo", 42) == "42"
     registry.host.stop()
+
+
+def test_an_error_in_control_work_reaches_its_caller(tmp_path: Path) -> None:
+    # The error was posted as a closure over the except block's name, which Python unbinds
+    # when the block ends: the callback raised NameError on the loop and the error was lost.
+    (tmp_path / "a.toy").write_text("")
+    registry = VoiceRegistry.discover(tmp_path, tmp_path, 1, default_voice="toy/a", kinds=(*KINDS, ToyKind()))
+    errors: list[BaseException | None] = []
+    done = threading.Event()
+    worker = InferenceWorker(registry, lambda callback: callback(), host=registry.host)
+
+    def fail() -> None:
+        raise RuntimeError("the model file is gone")
+
+    worker.call(fail, lambda error: (errors.append(error), done.set()))
+    worker.start()
+    assert done.wait(10)
+    worker.stop()
+    assert len(errors) == 1 and isinstance(errors[0], RuntimeError) and str(errors[0]) == "the model file is gone"
