@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine
@@ -110,7 +112,7 @@ class _Redact(logging.Filter):
         return True
 
 
-async def _say(cfg: config.Config, args: argparse.Namespace) -> int:
+async def _say(cfg: config.Config, args: argparse.Namespace, text: str) -> int:
     from .service import Service
 
     captions = {fmt: path for fmt, path in (("vtt", args.vtt), ("srt", args.srt)) if path}
@@ -118,21 +120,26 @@ async def _say(cfg: config.Config, args: argparse.Namespace) -> int:
     service.start()
     try:
         samples, rate, end, words = await service.speak(
-            args.text, args.voice, args.lang, args.speed, args.sample_rate, words="word" if captions else None
+            text, args.voice, args.lang, args.speed, args.sample_rate, words="word" if captions else None
         )
     except protocol.ProtocolError as exc:
-        print(f"rtts: {exc.code.value}: {exc.message}", file=sys.stderr)
+        hint = "; --max-text-chars raises the limit" if exc.code is protocol.ErrorCode.TEXT_TOO_LONG else ""
+        print(f"rtts: {exc.code.value}: {exc.message}{hint}", file=sys.stderr)
         return 2
     finally:
         service.stop()
-    Path(args.output).write_bytes(audio.wav_bytes(samples, rate))
-    if captions:
-        # From the same synthesis as the WAV: a voice that draws its durations at random
-        # (Piper's noise_w) speaks a text differently each time.
-        cues = subtitles.cues(words, args.text, rate)
-        for fmt, path in captions.items():
-            Path(path).write_text(subtitles.render(fmt, cues), encoding="utf-8")
-            print(f"{path}: {len(cues)} cues", file=sys.stderr)
+    try:
+        Path(args.output).write_bytes(audio.wav_bytes(samples, rate))
+        if captions:
+            # From the same synthesis as the WAV: a voice that draws its durations at random
+            # (Piper's noise_w) speaks a text differently each time.
+            cues = subtitles.cues(words, text, rate)
+            for fmt, path in captions.items():
+                Path(path).write_text(subtitles.render(fmt, cues), encoding="utf-8")
+                print(f"{path}: {len(cues)} cues", file=sys.stderr)
+    except OSError as exc:  # checked before the synthesis; what changed since is said the same way
+        print(f"rtts: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 1
     stats = end.stats
     print(
         f"{args.output}: {len(samples) / rate:.2f} s at {rate} Hz, "
@@ -140,6 +147,30 @@ async def _say(cfg: config.Config, args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _say_text(arg: str) -> str:
+    """``rtts say``'s text: the argument, or standard input for ``-``."""
+    if arg != "-":
+        return arg
+    try:
+        return sys.stdin.read()
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"standard input is not {exc.encoding}: {exc.reason}") from None
+
+
+def _unwritable(path: str) -> str | None:
+    """Why ``path`` cannot be written (a missing or unwritable folder, a folder's name), or
+    None: said before the synthesis, not after it as a traceback."""
+    target = Path(path)
+    folder = target.parent
+    if target.is_dir():
+        return f"{path} is a directory"
+    if not folder.is_dir():
+        return f"cannot write {path}: no directory {folder}"
+    if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        return f"cannot write {path}: permission denied"
+    return None
 
 
 def _voices(cfg: config.Config, args: argparse.Namespace) -> int:
@@ -228,14 +259,15 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_flags(serve, shown_defaults={"lang_voices": preferred or "none"})
     config.add_engine_flags(serve, [(k.name, k.first_unit_chars) for k in KINDS])
     say = sub.add_parser("say", help="speak text into a WAV file, without a server")
-    say.add_argument("text")
-    say.add_argument("-o", "--output", default="out.wav")
-    say.add_argument("--voice")
-    say.add_argument("--lang")
-    say.add_argument("--speed", type=float)
+    say.add_argument("text", help="the text to speak; - reads it from standard input")
+    say.add_argument("-o", "--output", default="out.wav", metavar="FILE", help="the WAV file to write [default out.wav]")
+    say.add_argument("--voice", help="a voice id (`rtts voices`) [default: by the text's language]")
+    say.add_argument("--lang", help="the text's language, e.g. en-gb, es, fr [default: by its script]")
+    say.add_argument("--speed", type=float, help="0.5 to 2.0 [default 1.0]")
     say.add_argument("--vtt", metavar="FILE", help="also write the words' timing as WebVTT subtitles")
     say.add_argument("--srt", metavar="FILE", help="also write the words' timing as SRT subtitles")
-    config.add_flags(say, ["models_dir", "cache_dir", "threads", "log_level", "default_voice", "sample_rate"])
+    config.add_flags(say, ["models_dir", "cache_dir", "threads", "log_level", "default_voice", "sample_rate",
+                           "max_text_chars"])
     voices = sub.add_parser(
         "voices",
         help="list every voice found; `rtts voices import FILE...` copies Kokoro voice files into the models dir",
@@ -273,7 +305,16 @@ def main(argv: list[str] | None = None) -> int:
         return _voices(cfg, args)
     run = _runner(cfg.loop)
     if args.command == "say":
-        return run(_say(cfg, args))
+        problem = next(filter(None, (_unwritable(p) for p in (args.output, args.vtt, args.srt) if p)), None)
+        try:
+            text = _say_text(args.text)
+        except (OSError, ValueError) as exc:
+            problem = str(exc)
+        if problem is not None:
+            print(f"rtts: {problem}", file=sys.stderr)
+            return 2
+        # A one-shot run ends long before any idle time: it never unloads (nor says it would).
+        return run(_say(dataclasses.replace(cfg, idle_unload=0.0), args, text))
     return run(_serve(cfg))
 
 

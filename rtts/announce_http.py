@@ -69,7 +69,7 @@ async def announce(
             if isinstance(message, (protocol.Published, protocol.Error)) and not answer.done():
                 answer.set_result(message)
 
-    conn = Publisher(service)
+    conn = Publisher(service, voices_at="GET /voices")
     try:
         conn.open()
         if service.config.token is not None:

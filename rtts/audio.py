@@ -266,12 +266,20 @@ def wav_bytes(samples: npt.ArrayLike, rate: int) -> bytes:
     return buf.getvalue()
 
 
+# The size of a WAV chunk not known when its header goes out (a stream): what FFmpeg
+# writes for a WAV sent to a pipe, and reads as "until the data ends" (wavdec.c) wherever
+# it meets it. 0, the other habit, would be read as no audio at all by Python's wave.
+# Python's wave has no "unknown": it reports 2**31 - 1 frames and reads what is there;
+# libsndfile (soundfile) takes the length from a saved file's size.
+UNKNOWN_WAV_SIZE = 0xFFFFFFFF
+
+
 def wav_header(rate: int, data_bytes: int | None = None) -> bytes:
-    """The 44-byte header of a 16-bit mono WAV; ``None``: length not known yet (a stream),
-    written as the largest sizes, which players read as "until the data ends"."""
-    size = 0xFFFFFFFF - 36 if data_bytes is None else data_bytes
+    """The 44-byte header of a 16-bit mono WAV of ``data_bytes`` of samples; ``None``:
+    the length is not known yet (a stream), both sizes ``UNKNOWN_WAV_SIZE``."""
+    riff, data = (UNKNOWN_WAV_SIZE,) * 2 if data_bytes is None else (36 + data_bytes, data_bytes)
     return struct.pack(
-        "<4sI4s4sIHHIIHH4sI", b"RIFF", 36 + size, b"WAVE", b"fmt ", 16, 1, 1, rate, rate * 2, 2, 16, b"data", size
+        "<4sI4s4sIHHIIHH4sI", b"RIFF", riff, b"WAVE", b"fmt ", 16, 1, 1, rate, rate * 2, 2, 16, b"data", data
     )
 
 

@@ -148,8 +148,8 @@ class _Pcm:
 
 
 class _Wav(_Pcm):
-    """A WAV whose length is not known when it starts (``audio.wav_header``: sizes that
-    players and decoders read as "until the end of the stream")."""
+    """A WAV whose length is not known when it starts (``audio.UNKNOWN_WAV_SIZE``: sizes
+    that FFmpeg, and players built on it, read as "until the end of the stream")."""
 
     def __init__(self, rate: int) -> None:
         self._header: bytes | None = audio.wav_header(rate)
@@ -278,6 +278,21 @@ class _Muxed(_Counted):
 
     def _release(self) -> None:
         self._out.close()  # writes the trailer into the sink, which nobody reads then
+
+
+def max_bytes_per_second(fmt: str, rate: int) -> float:
+    """At most how many bytes one second of mono audio at ``rate`` makes in ``fmt``, for
+    sizing a body before it is made: PCM's own, FLAC's (on noise, which it cannot shrink,
+    its frames come to 4.5% over PCM), the compressed formats their bit rate with their
+    framing's share and a margin (docs/benchmarks.md, "Formats": mp3 6,008 B/s at 48
+    kbit/s, Ogg Opus 4,434 at 24, ADTS AAC 6,471 at 48)."""
+    if fmt in PLAIN:
+        return 2.0 * rate
+    if fmt == "flac":
+        return 2.2 * rate
+    bit_rate = MP3_BIT_RATE if fmt == "mp3" else _CONTAINERS[fmt].bit_rate or 16 * rate
+    framing = 1.6 if fmt == "opus" else 1.15  # an Ogg page per 20 ms packet is ~45% over 24 kbit/s
+    return bit_rate / 8 * framing
 
 
 def open_encoders() -> int:

@@ -34,11 +34,15 @@ Encode = Callable[[protocol.ServerMessage], "bytes | None"]
 
 
 class Connection:
-    def __init__(self, service: Service, *, authorized: bool = False, encode: Encode = protocol.encode) -> None:
+    def __init__(
+        self, service: Service, *, authorized: bool = False, encode: Encode = protocol.encode,
+        voices_at: str = "ready.voices",
+    ) -> None:
         """``authorized``: the token came in the handshake; ``encode`` turns a message into
-        the client's wire bytes (None: nothing to send for it)."""
+        the client's wire bytes (None: nothing to send for it); ``voices_at``: where this
+        kind of client can look the voices up (``unknown_voice`` names it)."""
         self.service = service
-        self.session = service.new_session(authorized=authorized)
+        self.session = service.new_session(authorized=authorized, voices_at=voices_at)
         self.outbox = Outbox(service.config.send_buffer, service.config.send_stall, self._on_room)
         self._encode = encode
         self._held: list[Job] = []  # the session's next job, while the client is behind

@@ -8,9 +8,10 @@ Home Assistant's OpenAI integrations) is mapped onto one session utterance, run 
 made: each 20 ms frame goes through the response format's encoder and out.
 
 - ``model`` is accepted and ignored: the voice decides the engine.
-- ``voice`` is an rtts voice id, or one of OpenAI's names mapped by ``voice_table``
-  (``rtts/openai_voices.json``, overridden by ``--openai-voices``); a mapped name whose
-  voices are not installed speaks with the default voice.
+- ``voice`` is an rtts voice id, or one of OpenAI's names: a character (female or male,
+  ``rtts/openai_voices.json``, ``--openai-voices``) read with a voice of the text's own
+  language (``VoiceNames``). Absent, null or ``auto``: the server's choice, as for a
+  WebSocket ``speak`` without a voice.
 - ``response_format``: wav (a streamed WAV: its sizes say "unknown"), pcm (raw 24 kHz
   16-bit little-endian mono), mp3, opus (Ogg Opus), aac (ADTS), flac; all at 24 kHz.
 - ``speed``: OpenAI takes 0.25-4.0; rtts voices 0.5-2.0, so it is clamped to that.
@@ -41,6 +42,8 @@ import numpy as np
 from . import audio, codecs, protocol
 from .engines.base import VoiceInfo
 from .protocol import ErrorCode
+from .text import markup
+from .text.segment import script_of, segment
 
 RATE = 24000  # what OpenAI's formats are, and what its clients expect of `pcm`
 FRAME_MS = 20
@@ -101,18 +104,104 @@ def from_protocol(exc: protocol.ProtocolError) -> ApiError:
 # ---------------------------------------------------------------- voices
 
 
-def default_table() -> dict[str, tuple[str, ...]]:
-    """OpenAI voice name → rtts voice ids to try in order (``rtts/openai_voices.json``)."""
+AUTO = "auto"  # a voice that leaves the choice to the server, as no voice does
+
+
+@dataclass(frozen=True)
+class Character:
+    """What an OpenAI voice name stands for: a gender, and rtts voices to try first (any language)."""
+
+    gender: str | None
+    voices: tuple[str, ...]
+
+
+def default_table() -> dict[str, Character]:
+    """OpenAI voice name → its character (``rtts/openai_voices.json``)."""
     raw = json.loads((resources.files("rtts") / "openai_voices.json").read_text(encoding="utf-8"))
-    return {name: tuple(ids) for name, ids in raw.items() if not name.startswith("_")}
+    return {name: Character(entry.get("gender"), tuple(entry["voices"]))
+            for name, entry in raw.items() if not name.startswith("_")}
 
 
-def voice_table(overrides: tuple[tuple[str, str], ...], voices: Mapping[str, VoiceInfo], default: str) -> dict[str, str]:
-    """Every OpenAI name → the installed voice it speaks with (overrides first, then the
-    table's first installed candidate, then the default voice)."""
-    table = {name: next((v for v in ids if v in voices), default) for name, ids in default_table().items()}
-    table.update({name: voice for name, voice in overrides if voice in voices})
-    return table
+class VoiceNames:
+    """A request's ``voice`` → the rtts voice that reads its text. OpenAI's names are
+    characters, not voices: ``alloy`` reads English with an American English voice and
+    Mandarin with a Mandarin one, so a client that can only send OpenAI's names (the
+    ``openai`` package, Open WebUI) never hears a text read with another language's
+    phonology. The text's language is found as the session finds it (``text.segment``).
+
+    ``voices`` and ``lang_voices`` are the registry's (each language's own voice:
+    ``--lang-voices``); ``overrides`` (``--openai-voices``) go first for their own language.
+    """
+
+    def __init__(
+        self, voices: Mapping[str, VoiceInfo], lang_voices: Mapping[str, VoiceInfo], default_voice: str,
+        overrides: tuple[tuple[str, str], ...] = (), table: Mapping[str, Character] | None = None,
+    ) -> None:
+        self.voices = voices
+        self.lang_voices = lang_voices
+        self.default_voice = default_voice
+        table = default_table() if table is None else table
+        first: dict[str, list[str]] = {}
+        for name, voice in overrides:
+            first.setdefault(name.lower(), []).append(voice)
+        self.table = {name: Character(c.gender, (*first.get(name, ()), *c.voices)) for name, c in table.items()}
+
+    def resolve(self, voice: str | None, text: str, lang: str | None = None) -> str | None:
+        """The rtts voice id for a request's ``voice`` and ``text`` (``lang``: the request's
+        language, if it names one); None leaves the choice to the session, as for a
+        WebSocket ``speak`` without a voice (absent, or ``auto``). Anything else that is
+        not an OpenAI name is returned as it is: a voice id, or one the session refuses."""
+        if voice is None or voice.lower() == AUTO:
+            return None
+        if voice in self.voices or voice.lower() not in self.table:
+            return voice
+        return self.pick(voice.lower(), lang or self.language(text))
+
+    def pick(self, name: str, lang: str) -> str | None:
+        """The voice OpenAI's ``name`` reads ``lang`` with: the first of its voices made for
+        ``lang``; else the language's own voice when it is of the name's gender, else the
+        first voice made for the language that is. None: no voice speaks ``lang`` (the
+        session refuses the text with ``unsupported_language``)."""
+        character = self.table[name]
+        made_for = [v for v in self.voices.values() if _family(v.langs[0]) == _family(lang)]
+        for voice_id in character.voices:
+            if any(v.id == voice_id for v in made_for):
+                return voice_id
+        own = self.lang_voices.get(lang) or next(
+            (v for code, v in self.lang_voices.items() if _family(code) == _family(lang)), None)
+        if own is None:
+            return None
+        if None in (character.gender, own.gender) or own.gender == character.gender:
+            return own.id
+        return next((v.id for v in made_for if v.gender == character.gender), own.id)
+
+    def language(self, text: str) -> str:
+        """The language most of ``text`` is read in, by the session's segmentation (a Han,
+        kana or Hangul character weighs as much as three Latin letters: about as long
+        spoken); a text without letters is in the default voice's language."""
+        default = self.voices[self.default_voice].langs[0]
+        weights: dict[str, int] = {}
+        for seg in segment(markup.render(text), None, default):
+            weights[seg.lang] = weights.get(seg.lang, 0) + sum(
+                1 if script == "latin" else 3 for script in map(script_of, seg.text) if script is not None)
+        return max(weights, key=lambda lang: weights[lang], default=default) if any(weights.values()) else default
+
+    def listing(self) -> list[dict[str, Any]]:
+        """Each name, the voice it reads the default voice's language with, and the voice
+        for every language a voice here speaks (``GET /v1/audio/voices``)."""
+        default = self.voices[self.default_voice].langs[0]
+        out = []
+        for name in sorted(self.table):
+            voice = self.pick(name, default) or self.default_voice
+            by_lang = {lang: self.pick(name, lang) for lang in sorted(self.lang_voices)}
+            out.append({"id": name, "name": f"{name} → {voice}", "voice": voice, "voices": by_lang})
+        return out
+
+
+def _family(lang: str) -> str:
+    """Languages one voice is made for alike: American and British English are English."""
+    lang = lang.lower()
+    return "en" if lang.startswith("en") else lang.split("-")[0]
 
 
 # ---------------------------------------------------------------- requests
@@ -121,7 +210,7 @@ def voice_table(overrides: tuple[tuple[str, str], ...], voices: Mapping[str, Voi
 @dataclass(frozen=True)
 class SpeechRequest:
     text: str
-    voice: str  # an rtts voice id (it may still be unknown: the session says so)
+    voice: str | None  # an rtts voice id (it may still be unknown: the session says so); None: the server's choice
     speed: float
     response_format: str
     stream_format: str
@@ -172,17 +261,15 @@ def bad_request(message: str, param: str | None, code: str = "bad_message") -> A
     return ApiError(HTTPStatus.BAD_REQUEST, message, code, param)
 
 
-def parse_speech(body: bytes, table: Mapping[str, str]) -> SpeechRequest:
+def parse_speech(body: bytes, names: VoiceNames) -> SpeechRequest:
     """The JSON body of ``POST /v1/audio/speech`` → a request, or ``ApiError`` (400)."""
     fields = SpeechFields(body)
     voice = fields.obj.get("voice")
     if isinstance(voice, dict):  # a custom voice object (`{"id": ...}`) names it by id
         voice = voice.get("id")
-    if voice is None:
-        raise bad_request("'voice' is required: an rtts voice id or an OpenAI voice name", "voice", "missing_field")
-    if not isinstance(voice, str):
+    if voice is not None and not isinstance(voice, str):
         raise bad_request("'voice' has the wrong type", "voice")
-    voice = table.get(voice.lower(), voice)
+    voice = names.resolve(voice, fields.text)
     stream_format = fields.get("stream_format", str, "audio")
     if stream_format not in STREAM_FORMATS:
         raise bad_request("stream_format must be audio or sse", "stream_format")
@@ -257,8 +344,9 @@ def audio_models() -> dict[str, Any]:
     return {"models": [{"id": m, "name": m} for m in MODELS]}
 
 
-def audio_voices(voices: Mapping[str, VoiceInfo], table: Mapping[str, str]) -> dict[str, Any]:
-    """``GET /v1/audio/voices``: every rtts voice, then OpenAI's names with the voice each speaks with."""
-    listed = [{"id": v.id, "name": v.name, "languages": list(v.langs), "engine": v.engine} for v in voices.values()]
-    aliases = [{"id": name, "name": f"{name} → {voice}", "voice": voice} for name, voice in sorted(table.items())]
-    return {"voices": listed + aliases}
+def audio_voices(names: VoiceNames) -> dict[str, Any]:
+    """``GET /v1/audio/voices``: every rtts voice, then OpenAI's names with the voice each
+    speaks with (``voice``: in the default voice's language; ``voices``: in each language)."""
+    listed = [{"id": v.id, "name": v.name, "languages": list(v.langs), "engine": v.engine}
+              for v in names.voices.values()]
+    return {"voices": listed + names.listing()}

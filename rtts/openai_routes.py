@@ -14,6 +14,7 @@ connection slot for as long as its body streams.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -22,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 import prometheus_client as prom
 
-from . import audio, captioned_api, codecs, openai_api, protocol
-from .captioned_api import CaptionedBody
+from . import audio, captioned_api, codecs, memory, openai_api, protocol
+from .captioned_api import CaptionedBody, CaptionedRequest, Whole
 from .openai_api import ApiError, SpeechBody
 from .plain_http import HttpFront, HttpRequest, HttpResponse, is_json, json_response
-from .speech_stream import SpeechStream
+from .speech_stream import VOICE_HEADER, SpeechStream
 
 if TYPE_CHECKING:
     from .server import RttsServer
@@ -42,22 +43,24 @@ class OpenAIRoutes:
         self.server = server
         self.service = server.service
         self.config = server.config
+        self._table = openai_api.default_table()
         prom.Gauge(
             "rtts_encoders_open", "compressed-audio encoders open in this process (one per mp3/opus/aac/flac body)",
             registry=self.service.metrics.registry,
         ).set_function(codecs.open_encoders)
 
     def register(self, front: HttpFront) -> None:
-        front.route("/v1/audio/speech", self._speech, methods=("POST",))
-        front.route("/dev/captioned_speech", self._captioned, methods=("POST",))
+        front.route("/v1/audio/speech", self._speech, methods=("POST",), refuse=_refuse)
+        front.route("/dev/captioned_speech", self._captioned, methods=("POST",), refuse=_refuse)
         front.route("/v1/models", self._listing(openai_api.models))
         front.route("/v1/audio/models", self._listing(openai_api.audio_models))
-        front.route("/v1/audio/voices", self._listing(lambda: openai_api.audio_voices(
-            self.service.registry.voices, self.table())))
+        front.route("/v1/audio/voices", self._listing(lambda: openai_api.audio_voices(self.names())))
 
-    def table(self) -> dict[str, str]:
+    def names(self) -> openai_api.VoiceNames:
+        """OpenAI's voice names over the voices there are now (a SIGHUP rescan changes them)."""
         registry = self.service.registry
-        return openai_api.voice_table(self.config.openai_voices, registry.voices, registry.default_voice)
+        return openai_api.VoiceNames(registry.voices, registry.lang_voices, registry.default_voice,
+                                     self.config.openai_voices, self._table)
 
     @staticmethod
     def _listing(make: Callable[[], object]) -> Callable[[HttpRequest], object]:
@@ -90,13 +93,14 @@ class OpenAIRoutes:
         refusal, address = self._admit(request)
         if refusal is not None:
             return refusal
-        speech = openai_api.parse_speech(request.body, self.table())
+        speech = openai_api.parse_speech(request.body, self.names())
         held = self._hold(address)
         async with held.starting():
-            await held.stream.start(speech.text, speech.voice, None, speech.speed)
+            start = await held.stream.start(speech.text, speech.voice, None, speech.speed)
             body = SpeechBody(speech)  # admitted: only now is an encoder made
             held.encoder = body.encoder
-        headers = [("Content-Type", body.content_type())]
+        # Which voice reads the text's start: an OpenAI name or no voice leaves it to the text's language.
+        headers = [("Content-Type", body.content_type()), (VOICE_HEADER, start.voice)]
         return HttpResponse(HTTPStatus.OK.value, headers, _chunks(held.stream, body), on_done=held.release)
 
     async def _captioned(self, request: HttpRequest) -> HttpResponse:
@@ -111,31 +115,57 @@ class OpenAIRoutes:
         refusal, address = self._admit(request)
         if refusal is not None:
             return refusal
-        ask = captioned_api.parse(request.body, self.table(), self.service.registry.voices)
+        ask = captioned_api.parse(request.body, self.names())
         held = self._hold(address)
+        if not ask.stream:
+            try:
+                held.whole = self._reserve(ask)  # refused here, before any audio is made
+            except ApiError:
+                held.release()
+                raise
         stream = held.stream
         async with held.starting():
             await stream.start(ask.text, ask.voice, ask.lang, ask.speed, words="word" if ask.timestamps else None)
-            body = CaptionedBody(ask)
+            body = CaptionedBody(ask, held.whole.fill if held.whole is not None else None)
             held.encoder = body.encoder
             if not ask.stream:
                 # Whole: every failure is still answered with its status.
                 async with contextlib.aclosing(_captioned_lines(stream, body)) as lines:
                     async for _ in lines:
                         pass
-                whole = body.end()
+                body.end()
+                whole = await asyncio.to_thread(body.whole)  # a long text's timestamps: not on the loop
         headers = [("Content-Type", body.content_type())]
         if not ask.stream:
-            held.release()
-            return HttpResponse(HTTPStatus.OK.value, headers, whole)
+            # Held (and counted) until it is sent; sent in pieces, with its length.
+            headers.append(("Content-Length", str(len(whole))))
+            return HttpResponse(HTTPStatus.OK.value, headers, _pieces(whole), on_done=held.release)
         return HttpResponse(HTTPStatus.OK.value, headers, _captioned_stream(stream, body), on_done=held.release)
+
+    def _reserve(self, ask: CaptionedRequest) -> memory.WholeBody:
+        """Room in the server for a whole body the size ``ask`` can make, before its
+        synthesis starts; ``ApiError`` when it cannot have it."""
+        size = captioned_api.whole_size(ask, self.config.max_audio, self.config.max_pause)
+        bodies = self.service.bodies
+        if size > bodies.limit:
+            seconds = captioned_api.speech_seconds(ask.text, ask.speed, self.config.max_audio, self.config.max_pause)
+            raise ApiError(HTTPStatus.BAD_REQUEST, f"this text can make {seconds:.0f} s of audio, {size / memory.MB:.1f} "
+                           f"MB as one JSON object: over the {bodies.limit / memory.MB:g} MB this server holds for "
+                           "whole bodies (--max-whole-body-mb); ask with \"stream\": true, or send the text in parts",
+                           "whole_too_large", "stream")
+        reservation = bodies.reserve(size)
+        if reservation is None:
+            raise ApiError(HTTPStatus.SERVICE_UNAVAILABLE, "other whole bodies hold the room this one needs "
+                           "(--max-whole-body-mb): try again shortly, or ask with \"stream\": true", "busy")
+        return reservation
 
     def _hold(self, address: str) -> _Held:
         """A connection slot for ``address`` and the speech stream that holds it."""
         caps = self.server.caps
         caps.take(address)
         try:
-            stream = SpeechStream(self.service, sample_rate=openai_api.RATE, format="f32")
+            stream = SpeechStream(self.service, sample_rate=openai_api.RATE, format="f32",
+                                  voices_at="GET /v1/audio/voices")
         except BaseException:
             caps.give_back(address)
             raise
@@ -144,17 +174,21 @@ class OpenAIRoutes:
 
 class _Held:
     """What a speech request holds until it ends, whichever way (refused, failed, finished,
-    or the client gone mid-body): its encoder, its stream and its connection slot. An
-    encoder only dropped keeps FFmpeg's buffers for good (codecs._Muxed)."""
+    or the client gone mid-body): its encoder, its stream, its connection slot and a whole
+    body's room in the server. An encoder only dropped keeps FFmpeg's buffers for good
+    (codecs._Muxed)."""
 
     def __init__(self, stream: SpeechStream, give_back: Callable[[], None]) -> None:
         self.stream = stream
         self.encoder: Any = None  # set once admitted: only then is one made
+        self.whole: memory.WholeBody | None = None  # a whole body's room in the server
         self._give_back = give_back
 
     def release(self) -> None:
         if self.encoder is not None:
             self.encoder.close()
+        if self.whole is not None:
+            self.whole.release()
         self.stream.close()
         self._give_back()
 
@@ -193,6 +227,11 @@ async def _captioned_stream(stream: SpeechStream, body: CaptionedBody) -> AsyncI
     yield body.end()
 
 
+async def _pieces(whole: Whole) -> AsyncIterator[bytes]:
+    for piece in whole.pieces():
+        yield piece
+
+
 async def _chunks(stream: SpeechStream, body: SpeechBody) -> AsyncIterator[bytes]:
     """The body, frame by frame through the encoder; a failure after the status is out
     ends an SSE body with an ``error`` event (an audio body just ends)."""
@@ -205,6 +244,11 @@ async def _chunks(stream: SpeechStream, body: SpeechBody) -> AsyncIterator[bytes
         yield body.failed(openai_api.from_protocol(exc))
         return
     yield body.end(stream.end.stats.get("audio_ms", 0.0) if stream.end else 0.0)
+
+
+def _refuse(status: HTTPStatus, code: str, message: str) -> HttpResponse:
+    """A request refused before the route saw it (a body over the limit…), in OpenAI's shape."""
+    return _error(ApiError(status, message, code, "input" if status == HTTPStatus.REQUEST_ENTITY_TOO_LARGE else None))
 
 
 def _error(err: ApiError, headers: list[tuple[str, str]] | None = None) -> HttpResponse:

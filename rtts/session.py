@@ -72,15 +72,10 @@ _LANG_ALIASES = {
 _IMPLIED_LANGS = frozenset(LATIN) - {"en"}
 
 
-def _spoken_lang(lang: str, utt_id: str | None) -> str:
-    """A request's ``lang`` as one of SPOKEN_LANGS, or ``unsupported_language``."""
+def _spoken_lang(lang: str) -> str | None:
+    """A request's ``lang`` as one of SPOKEN_LANGS, or None: not offered."""
     hint = _LANG_ALIASES.get(lang.lower(), lang.lower())
-    if hint not in SPOKEN_LANGS:
-        raise ProtocolError(
-            ErrorCode.UNSUPPORTED_LANGUAGE, f"{hint[:20]!r} is not offered; text is read in {', '.join(SPOKEN_LANGS)}",
-            utt_id,
-        )
-    return hint
+    return hint if hint in SPOKEN_LANGS else None
 
 
 def _implied_lang(voice: VoiceInfo) -> str | None:
@@ -220,10 +215,13 @@ class Session:
         authorized: bool = False,
         lexicon: Lexicon | None = None,
         wall: Callable[[], float] = time.time,
+        voices_at: str = "ready.voices",
     ) -> None:
         """``clock``: monotonic seconds, for pacing; ``wall``: the shared clock (Unix
-        seconds, ``clock.SharedClock.now``) a pong carries, for clients playing in step."""
+        seconds, ``clock.SharedClock.now``) a pong carries, for clients playing in step;
+        ``voices_at``: where this client can look the voices up, as ``unknown_voice`` names it."""
         self.id = session_id
+        self.voices_at = voices_at
         self._config = config
         self._catalog = catalog
         self._lexicon = lexicon or Lexicon({})
@@ -418,7 +416,7 @@ class Session:
         if not _says_something(text):
             raise ProtocolError(ErrorCode.BAD_MESSAGE, "text has nothing to speak")
         voice = self._voice(msg.voice or self._catalog.default_voice, None)
-        lang = _spoken_lang(msg.lang, None) if msg.lang is not None else None
+        lang = self._spoken_lang(msg.lang, None) if msg.lang is not None else None
         for seg in segment(text, lang, voice.langs[0]):
             self._speaker(voice, seg.lang, None)  # refused here rather than on every subscriber
         not_before = float(msg.not_before) if msg.not_before is not None else None  # finite: protocol.check
@@ -458,7 +456,7 @@ class Session:
             except ValueError as exc:
                 raise ProtocolError(ErrorCode.BAD_MESSAGE, str(exc)) from None
         self.out = Output(rate, fmt, frame_ms)
-        self.lang = _spoken_lang(msg.lang, None) if msg.lang is not None else self.lang
+        self.lang = self._spoken_lang(msg.lang, None) if msg.lang is not None else self.lang
         self.speed = msg.speed if msg.speed is not None else self.speed
         self.words = _word_unit(msg.words, self.words)
         return [Send(self._ready())]
@@ -501,7 +499,7 @@ class Session:
         return Utterance(
             id=utt_id,
             voice=info,
-            lang=_spoken_lang(lang, utt_id) if lang is not None else _implied_lang(info),
+            lang=self._spoken_lang(lang, utt_id) if lang is not None else _implied_lang(info),
             speed=speed,
             out=self.out,
             created=self._clock(),
@@ -586,12 +584,25 @@ class Session:
             return chosen
         voice = self.lang_voices().get(lang)
         if voice is None:
-            raise ProtocolError(
-                ErrorCode.UNSUPPORTED_LANGUAGE,
-                f"no voice here speaks {lang!r} (offered: {', '.join(sorted(self.lang_voices()))})",
-                utt_id,
-            )
+            raise self.not_offered(lang, utt_id)
         return voice
+
+    def _spoken_lang(self, lang: str, utt_id: str | None) -> str:
+        """A request's ``lang`` as one of SPOKEN_LANGS, or ``unsupported_language``."""
+        spoken = _spoken_lang(lang)
+        if spoken is None:
+            raise self.not_offered(lang.lower(), utt_id)
+        return spoken
+
+    def not_offered(self, lang: str, utt_id: str | None = None) -> ProtocolError:
+        """``unsupported_language`` for ``lang``, worded one way whether a request named it
+        (``lang: "ko"``) or its text holds it (Hangul), the languages offered in one order."""
+        offered = self.lang_voices()
+        return ProtocolError(
+            ErrorCode.UNSUPPORTED_LANGUAGE,
+            f"{lang[:20]!r} is not offered here; text is read in {', '.join(x for x in SPOKEN_LANGS if x in offered)}",
+            utt_id,
+        )
 
     def lang_voices(self) -> dict[str, VoiceInfo]:
         """Default voice per language: configured (``--lang-voices``), else the first voice made for it."""
@@ -781,7 +792,7 @@ class Session:
     def _voice(self, voice_id: str, utt_id: str | None) -> VoiceInfo:
         info = self._catalog.voices.get(voice_id)
         if info is None:
-            raise ProtocolError(ErrorCode.UNKNOWN_VOICE, f"no voice {voice_id[:80]!r}; see ready.voices", utt_id)
+            raise ProtocolError(ErrorCode.UNKNOWN_VOICE, f"no voice {voice_id[:80]!r}; see {self.voices_at}", utt_id)
         return info
 
     def _check_length(self, chars: int, utt_id: str | None) -> None:

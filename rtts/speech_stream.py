@@ -28,14 +28,18 @@ if TYPE_CHECKING:
     from .service import Service
 
 _END = 1000  # the outbox's close after `end`: the stream is over
+# The response header of an HTTP route that says which voice reads the start of its text
+# (``start.voice``): with no voice named, or an OpenAI name, the text's language chose it.
+VOICE_HEADER = "X-Rtts-Voice"
 
 
 class SpeechStream(Connection):
     """``await start(...)`` (raises ``ProtocolError`` for a refused text), then ``async for``
     over the audio in the session format, then ``close()`` (always; it cancels what is left)."""
 
-    def __init__(self, service: Service, *, sample_rate: int | None, format: str) -> None:
-        super().__init__(service, authorized=True, encode=_audio_only)
+    def __init__(self, service: Service, *, sample_rate: int | None, format: str, voices_at: str) -> None:
+        """``voices_at``: where the route's client can look the voices up (``GET /voices``…)."""
+        super().__init__(service, authorized=True, encode=_audio_only, voices_at=voices_at)
         # Resolved by the first audio (or the end): until then a failure is still a refusal.
         self._started: asyncio.Future[protocol.Start] = asyncio.get_running_loop().create_future()
         self._start: protocol.Start | None = None

@@ -172,7 +172,8 @@ class WyomingServer:
         self._clients.add(task)
         client: _Client | None = None
         try:
-            async with SessionRunner(self.service, _Writer(writer), self._encoder(), name="wyoming") as runner:
+            async with SessionRunner(self.service, _Writer(writer), self._encoder(), name="wyoming",
+                                     voices_at="describe (info.tts)") as runner:
                 client = _Client(self.service, runner, self.caps, self.waiting, address)
                 try:
                     await client.run(reader)
@@ -368,7 +369,7 @@ class _Client:
         if lang is not None:
             chosen = self.runner.session.lang_voices().get(lang)
             if chosen is None:
-                raise protocol.ProtocolError(protocol.ErrorCode.UNSUPPORTED_LANGUAGE, f"no voice speaks {lang!r}")
+                raise self.runner.session.not_offered(lang)
             return chosen.id, lang
         return None, None
 

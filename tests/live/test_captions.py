@@ -282,3 +282,26 @@ def test_rtts_say_writes_the_subtitles_beside_the_wav(tmp_path: Path) -> None:
     assert cues[-1].end_ms / 1000 <= seconds + FRAME_S
     assert "".join(line for c in cues for line in c.lines) == JAPANESE
     assert f"{vtt}: {len(cues)} cues" in done.stderr
+
+
+def test_rtts_say_reads_stdin_takes_a_text_limit_and_never_speaks_of_unloading(tmp_path: Path) -> None:
+    """Issue 30: ``rtts say -`` spoke the dash; no flag raised the text limit; a one-shot run
+    said it would "unload after 300 s idle"."""
+    out = tmp_path / "stdin.wav"
+    models = tmp_path / "models"
+    models.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    say = [sys.executable, "-m", "rtts", "say", "-", "--models-dir", str(models), "--cache-dir", str(_CACHE)]
+    done = subprocess.run([*say, "-o", str(out)], input=ENGLISH + "\n", capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "unload" not in done.stderr
+    samples, rate = audio.read_wav(out)
+    is_speech(samples, rate, ENGLISH)  # the text, not "-" (a fraction of a second)
+    done = subprocess.run([*say, "-o", str(tmp_path / "long.wav"), "--max-text-chars", "20"], input=ENGLISH,
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 2 and "text_too_long" in done.stderr and "--max-text-chars" in done.stderr
+    assert not (tmp_path / "long.wav").exists()
+    done = subprocess.run([*say, "-o", str(tmp_path / "nope.wav"), "--voice", "nope"], input=ENGLISH,
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 2 and "rtts: unknown_voice: no voice 'nope'; see `rtts voices`" in done.stderr

@@ -160,9 +160,13 @@ def test_http_publish_needs_the_publish_token_and_says_what_is_wrong(server: Ser
     assert post(server, b"{not json", BEARER)[0] == 400
     assert post(server, {"text": "no channel"}, BEARER) == (400, {"error": "missing_field", "message": "give 'channel'"})
     assert post(server, {**good, "channel": "bad name!"}, BEARER)[1]["error"] == "bad_message"
-    assert post(server, {**good, "voice": "nope"}, BEARER)[1]["error"] == "unknown_voice"
-    assert post(server, {**good, "lang": "ko"}, BEARER)[1]["error"] == "unsupported_language"
-    assert post(server, {**good, "text": "안녕하세요"}, BEARER)[1]["error"] == "unsupported_language"
+    refused = post(server, {**good, "voice": "nope"}, BEARER)[1]
+    # Issue 30: it said "see ready.voices", which an HTTP publisher never gets.
+    assert (refused["error"], refused["message"]) == ("unknown_voice", "no voice 'nope'; see GET /voices")
+    named = post(server, {**good, "lang": "ko"}, BEARER)[1]
+    written = post(server, {**good, "text": "안녕하세요"}, BEARER)[1]
+    assert named["error"] == written["error"] == "unsupported_language"
+    assert named["message"] == written["message"]  # one wording (issue 30)
     assert post(server, {**good, "priority": "urgent"}, BEARER)[1]["error"] == "bad_message"
     assert post(server, {**good, "text": 5}, BEARER)[1]["error"] == "bad_message"
 

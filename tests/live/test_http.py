@@ -177,6 +177,23 @@ def test_cheap_malformed_requests_get_4xx_not_500(srv: ServerThread):
         assert answer.startswith(b"HTTP/1.1 400"), (name, answer[:200])
 
 
+def test_a_websocket_upgrade_with_a_body_gets_400_on_the_real_server(srv: ServerThread):
+    """Issue 30, bug 6: closed with no HTTP status before; the request in its body is never served."""
+    port = srv.server.port  # type: ignore[union-attr]
+    inner = f"GET {tts('Smuggled.', voice=PIPER)} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+    for framing, body in ((f"Content-Length: {len(inner)}\r\n", inner),
+                          ("Transfer-Encoding: chunked\r\n", f"{len(inner):x}\r\n{inner}\r\n0\r\n\r\n")):
+        upgrade = (
+            f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n{framing}\r\n{body}"
+        )
+        answer = raw(srv, upgrade.encode())
+        assert answer.startswith(b"HTTP/1.1 400 ") and answer.count(b"HTTP/1.1") == 1, answer[:300]
+        assert b"bad_request: a WebSocket upgrade has no body" in answer
+    with Client(srv.url) as c:  # a proper upgrade still opens
+        assert isinstance(c.recv(), protocol.Ready)
+
+
 def test_sockets_that_send_nothing_cannot_lock_clients_out(srv: ServerThread):
     idle = [socket.create_connection(("127.0.0.1", srv.server.port)) for _ in range(12)]  # type: ignore[union-attr]
     try:
@@ -315,6 +332,25 @@ def test_speech_needs_json_and_nesting_is_bounded(srv: ServerThread):
     status, _, answer = post(srv, "/v1/announce", b'{"channel": "lobby", "text": ' + b"[" * 20000 + b"]" * 20000 + b"}",
                              {"Content-Type": "application/json"})
     assert status == 400 and json.loads(answer)["error"] == "bad_message"
+
+
+def test_requests_too_large_are_refused_in_their_routes_shape(srv: ServerThread):
+    """Issue 30: an over-size OpenAI body got 413 text/plain, not OpenAI's error shape; a
+    100,000-character /tts?text= got 431 "bad request"; and a /tts text within
+    --max-text-chars got that 431 too once percent-encoding made it over 16 KiB."""
+    big = json.dumps({"input": "x" * 70000, "voice": PIPER, "channel": "lobby", "text": "Hi."}).encode()
+    for path in ("/v1/audio/speech", "/dev/captioned_speech"):
+        status, headers, answer = post(srv, path, big, {"Content-Type": "application/json"})
+        assert (status, headers["content-type"]) == (413, "application/json"), path
+        error = json.loads(answer)["error"]
+        assert (error["code"], error["type"], error["param"]) == ("body_too_large", "invalid_request_error", "input")
+    status, headers, answer = post(srv, "/v1/announce", big, {"Content-Type": "application/json"})
+    assert (status, json.loads(answer)["error"]) == (413, "body_too_large")
+    status, headers, answer = request(srv, "GET", tts("x" * 100_000, voice=PIPER))
+    assert status == 414 and answer.startswith(b"text_too_long: the URL is over"), answer[:200]
+    assert request(srv, "HEAD", tts("各" * 2000, voice=PIPER))[0] == 200  # 18 KB encoded: read, not refused
+    status, _, answer = request(srv, "GET", tts("各" * 5001, voice=PIPER))
+    assert (status, answer) == (400, b"text_too_long: text is over 5000 characters\n")
 
 
 def post(srv: ServerThread, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:

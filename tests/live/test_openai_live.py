@@ -9,6 +9,7 @@ import io
 import json
 import os
 import re
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -115,7 +116,7 @@ def test_errors_in_openais_shape(server: ServerThread) -> None:
     assert info.value.status_code == 400
     error = info.value.response.json()["error"]
     assert (error["code"], error["param"], error["type"]) == ("unknown_voice", "voice", "invalid_request_error")
-    assert "no-such-voice" in error["message"]
+    assert error["message"] == "no voice 'no-such-voice'; see GET /v1/audio/voices"  # not ready.voices (issue 30)
     with pytest.raises(openai.BadRequestError) as info:
         c.audio.speech.create(model="tts-1", voice="alloy", input="x" * 6000)
     assert info.value.response.json()["error"]["code"] == "text_too_long"
@@ -124,6 +125,58 @@ def test_errors_in_openais_shape(server: ServerThread) -> None:
     assert info.value.response.json()["error"]["param"] == "speed"
     # The server carries on.
     assert len(c.audio.speech.create(model="tts-1", voice="alloy", input="Still here.", response_format="wav").read()) > 1000
+
+
+MANDARIN = "各位旅客，G123次列车即将进站，请在三号站台候车。"
+
+
+@pytest.mark.parametrize(("voice", "gender"), [("alloy", "female"), ("onyx", "male")])
+def test_an_openai_name_reads_chinese_with_a_mandarin_voice(server: ServerThread, voice: str, gender: str) -> None:
+    """Issue 30: ``alloy`` read Chinese with kokoro/af_heart, an American voice."""
+    with client(server).audio.speech.with_streaming_response.create(
+        model="tts-1", voice=voice, input=MANDARIN, response_format="pcm",  # type: ignore[arg-type]
+    ) as response:
+        spoken_by = response.headers["x-rtts-voice"]
+        pcm = response.read()
+    info = server.service.registry.voices[spoken_by]
+    assert (info.langs[0], info.gender) == ("zh", gender), spoken_by
+    assert len(pcm) > 24000  # over half a second of speech
+
+
+def test_no_voice_and_auto_are_the_servers_choice(server: ServerThread) -> None:
+    """Issue 30: no voice was 400 ``'voice' is required``, and "auto" 400 too."""
+    c = client(server)
+    zh_voice = server.service.registry.lang_voices["zh"].id
+    for voice in (openai.NOT_GIVEN, "auto"):
+        with c.audio.speech.with_streaming_response.create(
+            model="tts-1", voice=voice, input=MANDARIN, response_format="wav",  # type: ignore[arg-type]
+        ) as response:
+            assert response.status_code == 200
+            assert response.headers["x-rtts-voice"] == zh_voice  # as a WebSocket speak with no voice
+            assert len(response.read()) > 24000
+    r = http.client.HTTPConnection("127.0.0.1", server.server.port, timeout=120)  # type: ignore[union-attr]
+    r.request("POST", "/v1/audio/speech", json.dumps({"input": TEXT, "response_format": "pcm"}),
+              {"Content-Type": "application/json"})
+    answer = r.getresponse()
+    assert answer.status == 200 and answer.getheader("X-Rtts-Voice") == server.service.registry.default_voice
+    is_speech(audio.decode(answer.read(), "pcm16"), 24000, TEXT)
+
+
+def test_streamed_wavs_say_their_length_is_unknown_as_ffmpeg_does(server: ServerThread, tmp_path: Path) -> None:
+    """Issue 30: /tts and the OpenAI route's wav carried a placeholder size that Python's
+    wave read as 89,478 s and FFmpeg as a real size. Now both sizes are 0xFFFFFFFF."""
+    sf = pytest.importorskip("soundfile")
+    oai = client(server).audio.speech.create(model="tts-1", voice=PIPER, input=TEXT, response_format="wav").read()
+    status, headers, tts = fetch(server.http + "/tts?" + urllib.parse.urlencode({"text": TEXT, "voice": PIPER}))
+    assert status == 200 and headers["X-Rtts-Voice"] == PIPER
+    for body in (oai, tts):
+        assert body[4:8] == body[40:44] == b"\xff\xff\xff\xff"
+        saved = tmp_path / "saved.wav"
+        saved.write_bytes(body)
+        assert sf.info(str(saved)).frames == (len(body) - 44) // 2
+        samples, rate = audio.read_wav(saved)  # Python's wave: every frame there
+        assert len(samples) == (len(body) - 44) // 2
+        is_speech(samples, rate, TEXT)
 
 
 def test_listings(server: ServerThread) -> None:

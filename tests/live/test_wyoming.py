@@ -133,9 +133,13 @@ async def test_errors_carry_rtts_codes_and_the_connection_stays(server: ServerTh
     async with client(server) as c:
         await c.write_event(Synthesize(text="Hi.", voice=SynthesizeVoice(name="nope/nothing")).event())
         err = Error.from_event(await read(c))
-        assert err.code == "unknown_voice"
+        assert (err.code, err.text) == ("unknown_voice", "no voice 'nope/nothing'; see describe (info.tts)")
         await c.write_event(Synthesize(text="안녕하세요").event())
-        assert Error.from_event(await read(c)).code == "unsupported_language"
+        written = Error.from_event(await read(c))
+        await c.write_event(Synthesize(text="Hi.", voice=SynthesizeVoice(language="ko_KR")).event())
+        named = Error.from_event(await read(c))
+        # Issue 30: one wording, whether the language is asked for or written.
+        assert written.code == named.code == "unsupported_language" and written.text == named.text
         await c.write_event(Synthesize(text="x" * 6000).event())
         assert Error.from_event(await read(c)).code == "text_too_long"
         await c.write_event(SynthesizeChunk(text="stray").event())

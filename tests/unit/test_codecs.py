@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import io
+import os
+import threading
+import wave
 
 import numpy as np
 import pytest
@@ -99,6 +102,37 @@ def test_wav_stream_header_says_unknown_length_and_the_wave_module_reads_it() ->
     samples, rate = audio.read_wav(data)
     assert rate == RATE
     assert same_pcm16(samples, x)
+
+
+def test_a_streamed_wav_says_unknown_as_ffmpeg_does_and_each_reader_takes_all_of_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 30: the data size was 0xFFFFFFFF - 36, a real size to FFmpeg (and 89,478 s to
+    Python's wave). Both sizes are now 0xFFFFFFFF, FFmpeg's own "until the data ends"."""
+    x = speechlike(0.5)
+    data, _ = encode_in_pieces("wav", x)
+    assert data[4:8] == data[40:44] == b"\xff\xff\xff\xff"
+    saved = tmp_path / "saved.wav"
+    saved.write_bytes(data)
+    with wave.open(str(saved)) as w:  # wave has no "unknown": it reads every frame that is there
+        assert len(w.readframes(w.getnframes())) == 2 * len(x)
+    sf = pytest.importorskip("soundfile")
+    assert sf.info(str(saved)).frames == len(x)  # libsndfile: the length from the file's size
+    read, write = os.pipe()  # FFmpeg reading a stream it cannot seek: no length claimed, every sample
+    feeder = threading.Thread(target=lambda: (os.write(write, data), os.close(write)))
+    feeder.start()
+    with os.fdopen(read, "rb") as pipe, av.open(pipe, format="wav") as f:
+        decoded = sum(frame.samples for frame in f.decode(audio=0))
+        assert f.duration is None
+    feeder.join()
+    assert decoded == len(x)
+
+
+def test_a_wav_of_known_length_says_it() -> None:
+    x = speechlike(0.5)
+    data = audio.wav_header(RATE, 2 * len(x)) + audio.encode(x, "pcm16")
+    with wave.open(io.BytesIO(data)) as w:
+        assert w.getnframes() == len(x)
+    sf = pytest.importorskip("soundfile")
+    assert sf.info(io.BytesIO(data)).frames == len(x)
 
 
 def test_compressed_formats_are_much_smaller_than_pcm() -> None:

@@ -11,7 +11,8 @@ import pytest
 
 from rtts import audio, openai_api, protocol
 from rtts.engines.base import VoiceInfo
-from rtts.openai_api import ApiError, SpeechBody, parse_speech, voice_table
+from rtts.openai_api import ApiError, SpeechBody, VoiceNames, parse_speech
+from rtts.voices import routes
 
 JOE = "piper/en_US-joe-medium"
 
@@ -24,21 +25,87 @@ def voices(*ids: str) -> dict[str, VoiceInfo]:
     return out
 
 
+def names(found: dict[str, VoiceInfo], default: str = JOE, overrides: tuple[tuple[str, str], ...] = ()) -> VoiceNames:
+    return VoiceNames(found, routes(found, default, ()), default, overrides)
+
+
 def request(**fields) -> bytes:  # type: ignore[no-untyped-def]
     body = {"model": "tts-1", "input": "Hello there.", "voice": "alloy"} | fields
     return json.dumps({k: v for k, v in body.items() if v is not ...}).encode()
 
 
-TABLE = voice_table((), voices(JOE), JOE)
+TABLE = names(voices(JOE))
 
 
 def test_every_openai_name_speaks_with_an_installed_voice() -> None:
-    assert set(TABLE) >= {"alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer", "verse"}
-    assert set(TABLE.values()) == {JOE}  # no Kokoro English voice here: all fall back to the default
-    with_kokoro = voice_table((), voices(JOE, "kokoro/af_heart", "kokoro/am_michael"), JOE)
-    assert with_kokoro["alloy"] == "kokoro/af_heart" and with_kokoro["onyx"] == "kokoro/am_michael"
-    overridden = voice_table((("alloy", JOE), ("nova", "nope/none")), voices(JOE, "kokoro/af_heart"), JOE)
-    assert overridden["alloy"] == JOE and overridden["nova"] == "kokoro/af_heart"  # an uninstalled override is ignored
+    assert set(TABLE.table) >= {"alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer",
+                                "verse"}
+    assert {TABLE.pick(name, "en") for name in TABLE.table} == {JOE}  # no Kokoro voice here: the default's
+    with_kokoro = names(voices(JOE, "kokoro/af_heart", "kokoro/am_michael"))
+    assert with_kokoro.pick("alloy", "en") == "kokoro/af_heart" and with_kokoro.pick("onyx", "en") == "kokoro/am_michael"
+    overridden = names(voices(JOE, "kokoro/af_heart"), overrides=(("alloy", JOE), ("nova", "nope/none")))
+    assert overridden.pick("alloy", "en") == JOE
+    assert overridden.pick("nova", "en") == "kokoro/af_heart"  # an uninstalled override is ignored
+
+
+# What the shipped packs hold, by language and gender (``rtts voices``).
+PACKS = {
+    "hibari/heart": (("en",), "female"), JOE: (("en",), None),
+    "kokoro/af_heart": (("en", "zh", "ja"), "female"), "kokoro/am_michael": (("en", "zh", "ja"), "male"),
+    "kokoro/bm_george": (("en-gb", "en", "zh", "ja"), "male"),
+    "kokoro/zf_xiaobei": (("zh", "en", "ja"), "female"), "kokoro/zf_xiaoxiao": (("zh", "en", "ja"), "female"),
+    "kokoro/zm_yunxi": (("zh", "en", "ja"), "male"), "kokoro/zm_yunjian": (("zh", "en", "ja"), "male"),
+    "kokoro/jf_alpha": (("ja", "en", "zh"), "female"), "kokoro/jm_kumo": (("ja", "en", "zh"), "male"),
+    "kokoro/ef_dora": (("es", "en"), "female"), "kokoro/em_alex": (("es", "en"), "male"),
+}
+SHIPPED = {vid: VoiceInfo(id=vid, name=vid, langs=langs, engine=vid.split("/")[0], native_rate=24000,
+                          model=vid.split("/")[0], gender=gender) for vid, (langs, gender) in PACKS.items()}
+LANG_VOICES = (("zh", "kokoro/zf_xiaoxiao"), ("ja", "kokoro/jf_alpha"))
+SHIPPED_NAMES = VoiceNames(SHIPPED, routes(SHIPPED, "hibari/heart", LANG_VOICES), "hibari/heart")
+MANDARIN = "各位旅客，G123次列车即将进站，请在3号站台候车。"
+
+
+@pytest.mark.parametrize(("voice", "text", "spoken_by"), [
+    # Chinese read by a Mandarin voice of the name's gender, never by an American one (issue 30).
+    ("alloy", MANDARIN, "kokoro/zf_xiaoxiao"),
+    ("nova", MANDARIN, "kokoro/zf_xiaoxiao"),  # its own (zf_xiaoni) is not here: the language's, also female
+    ("onyx", MANDARIN, "kokoro/zm_yunjian"),
+    ("echo", MANDARIN, "kokoro/zm_yunxi"),  # its own (zm_yunyang) is not here: the first male Mandarin voice
+    ("alloy", "次は渋谷です。お出口は右側です。", "kokoro/jf_alpha"),
+    ("onyx", "次は渋谷です。", "kokoro/jm_kumo"),
+    ("alloy", "The 10:30 train leaves from platform 4.", "kokoro/af_heart"),
+    ("onyx", "The 10:30 train leaves from platform 4.", "kokoro/am_michael"),
+    ("ballad", "The 10:30 train leaves from platform 4.", "kokoro/bm_george"),  # British English is English
+    ("ALLOY", MANDARIN, "kokoro/zf_xiaoxiao"),
+    # Mostly Chinese with a few English words: the language most of it is in.
+    ("alloy", "Welcome! 各位旅客，欢迎乘坐本次列车，列车即将进站。", "kokoro/zf_xiaoxiao"),
+    ("alloy", "Welcome aboard flight CA1234 to Beijing, 北京.", "kokoro/af_heart"),
+    # The server's choice, as a WebSocket speak without a voice: the session picks per language.
+    (None, MANDARIN, None),
+    ("auto", MANDARIN, None),
+    ("Auto", "Hello.", None),
+    # A voice id is a voice id; anything else is left for the session to refuse.
+    ("kokoro/af_heart", MANDARIN, "kokoro/af_heart"),
+    ("nope", MANDARIN, "nope"),
+])
+def test_openai_names_read_the_texts_language(voice: str | None, text: str, spoken_by: str | None) -> None:
+    assert SHIPPED_NAMES.resolve(voice, text) == spoken_by
+
+
+def test_a_name_keeps_its_gender_where_only_the_languages_own_voice_differs() -> None:
+    spanish = "El próximo tren a Madrid sale a las diez."
+    assert SHIPPED_NAMES.resolve("onyx", spanish, "es") == "kokoro/em_alex"
+    assert SHIPPED_NAMES.resolve("alloy", spanish, "es") == "kokoro/ef_dora"
+    # A language no voice speaks (Korean) leaves the voice to the session, which refuses the text.
+    assert SHIPPED_NAMES.resolve("alloy", "안녕하세요") is None
+
+
+def test_an_override_goes_first_for_its_own_language() -> None:
+    over = VoiceNames(SHIPPED, routes(SHIPPED, "hibari/heart", LANG_VOICES), "hibari/heart",
+                      (("alloy", "kokoro/zf_xiaobei"), ("alloy", JOE)))
+    assert over.resolve("alloy", MANDARIN) == "kokoro/zf_xiaobei"
+    assert over.resolve("alloy", "Hello there.") == JOE
+    assert over.resolve("alloy", "次は渋谷です。") == "kokoro/jf_alpha"  # no override for Japanese: the table's
 
 
 def test_a_full_request_parses() -> None:
@@ -53,6 +120,9 @@ def test_a_full_request_parses() -> None:
     assert parse_speech(request(speed=0.25), TABLE).speed == protocol.SPEED_RANGE[0]
     # An unknown voice id passes here: the session refuses it, with the code a WebSocket gets.
     assert parse_speech(request(voice="nope"), TABLE).voice == "nope"
+    # No voice, null or "auto": the server's choice, not 400 (Open WebUI may send none).
+    for voice in (..., None, "auto"):
+        assert parse_speech(request(voice=voice), TABLE).voice is None
 
 
 @pytest.mark.parametrize(
@@ -69,7 +139,6 @@ def test_a_full_request_parses() -> None:
         (request(input=...), "input", "missing_field"),
         (request(input="   "), "input", "bad_message"),
         (request(input=5), "input", "bad_message"),
-        (request(voice=...), "voice", "missing_field"),
         (request(voice=["alloy"]), "voice", "bad_message"),
         (request(response_format="ogg"), "response_format", "bad_message"),
         (request(stream_format="chunks"), "stream_format", "bad_message"),
@@ -142,5 +211,8 @@ def test_a_failure_after_the_status_ends_sse_with_an_error_event() -> None:
 
 def test_listings() -> None:
     assert {m["id"] for m in openai_api.models()["data"]} >= {"tts-1", "tts-1-hd"}
-    listed = openai_api.audio_voices(voices(JOE), TABLE)["voices"]
+    listed = openai_api.audio_voices(TABLE)["voices"]
     assert listed[0]["id"] == JOE and {"alloy", "nova"} <= {v["id"] for v in listed}
+    alloy = next(v for v in openai_api.audio_voices(SHIPPED_NAMES)["voices"] if v["id"] == "alloy")
+    assert alloy["voice"] == "kokoro/af_heart"
+    assert (alloy["voices"]["zh"], alloy["voices"]["ja"]) == ("kokoro/zf_xiaoxiao", "kokoro/jf_alpha")

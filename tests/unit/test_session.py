@@ -407,6 +407,24 @@ def test_unsupported_languages_are_refused_with_a_stable_code():
     assert sent(effects, protocol.End)[-1].reason == "done"
 
 
+def test_korean_is_refused_in_one_wording_whether_named_or_written():
+    """Issue 30: ``lang: "ko"`` and Hangul text were refused with two wordings, the
+    languages offered in two orders."""
+    session = make_mixed()
+    named = sent(send(session, type="speak", id="k", text="Hi.", lang="ko"), protocol.Error)[0].message
+    written = sent(send(session, type="speak", id="k", text="안녕하세요."), protocol.Error)[0].message
+    assert named == written == "'ko' is not offered here; text is read in en, zh, ja", (named, written)
+
+
+def test_unknown_voice_names_where_this_client_can_look():
+    """Issue 30: every route said "see ready.voices", which only a WebSocket client has."""
+    cfg = Config(cache_dir="/tmp/rtts-test", models_dir="/tmp/rtts-test")
+    for voices_at in ("ready.voices", "GET /v1/audio/voices"):
+        session = Session("s1", cfg, MixedCatalog(), Clock(), voices_at=voices_at)
+        [error] = sent(send(session, type="speak", id="a", text="Hi.", voice="nope/nope"), protocol.Error)
+        assert error.message == f"no voice 'nope/nope'; see {voices_at}"
+
+
 def test_break_markup_adds_exact_silence_and_unknown_tags_are_ignored():
     session = make_mixed()
     text = '<speak>One <break time="500ms"/> two <blink>three</blink></speak>'
