@@ -713,6 +713,49 @@ def refused_speech(fmt: str, count: int):
     return run
 
 
+def nul_texts(rounds: int):
+    """Text with a NUL (issue 30, bug 2: Hibari's tables returned other keys' entries and it
+    failed with marshal errors) on every route, ``rounds`` times each; then the default
+    voice must still speak a clean text. The symptom: any answer but the refusal, or a
+    clean ``/tts`` that fails afterwards."""
+
+    def run(rig: Rig, seconds: float) -> dict:
+        counts: Counter = Counter()
+        deadline = time.monotonic() + 4 * seconds
+        text = "ab\x00cd efg"
+        json_headers = {"Content-Type": "application/json"}
+        for _ in range(rounds):
+            if time.monotonic() > deadline:
+                break
+            try:
+                counted(counts, f"/tts {http(rig.port, 'GET', '/tts?text=ab%00cd%20efg')[0]}")
+                counted(counts, "openai " + http(rig.port, "POST", "/v1/audio/speech", json.dumps(
+                    {"model": "tts-1", "input": text}).encode(), json_headers)[0])
+                counted(counts, "captioned " + http(rig.port, "POST", "/dev/captioned_speech", json.dumps(
+                    {"model": "kokoro", "input": text, "stream": False}).encode(), json_headers)[0])
+                counted(counts, "announce " + announce(rig.port, json.dumps({"channel": "nul", "text": text}).encode()))
+                with ws_raw(rig.port) as ws:
+                    ws.sendall(ws_frame({"type": "speak", "id": "n", "text": text}))
+                    ws.settimeout(5)
+                    got = b""
+                    with contextlib.suppress(OSError):
+                        while b"bad_message" not in got and (chunk := ws.recv(65536)):
+                            got += chunk
+                    counted(counts, "ws " + ("bad_message" if b"bad_message" in got else "other"))
+                with tcp(rig.wyoming_port) as wy:
+                    wy.sendall(wyoming_event("synthesize", {"text": text}))
+                    wy.settimeout(5)
+                    counted(counts, "wyoming " + ("error" if b'"error"' in wy.recv(65536) else "other"))
+            except OSError as exc:
+                counted(counts, type(exc).__name__)
+        clean = http(rig.port, "GET", "/tts?text=Still%20speaking.", timeout=60)[0]
+        refused = {k: v for k, v in counts.items() if k.endswith(("400", "bad_message", "error", "400 bad_message"))}
+        return {"note": f"{summary(counts)}; then a clean /tts: {clean}",
+                "symptom": clean != "200" or sum(refused.values()) != sum(counts.values())}
+
+    return run
+
+
 def nested_json(path: str, count: int = 20):
     def run(rig: Rig, seconds: float) -> dict:
         counts: Counter = Counter()
@@ -858,6 +901,8 @@ FLOODS: list[tuple[str, str, str, Callable]] = [
      or {"reference": True}),
     ("refusedflac", "5,000 refused FLAC requests (unknown voice; bug 8)", "HTTP (OpenAI)", refused_speech("flac", 5000)),
     ("refusedmp3", "5,000 refused mp3 requests (unknown voice; bug 8)", "HTTP (OpenAI)", refused_speech("mp3", 5000)),
+    ("nul", "text with a NUL on `/tts`, OpenAI, captioned, `/v1/announce`, WebSocket and Wyoming, 50 rounds (issue 30, bug 2)",
+     "every route", nul_texts(50)),
 ]
 
 

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Mandarin and Japanese beside English: first audio, RTF, concurrent streams, mixed sentences.
 
-    python3 benchmarks/languages.py [--repeats 5] [--before DIR] [--no-peers] [--no-write]
+    python3 benchmarks/languages.py [--repeats 5] [--before DIR] [--generators teacher,student] [--no-peers] [--no-write]
 
 The path users take first: Chinese text with **no voice named** (the server routes it
 from the default voice to its Mandarin one), then the same with the Mandarin voice named,
 Japanese both ways, and English for scale. For each build (this checkout, and with
 ``--before DIR`` a second checkout, e.g. ``git archive de0f221~1 | tar -x -C DIR``, the two
-taking turns text by text so both see the same host minutes) it starts
+taking turns text by text so both see the same host minutes; with ``--generators``, this
+checkout once per Kokoro generator, ``--generator teacher`` beside ``--generator student``,
+issue 31) it starts
 ``python3 -m rtts serve --phrase-cache-mb 0`` (latency.ServerProcess), warms every
 voice, and measures on a warm connection:
 
@@ -126,7 +128,7 @@ async def together(url: str, text: str, n: int) -> list[latency.Stream]:
             await ws.close()
 
 
-def measure(servers: dict[str, latency.ServerProcess], repeats: int) -> dict:
+def measure(servers: dict[str, latency.ServerProcess], repeats: int, streams_n: tuple[int, ...] = (1, 2, 3)) -> dict:
     """Every case on every build's server, the builds taking turns case by case."""
     results: dict = {}
     for name, server in servers.items():  # warm every voice and front end
@@ -145,7 +147,7 @@ def measure(servers: dict[str, latency.ServerProcess], repeats: int) -> dict:
                 cell["mark"] = got[0][1]
                 print(f"  {name:10} {label:45} {kind:9} first audio p50 "
                       f"{latency.ms(latency.pct(cell['ttfa'], 50))}  first mark {cell['mark']!r}", flush=True)
-    for n in (1, 2, 3):
+    for n in streams_n:
         for name, server in servers.items():
             streams = asyncio.run(together(server.url, TEXTS["zh"]["paragraph"], n))
             results.setdefault(("streams", n), {})[name] = streams
@@ -196,10 +198,11 @@ def run_peer(python: str, repeats: int, work: Path) -> dict:
 def report(results: dict, builds: list[str], peer: dict, command: str, probes: list[float]) -> str:
     ms, pct = latency.ms, latency.pct
     lines = [
-        f"Command: `{command}`; run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; host probe "
-        f"(latency.py `probe_ms`) {', '.join(f'{p:.0f}' for p in probes)} ms (before, after rtts, after the peer). "
-        "Warm server, phrase cache off; first audio is `speak` → first `audio` frame at the client; "
-        "\"first unit\" is the first `mark`'s text.",
+        f"Command: `{command}`; run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {latency.cpu_model()}; "
+        f"host probe (latency.py `probe_ms`) {', '.join(f'{p:.0f}' for p in probes)} ms (before, after rtts, after the peer). "
+        "Warm server, phrase cache off; first audio is `speak` → first `audio` frame at the client, p50 and p95 of "
+        f"{len(next(iter(results.values()))[builds[0]]['ttfa']) if results else 0} runs each, RTF the median of "
+        "the same runs; \"first unit\" is the first `mark`'s text.",
         "",
         "| voice, text | " + " | ".join(f"{b}: first audio p50 / p95, RTF, first unit" for b in builds)
         + " | kokoro-onnx (same voice, espeak-ng phonemes) first audio p50, RTF |",
@@ -233,20 +236,25 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--before", type=Path, help="a checkout of the previous build, measured in alternation")
+    p.add_argument("--streams", default="1,2,3", help="concurrent Mandarin streams to try, e.g. 1,2,4,8")
+    p.add_argument("--generators", default="", help="e.g. teacher,student: this checkout once per Kokoro generator")
     p.add_argument("--peers-python", default="/work/peers-venv/bin/python")
     p.add_argument("--no-peers", dest="peers", action="store_false")
     p.add_argument("--no-write", dest="write", action="store_false")
     args = p.parse_args()
-    builds = {"this build": ROOT} | ({"before": args.before.resolve()} if args.before else {})
+    builds = {"this build": (ROOT, ())} | ({"before": (args.before.resolve(), ())} if args.before else {})
+    if args.generators:
+        builds = {g: (ROOT, ("--generator", g)) for g in args.generators.split(",")}
     work = Path(tempfile.mkdtemp(prefix="rtts-languages-"))
+    print(f"host: {latency.cpu_model()}", flush=True)
     probes = [latency.probe_ms()]
     servers: dict[str, latency.ServerProcess] = {}
     try:
-        for name, root in builds.items():  # both up at once; only one is spoken to at a time
+        for name, (root, extra) in builds.items():  # all up at once; only one is spoken to at a time
             latency.ROOT = root  # ServerProcess starts the server from this checkout
-            servers[name] = latency.ServerProcess(600, work / f"{name.replace(' ', '-')}.log")
+            servers[name] = latency.ServerProcess(600, work / f"{name.replace(' ', '-')}.log", *extra)
         latency.ROOT = ROOT
-        results = measure(servers, args.repeats)
+        results = measure(servers, args.repeats, tuple(int(n) for n in args.streams.split(",")))
     finally:
         for server in servers.values():
             server.stop()

@@ -357,6 +357,20 @@ def write_block(doc: Path, name: str, section: str, heading: str) -> None:
     doc.write_text(text)
 
 
+def cpu_model() -> str:
+    """The CPU's name and the instruction sets that change Kokoro's kernels (VNNI: its int8
+    products; see rtts/engines/conv_gemm.py), printed beside every host probe: boxes that
+    report the same name differ by 2x and more."""
+    try:
+        info = Path("/proc/cpuinfo").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return "unknown CPU"
+    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "unknown CPU")
+    flags = next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), [])
+    kinds = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8") if f in flags]
+    return f"{name} ({', '.join(kinds) or 'no AVX2'}; {os.cpu_count()} CPUs)"
+
+
 def probe_ms() -> float:
     """A fixed CPU workload (matrix products on one core), best of 3, in ms. This VM's
     host lends it more or less CPU from one minute to the next (the same build's
