@@ -49,6 +49,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -197,6 +198,8 @@ class CaptionedBody:
         data = self.encoder.finish()
         if not self.request.stream:
             self._keep(data, last=True)
+            if self.request.response_format == "wav":
+                self._wav_sizes()
             return b""
         # Words with no audio after them (none, unless the session changes) still get a line.
         return self._out(data, last=True) or b""
@@ -226,6 +229,18 @@ class CaptionedBody:
             self._base64 += encoded
             if self._grew is not None:
                 self._grew(len(encoded))
+
+    def _wav_sizes(self) -> None:
+        """A whole WAV's real sizes in its header, in place of the stream's "until the data
+        ends" (audio.UNKNOWN_WAV_SIZE): the length is known once the body is whole. The
+        header is the first 44 bytes; the first 48 are 64 base64 characters of their own."""
+        total = len(self._base64) // 4 * 3 - self._base64[-2:].count(b"=")
+        if total < 48:
+            return
+        head = bytearray(base64.b64decode(bytes(self._base64[:64])))
+        struct.pack_into("<I", head, 4, total - 8)
+        struct.pack_into("<I", head, 40, total - 44)
+        self._base64[:64] = base64.b64encode(bytes(head))
 
     def _line(self, data: bytes, stamps: list[dict[str, Any]] | None) -> bytes:
         return _json({"audio": base64.b64encode(data).decode(), "audio_format": self.audio_format,

@@ -174,6 +174,26 @@ def test_a_whole_body_is_the_same_bytes_as_one_dump_whatever_the_frames() -> Non
     assert [len(p) for p in made.pieces()][1:-1] == [65536] * (len(made.audio) // 65536) + [len(made.audio) % 65536]
 
 
+def test_a_whole_wav_says_its_length_where_a_streamed_one_cannot() -> None:
+    # A whole body's WAV is known to its end: Python's wave, which has no "unknown", must
+    # read its real length (a streamed WAV says 0xFFFFFFFF, "until the data ends").
+    import io
+    import wave
+
+    b = CaptionedBody(parse(body(response_format="wav", stream=False), TABLE))
+    frames = [np.full(n, 0.25, np.float32) for n in (1, 480, 1001, 24_000)]
+    for f in frames:
+        b.frame(f)
+    b.end()
+    data = base64.b64decode(bytes(b.whole().audio))
+    with wave.open(io.BytesIO(data)) as w:
+        assert w.getnframes() == sum(f.size for f in frames) == len(w.readframes(10**7)) // 2
+    streamed = CaptionedBody(parse(body(response_format="wav", stream=True), TABLE))
+    line = streamed.frame(frames[-1]) or b""
+    head = base64.b64decode(json.loads(line)["audio"])[:44]
+    assert head[4:8] == head[40:44] == b"\xff\xff\xff\xff"
+
+
 def request(text: str, **fields) -> CaptionedRequest:  # type: ignore[no-untyped-def]
     return parse(body(input=text, stream=False, **fields), TABLE)
 
