@@ -102,6 +102,10 @@ class Config:
     admission: str = "queue"
     admission_max_wait: float = 2.0  # seconds
     phrase_cache_mb: float = 16.0
+    # Kokoro's waveform generator (rtts/engines/kokoro_student.py): "auto", the distilled
+    # student in the languages where it passed the quality gates and Kokoro's own elsewhere;
+    # "student" everywhere; "teacher", Kokoro's own everywhere.
+    generator: str = "auto"
     # Longest first unit of an utterance, by engine name, where it differs from the
     # engine's own (EngineKind.first_unit_chars): ((engine, chars), ...).
     first_unit_chars: tuple[tuple[str, int], ...] = ()
@@ -161,6 +165,8 @@ class Config:
             problems.append("wyoming-idle-timeout must be positive")
         if self.zeroconf and self.wyoming_port is None:
             problems.append("zeroconf announces the Wyoming server: give --wyoming-port too")
+        if self.generator not in ("auto", "student", "teacher"):
+            problems.append("generator must be auto, student or teacher")
         if self.admission not in ("queue", "refuse", "close"):
             problems.append("admission must be queue, refuse or close")
         if not all(1 <= chars <= 250 for _, chars in self.first_unit_chars):
@@ -321,6 +327,7 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "admission": (str, "a new utterance that cannot start in time: queue it, refuse it (error busy) or close (1013)"),
     "admission_max_wait": (float, "seconds of expected wait above which a new utterance counts as late"),
     "phrase_cache_mb": (float, "memory for replaying repeated short texts (0: off)"),
+    "generator": (str, "Kokoro's waveform generator: auto (the distilled student where it passed its quality gates), student or teacher"),
     "wyoming_port": (int, "also serve Wyoming (Home Assistant) on this TCP port, e.g. 10200"),
     "wyoming_idle_timeout": (float, "seconds a Wyoming connection may wait between requests before it is closed"),
     "zeroconf": (_yes, "announce the Wyoming server by mDNS (_wyoming._tcp) for Home Assistant's discovery"),

@@ -186,6 +186,7 @@ class Service:
             default_voice=config.default_voice,
             lang_voices=config.lang_voices,
             host=self.host,
+            generator=config.generator,
         )
         unknown = sorted({name for name, _ in config.first_unit_chars} - {k.name for k in self.registry.kinds})
         if unknown:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rtts.engines.base import Engine, EngineContext, EngineKind, Scanner, VoiceInfo
@@ -88,19 +88,21 @@ class VoiceRegistry:
         kinds: tuple[EngineKind, ...] = KINDS,
         lang_voices: tuple[tuple[str, str], ...] | None = None,
         host: Host | None = None,
+        generator: str = "auto",
     ) -> VoiceRegistry:
         """Find the built-in voices and those in ``models_dir``; load nothing.
 
         ``default_voice`` defaults to ``DEFAULT_VOICE`` (or the first voice found when
         that pack is missing). Engines will open their models in ``host`` (a new
-        one if None). Raises ValueError when it names an unknown voice or when
+        one if None); ``generator`` is ``Config.generator``. Raises ValueError when it names an unknown voice or when
         no voice at all is available.
         """
         found = scan(models_dir, kinds)
-        context = EngineContext(cache_dir, threads, host or Host(host_ops(kinds)))
+        context = EngineContext(cache_dir, threads, host or Host(host_ops(kinds)), generator)
+        engines = found.engines(context, {})
         return cls(
-            found.voices,
-            found.engines(context, {}),
+            with_generators(found.voices, engines),
+            engines,
             _pick_default(found.voices, default_voice),
             models_dir=models_dir,
             context=context,
@@ -159,6 +161,7 @@ class VoiceRegistry:
         if self._context is None:
             raise ValueError("this registry was not made by discover(); nothing to rescan")
         engines = found.engines(self._context, self.engines)
+        found.voices = with_generators(found.voices, engines)
         default = (
             self.default_voice if self.default_voice in found.voices else _pick_default(found.voices, None)
         )
@@ -166,6 +169,18 @@ class VoiceRegistry:
         # Swap whole dicts so a reader on another thread sees either the old or the new set.
         self.voices, self.engines, self.default_voice, self.lang_voices = found.voices, engines, default, lang_voices
         logger.info("rescan: %d voices, %d engines", len(found.voices), len(engines))
+
+
+def with_generators(voices: dict[str, VoiceInfo], engines: Mapping[str, Engine]) -> dict[str, VoiceInfo]:
+    """``voices``, each saying which generator speaks its languages where its engine has a
+    choice (an engine's ``generator``: language -> name), for ``ready`` and ``/voices``."""
+    out = {}
+    for vid, voice in voices.items():
+        generator = getattr(engines.get(voice.model), "generator", None)
+        if generator:
+            voice = replace(voice, generators=tuple((lang, generator[lang]) for lang in voice.langs if lang in generator))
+        out[vid] = voice
+    return out
 
 
 def host_ops(kinds: tuple[EngineKind, ...] = KINDS) -> dict[str, str]:

@@ -40,9 +40,12 @@ class VoiceInfo:
     speaker: str = ""  # style vector name (Kokoro) or speaker id (multi-speaker Piper)
     gender: str | None = None  # "female" or "male", when the voice's pack says
     grade: str | None = None  # the pack's own published quality grade (A … F), when it has one
+    # Which waveform generator speaks each language, for an engine that has more than one
+    # (Kokoro: its own or the distilled student, engines/kokoro_student.py); empty otherwise.
+    generators: tuple[tuple[str, str], ...] = ()
 
     def as_dict(self) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "id": self.id,
             "name": self.name,
             "langs": list(self.langs),
@@ -51,6 +54,9 @@ class VoiceInfo:
             "gender": self.gender,
             "grade": self.grade,
         }
+        if self.generators:
+            out["generator"] = dict(self.generators)
+        return out
 
 
 class Engine(Protocol):
@@ -142,6 +148,9 @@ class EngineContext:
     cache_dir: Path
     threads: int
     host: Host  # the inference process, where engines open their ONNX sessions
+    # Which waveform generator an engine with a distilled one uses (Kokoro: see
+    # engines/kokoro_student.py): "auto", "student" or "teacher".
+    generator: str = "auto"
 
 
 # Adds a voice found by a scan; False (and a warning logged) when its id is taken.

@@ -30,6 +30,7 @@ from rtts import voicepacks
 from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, Memory, Timing, VoiceInfo
 from rtts.engines.graph_cut import whole_second
 from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, KEEP_PAD_FRAMES, CutError, cached_kokoro_cut, drop_pad_frames
+from rtts.engines.kokoro_student import StudentError, cached_student_decoder, student_file, student_langs
 from rtts.engines.trim import PAD_S, silence_bounds
 from rtts.g2p import espeak, kokoro_langs
 from rtts.g2p.split import first_words, split_phonemes
@@ -68,7 +69,7 @@ LANGS = ("en", "en-gb", "zh", "ja", "es", "fr", "it", "pt-br")
 # Languages whose front end runs in the inference process (rtts.g2p.kokoro_langs), after
 # normalizing here; and its requests there.
 _NORMALIZE = {"zh": normalize_zh, "ja": normalize_ja}
-_G2P, _WORDS, _WARM = "kokoro.g2p", "kokoro.g2p_words", "kokoro.warm"
+_G2P, _WORDS, _WARM, _STUDENT = "kokoro.g2p", "kokoro.g2p_words", "kokoro.warm", "kokoro.student"
 # A Kokoro run yields nothing until it has decoded all of it (~0.25 s of compute per
 # second of speech here), so when the listener holds less than QUICK_START_LEAD_S of
 # audio, a Mandarin unit's first run is only its first words: (shortest, longest)
@@ -314,12 +315,16 @@ class KokoroEngine:
         style_files: Mapping[str, StyleFile] | None = None,
         pack: KokoroPack | None = None,
         host: Host | None = None,
+        generator: str = "teacher",
     ) -> None:
         """Use ``model_path_fn`` for the model if given, else assemble it into ``cache_dir``.
 
         ``style_files`` adds voices to the five built-in ones, by style name. ``host`` is
         the inference process its sessions and Mandarin and Japanese front ends live in
-        (a new one if None).
+        (a new one if None). ``generator``: which waveform generator speaks (see
+        ``kokoro_student``): "teacher" (Kokoro's own), "student" (the distilled one, every
+        language) or "auto" (the student in the languages where it passed the quality
+        gates, docs/benchmarks.md).
         """
         if model_path_fn is None and cache_dir is None:
             raise ValueError("KokoroEngine needs cache_dir or model_path_fn")
@@ -334,6 +339,9 @@ class KokoroEngine:
         self._dropped: set[str] = set()
         self._session = None  # the whole model, or its predictor when cut (kokoro_cut)
         self._decoder = None  # the decoder when cut
+        self._student_langs = student_langs(generator)  # languages the student speaks
+        self._student: tuple[str, int, str | None] | None = None  # its spec (kokoro_student.Spec) once loaded
+        self._decoder_path: Path | None = None  # the cut decoder loaded, whose decode blocks the student's join takes
         self._run_mb: float | None = None  # bound on a run's added memory (limit_run_memory)
         self._s_per_token: dict[str, float] = {}  # seconds of audio per phoneme, by language
 
@@ -371,6 +379,26 @@ class KokoroEngine:
             raise EngineError(f"not a Kokoro v1.0 model: inputs are {sorted(names)}")
         self._styles.update(builtin)
         self._session, self._decoder = session, decoder
+        if decoder is not None and self._student_langs:
+            self._student = self._load_student()
+
+    @property
+    def generator(self) -> dict[str, str]:
+        """Which generator speaks each language (before a load: which will)."""
+        student = bool(self._student_langs) and student_file() is not None and (not self.loaded or self._student is not None)
+        return {lang: "student" if student and lang in self._student_langs else "teacher" for lang in LANGS}
+
+    def _load_student(self) -> tuple[str, int, str | None] | None:
+        """The student's spec (the teacher's decode blocks joined to it, in the cache
+        directory), or None, said once, when it cannot be had: the teacher speaks."""
+        if self._cache_dir is None or self._decoder_path is None or student_file() is None:
+            return None
+        try:
+            joined, _ = cached_student_decoder(self._decoder_path, self._cache_dir)
+        except (StudentError, OSError) as exc:
+            logger.warning("Kokoro's student generator is unavailable, the teacher speaks: %s", exc)
+            return None
+        return (str(joined), self._threads, self._cache_str())
 
     def _load_cut(self, model: Path, native_snake: bool = True) -> tuple[RemoteSession, RemoteSession] | None:
         """Predictor and decoder sessions (see ``kokoro_cut``), or None to run the model whole."""
@@ -390,6 +418,7 @@ class KokoroEngine:
         except OSError as exc:
             logger.warning("Kokoro runs whole: cannot keep its cut in %s (%s)", self._cache_dir, exc)
             return None
+        self._decoder_path = decoder_path
         predictor = self._host.open(predictor_path, self._threads, "Kokoro predictor", self._cache_dir)
         try:
             decoder = self._host.open(decoder_path, self._threads, "Kokoro decoder", self._cache_dir, library)
@@ -403,7 +432,7 @@ class KokoroEngine:
     def unload(self) -> None:
         if self._session is None:
             return
-        self._session = self._decoder = None
+        self._session = self._decoder = self._student = None
         self._host.release()
 
     def phonemize(self, text: str, voice: VoiceInfo | str, lang: str) -> str:
@@ -486,7 +515,11 @@ class KokoroEngine:
         return max(MIN_RUN_TOKENS, min(MAX_TOKENS, tokens))
 
     def _first_symbols(self, lang: str, lead_s: float) -> tuple[int, int] | None:
-        """How long the unit's first run may be when the listener is waiting for it."""
+        """How long the unit's first run may be when the listener is waiting for it. None
+        where the student speaks: it makes a clause's audio in a few tens of ms, so the
+        first run is the whole unit again, without the short run's tone slips (issue 31)."""
+        if self._student is not None and lang in self._student_langs:
+            return None
         return self.quick_start.get(lang) if lead_s < QUICK_START_LEAD_S else None
 
     def _generate(
@@ -514,7 +547,7 @@ class KokoroEngine:
         for piece in pieces:
             at = phonemes.index(piece, at)
             tokens = [vocab[ch] for ch in piece]
-            audio, bounds = self._run(tokens, style, speed)
+            audio, bounds = self._run(tokens, style, speed, lang)
             self._learn_length(lang, len(tokens), audio.size / SAMPLE_RATE * speed)
             if audio.size:
                 if words is not None:
@@ -529,7 +562,7 @@ class KokoroEngine:
             old = self._s_per_token.get(lang, AUDIO_S_PER_TOKEN)
             self._s_per_token[lang] = 0.8 * old + 0.2 * audio_s / tokens
 
-    def _run(self, tokens: list[int], style: np.ndarray, speed: float) -> tuple[np.ndarray, np.ndarray]:
+    def _run(self, tokens: list[int], style: np.ndarray, speed: float, lang: str = "en") -> tuple[np.ndarray, np.ndarray]:
         """A run's audio, and where in it each token starts (and the last ends): from the
         predictor's durations when cut, else in equal shares."""
         session = self._session
@@ -549,7 +582,10 @@ class KokoroEngine:
                 features, f0, energy = drop_pad_frames(durations, features, f0, energy)
                 d = np.asarray(durations).ravel().astype(np.int64)
                 frames = np.concatenate(([0], np.cumsum(d[1:-1]))) + d[0] - _lead_dropped(d, total)
-                out = self._decoder.run(None, {FEATURES: features, F0: f0, ENERGY: energy, "style": feeds["style"]})[0]
+                if self._student is not None and lang in self._student_langs:
+                    out = self._host.call(_STUDENT, self._student, features, f0, energy, feeds["style"])
+                else:
+                    out = self._decoder.run(None, {FEATURES: features, F0: f0, ENERGY: energy, "style": feeds["style"]})[0]
                 per_frame = np.asarray(out).size / max(1, features.shape[-1])
             else:
                 out = session.run(None, feeds)[0]
@@ -685,7 +721,12 @@ class _Scan:
             kokoro.set_style_files(self.styles)
         else:
             kokoro = KokoroEngine(
-                context.cache_dir, context.threads, style_files=self.styles, pack=self.pack, host=context.host
+                context.cache_dir,
+                context.threads,
+                style_files=self.styles,
+                pack=self.pack,
+                host=context.host,
+                generator=context.generator,
             )
         return {KokoroEngine.key: kokoro}
 
@@ -742,6 +783,7 @@ class KokoroKind:
         _G2P: "rtts.g2p.kokoro_langs:FrontEnds.phonemes",
         _WORDS: "rtts.g2p.kokoro_langs:FrontEnds.words",
         _WARM: "rtts.g2p.kokoro_langs:FrontEnds.warm_up",
+        _STUDENT: "rtts.engines.kokoro_student:StudentWork.run",
     }
 
     def scanner(self) -> _Scan:
