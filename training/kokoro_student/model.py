@@ -77,7 +77,7 @@ def dsp_synth(parts: tuple[torch.Tensor, ...], pulses: torch.Tensor, win: torch.
     lh, th, ln, lr, phi = parts
     frames = lh.shape[-1]
     src = torch.stft(pulses, N_FFT, HOP, window=win_src, center=True, pad_mode="reflect", return_complex=True)[..., :frames]
-    ex = lambda v: torch.exp(torch.clamp(v, max=7.0))  # noqa: E731 (hibari.dsp.ex)
+    ex = lambda v: torch.exp(torch.clamp(v, max=7.0))
     harmonic = src * torch.polar(ex(lh), math.pi * torch.tanh(th))
     noise = torch.complex(torch.randn_like(ln), torch.randn_like(ln)) * ex(ln)
     free = torch.polar(ex(lr), phi)

@@ -19,14 +19,18 @@ def main(csv: Path, png: Path) -> None:
     import matplotlib.pyplot as plt
 
     rows = np.loadtxt(csv, delimiter=",", ndmin=2)
+    # A resumed run repeats the steps after its checkpoint: the later rows are the ones kept.
+    _, last = np.unique(rows[::-1, 0], return_index=True)
+    rows = rows[::-1][last]
     step, when = rows[:, 0], rows[:, 1]
-    hours = (when - when[0]) / 3600
+    gaps = np.diff(when)
+    hours = float(gaps[(gaps > 0) & (gaps < 60)].sum()) / 3600  # training time, pauses left out
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
     kernel = np.ones(50) / 50
     for col, label in ((2, "total"), (3, "spectral convergence"), (4, "log magnitude (5 resolutions)"), (5, "log mel")):
         smooth = np.convolve(rows[:, col], kernel, mode="valid") if len(rows) > 50 else rows[:, col]
         ax.plot(step[len(step) - len(smooth) :], smooth, label=label)
-    ax.set_xlabel(f"step (batch 8 x 1.2 s; {hours[-1]:.1f} h of wall time on 1-2 CPU cores)")
+    ax.set_xlabel(f"step (batch 8 x 1.2 s crops; {hours:.1f} h of training on one CPU core, pauses left out)")
     ax.set_ylabel("loss (50-step mean)")
     ax.set_title("Kokoro student: training loss against the teacher's audio")
     ax.grid(alpha=0.3)

@@ -108,5 +108,4 @@ def gather(per_lang: dict[str, int], seed: int = 1) -> list[dict[str, str]]:
 if __name__ == "__main__":
     counts = {"zh": 4000, "ja": 1500, "en": 1500, "es": 500, "it": 400, "pt-br": 400}
     with open(sys.argv[1], "w", encoding="utf-8") as f:
-        for item in gather(counts):
-            f.write(json.dumps(item, ensure_ascii=False) + "\n")
+        f.writelines(json.dumps(item, ensure_ascii=False) + "\n" for item in gather(counts))
