@@ -7,7 +7,6 @@ the waveform differs. These tests load the real Kokoro model and the student rtt
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -18,17 +17,11 @@ from rtts.engines.kokoro import LANGS, KokoroEngine
 from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, cached_kokoro_cut
 from rtts.engines.kokoro_student import GEN_IN, cached_student_decoder, student_file, student_langs
 from rtts.voices import VoiceRegistry
+from tests.live.test_engines import cache_dir  # noqa: F401 (the model cache the engine tests share)
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 
 MANDARIN = "各位旅客请注意，开往上海的列车即将进站。"
-
-
-@pytest.fixture(scope="module")
-def cache_dir() -> Path:
-    path = Path(os.environ.get("RTTS_TEST_CACHE") or Path(__file__).parents[2] / ".pytest-cache-models")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 @pytest.fixture(scope="module")
