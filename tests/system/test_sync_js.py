@@ -200,10 +200,13 @@ def test_mapping_follows_the_clock(blank: Page) -> None:
     assert 0.2 < median(gaps) < 0.3, gaps  # one every 250 ms
     ms = [(m["expected"] - m["shared"]) * 1000 for m in ticks]  # measured less mapped
     # Each tick moves the mapping by at most 2 ms from where the last one put it, or to
-    # the measurement itself (a jump).
+    # the measurement itself (a jump). The test's reading of the output timestamp is its
+    # own, taken just after the player's: on a loaded box the timestamp is renewed between
+    # the two now and then (CI: 0.04 ms apart after a 40 ms jump), so "to the measurement"
+    # is within 1 ms; a slewed tick is off by the rest of the step, 3 ms or more here.
     for prev, m, error in zip(ticks, ticks[1:], ms[1:]):
         moved = (m["shared"] - prev["shared"] - (m["frame"] - prev["frame"]) / prev["r"]) * 1000
-        assert abs(moved) <= 2 + 1e-3 or abs(error) < 1e-3, (m, moved, error)
+        assert abs(moved) <= 2 + 1e-3 or abs(error) < 1, (m, moved, error)
 
     steady = [e for m, e in zip(ticks, ms) if m["at"] < 11.4]
     assert median([abs(e) for e in steady]) < 0.5, steady  # the output timestamp's frame, mapped
@@ -293,8 +296,16 @@ def test_kiosk_plays_an_announcement_at_its_time(server: ServerThread, new_page)
             # takes over from its median, 10 s in).
             assert abs(shared - due) < 0.010, (pos, shared - due)
             assert abs(true - due) <= 0.010, (pos, true - due)
-    starts = [p.evaluate("id => window.rtts.sync.placed.get(id)[0][2]", ann.id) for p in pages]
-    assert abs(starts[0] - starts[1]) <= 0.010, starts
+    # In step with each other: each page's own placement, against its due time, over its first
+    # second. (One row is one reading of the page's output timestamp, which on a loaded box is
+    # a few ms off now and then: CI once read the two first rows 10.6 ms apart, each within
+    # 5.5 ms of its time. The median over 50 rows is what the pages play by.)
+    offsets = []
+    for p in pages:
+        rows = p.evaluate("id => window.rtts.sync.placed.get(id)", ann.id)
+        play_at = p.evaluate("id => window.rtts.stats.utterances[id].playAt", ann.id)
+        offsets.append(median(true - (play_at + pos / RATE) for pos, _, true, _ in rows if pos < RATE))
+    assert abs(offsets[0] - offsets[1]) <= 0.010, offsets
 
 
 def test_a_high_priority_announcement_cuts_in_at_its_time(server: ServerThread, new_page) -> None:  # noqa: F811
@@ -379,9 +390,15 @@ def test_a_late_start_joins_the_timeline_and_the_caption_follows_it(hurried: Ser
         assert abs(true - (rec["playAt"] + pos / RATE)) <= 0.010, (pos, true - rec["playAt"] - pos / RATE)
     heard = [h for h in page.evaluate("window.__heard") if h[0] == ann.id]
     assert len(heard) > 20
-    for _, pos, shared in heard:
-        on_timeline = (shared - rec["playAt"]) * RATE
-        assert abs(pos - on_timeline) <= RATE * 0.010, (pos, on_timeline)
+    # Each event is timed when the page's main thread gets to it, never before the sample
+    # is heard; and the caption stops at what has come (a hurried stream's next chunk
+    # can be due before it arrives, on a loaded box). So no event is ahead of the timeline,
+    # and most are on it: counted by samples played, every one would be behind it by what
+    # was dropped (lateMs, over 40 ms).
+    behind = [(shared - rec["playAt"]) * RATE - pos for _, pos, shared in heard]
+    assert min(behind) >= -RATE * 0.010, behind
+    on_it = [b for b in behind if b <= RATE * 0.010]
+    assert len(on_it) >= 0.9 * len(behind), behind
 
 
 # ---------------------------------------------------------------- the worklet's timed playback
@@ -911,15 +928,20 @@ def test_a_kiosk_in_step_keeps_its_output_awake(quiet_kiosks: dict[str, tuple[Pa
     next announcement would begin that far out of step. A kiosk in step keeps its output
     awake (static/js/player.js, KEEP_AWAKE); one with sync=0, silent, is moved, as before."""
     for page, _ in quiet_kiosks.values():
-        page.wait_for_function("window.stamps.length && window.stamps.at(-1)[0] > 33", timeout=40_000)
+        page.wait_for_function("window.stamps.length && window.stamps.at(-1)[0] > 40", timeout=50_000)
     moved = {}
     for name, (page, errors) in quiet_kiosks.items():
         assert not errors.errors, (name, errors.errors)
         stamps = page.evaluate("window.stamps")
-        # Medians either side of the hand-over at 30 s: a loaded box's odd late callback
-        # moves single readings, not these.
+        # Each second's median against that of 25-29.5 s: a loaded box's odd late callback
+        # moves single readings, not these. Once moved, the timer's output does not keep
+        # time on a loaded box either: at 30 s it stepped by 2-30 ms (10 on a quiet box),
+        # then fell behind by tens to thousands of ms within a minute (so one window a few
+        # seconds on is no measure of the move: under load it once read 1.6 ms there).
         before = median(off for t, off in stamps if 25 <= t <= 29.5)
-        after = median(off for t, off in stamps if 31 <= t <= 33)
-        moved[name] = (after - before) * 1000
-    assert abs(moved["in step"]) < 2, moved
-    assert abs(moved["sync=0"]) > 4, moved  # the step this guards against, seen in the same run
+        seconds = sorted({int(t) for t, _ in stamps if 30 <= t < 60})
+        moved[name] = {s: round((median(o for t, o in stamps if int(t) == s) - before) * 1000, 2) for s in seconds}
+    # In step: never moved, second by second, for as long as it was silent.
+    assert all(abs(v) < 2 for v in moved["in step"].values()), moved
+    # sync=0 is moved (the step this guards against, seen in the same run).
+    assert max(abs(v) for v in moved["sync=0"].values()) > 4, moved
