@@ -41,12 +41,6 @@ async def _serve(cfg: config.Config) -> int:
 
     notifier = Notifier()
     server = RttsServer(Service(cfg))  # indexes the voices (reads no model)
-    try:
-        await server.start(sock=listen_socket())
-    except OSError as exc:
-        log.error("cannot listen on %s port %d: %s", cfg.host, cfg.port, exc)
-        server.service.stop()
-        return 1
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     rescans: set[asyncio.Task[Any]] = set()
@@ -62,9 +56,18 @@ async def _serve(cfg: config.Config) -> int:
         rescans.add(task)
         task.add_done_callback(rescans.discard)
 
+    # Before the port is bound and "listening on" logged: a SIGTERM right after that line
+    # (a supervisor's stop, a test's) would otherwise find the default action and kill the
+    # process with no drain (once, under the full suite: exit -15 instead of 0).
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_stop, sig)
     loop.add_signal_handler(signal.SIGHUP, on_hup)
+    try:
+        await server.start(sock=listen_socket())
+    except OSError as exc:
+        log.error("cannot listen on %s port %d: %s", cfg.host, cfg.port, exc)
+        server.service.stop()
+        return 1
     if cfg.preload:
         voice = server.service.registry.default_voice
         notifier.extend_timeout(120, f"loading {voice}")
