@@ -295,7 +295,7 @@ function problem(text) {
 }
 
 // Browsers hold audio until a user gesture unless started with an autoplay policy that
-// allows it (see README); say so on screen instead of staying silent.
+// allows it (see docs/browser.md, "The kiosk"); say so on screen instead of staying silent.
 const unmute = $("unmute");
 client.addEventListener("audiostate", (e) => { unmute.hidden = e.detail.state !== "suspended"; });
 function resume() {

@@ -1,5 +1,5 @@
 """Word timing on the HTTP and command-line routes, with real voices: Kokoro-FastAPI's
-``POST /dev/captioned_speech`` called as its own README calls it (``requests``,
+``POST /dev/captioned_speech`` called as its guide (docs/captions.md) calls it (``requests``,
 streamed and whole), ``/tts?captions=vtt|srt`` and ``rtts say --vtt/--srt``.
 
 Every check here can fail: the words must be the client's text, in order, each exactly
@@ -71,7 +71,7 @@ def captioned(srv: ServerThread, **fields) -> requests.Response:  # type: ignore
 
 
 def streamed(response: requests.Response) -> tuple[np.ndarray, list[dict], list[float]]:
-    """The README's loop over ``iter_lines``: pcm audio, timestamps, and the seconds of
+    """The guide's loop over ``iter_lines``: pcm audio, timestamps, and the seconds of
     audio each timestamp's line came after."""
     assert response.status_code == 200, response.text
     assert response.headers["content-type"] == "application/json"

@@ -74,7 +74,7 @@ CANTONESE_ONLY = "嘅咗唔冇佢啲嚟喺"
 
 
 def test_cantonese_without_lang_is_read_as_mandarin_character_by_character(server: ServerThread, client: Client):
-    """What README "Languages" and docs/protocol.md say: Han text with no `lang` is Mandarin,
+    """What docs/voices.md ("Languages") and docs/protocol.md say: Han text with no `lang` is Mandarin,
     written Cantonese included; each Cantonese-only character gets its Mandarin reading
     (none is skipped), and `lang: "yue"`, `"zh-HK"`, `"zh-yue"` are refused."""
     from rtts.g2p.kokoro_langs import FrontEnds

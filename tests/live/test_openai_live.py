@@ -218,7 +218,8 @@ def test_a_client_that_goes_away_gives_its_work_back(server: ServerThread) -> No
 
 # ---------------------------------------------------------------- a plain install
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+OPENAI_GUIDE = ROOT / "docs" / "openai.md"
 
 
 @pytest.fixture(scope="module")
@@ -242,12 +243,12 @@ def post(port: int, body: bytes) -> tuple[int, str, bytes]:
     return out
 
 
-def test_a_plain_install_answers_the_readmes_mp3_example(plain: RttsProcess) -> None:
-    # The README's own request, byte for byte as its curl example sends it.
-    readme = README.read_text()
+def test_a_plain_install_answers_the_guides_mp3_example(plain: RttsProcess) -> None:
+    # The OpenAI guide's own request, byte for byte as its curl example sends it.
+    guide = OPENAI_GUIDE.read_text()
     example = re.search(r"curl http://127\.0\.0\.1:8765/v1/audio/speech .*?-d '(\{.*?\})'\s*\\\s*-o speech\.mp3",
-                        readme, re.S)
-    assert example, "the README's mp3 example is gone"
+                        guide, re.S)
+    assert example, "docs/openai.md's mp3 example is gone"
     request = json.loads(example.group(1))
     assert request["response_format"] == "mp3"
     status, ctype, body = post(plain.port, example.group(1).encode())
@@ -282,7 +283,7 @@ def test_mp3_comes_from_a_base_dependency() -> None:
 
     from rtts import codecs
 
-    project = tomllib.loads((README.parent / "pyproject.toml").read_text())["project"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     base = {re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0].lower() for d in project["dependencies"]}
     assert codecs.lameenc.__name__ in base
     assert "mp3" in codecs.ALWAYS and codecs.available("mp3")

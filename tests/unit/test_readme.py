@@ -1,6 +1,8 @@
-"""The README's configuration table against the real flags and defaults of ``rtts serve``:
-every flag is in the table, and every default the table gives is the one the code uses
-(it once said ``zh=kokoro/jm_kumo`` where the code has ``zh=kokoro/zf_xiaoxiao``)."""
+"""The configuration guide's table (docs/configuration.md) against the real flags and
+defaults of ``rtts serve``: every flag is in the table, and every default the table gives is
+the one the code uses (it once said ``zh=kokoro/jm_kumo`` where the code has
+``zh=kokoro/zf_xiaoxiao``). And the README: its test command is .ci/run's, and it stays a
+landing page."""
 
 from __future__ import annotations
 
@@ -14,15 +16,18 @@ from rtts import config
 from rtts.__main__ import build_parser
 from rtts.engines.registry import DEFAULT_VOICE, KINDS
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+CONFIGURATION = ROOT / "docs" / "configuration.md"
+DEPLOYMENT = ROOT / "docs" / "deployment.md"
 # What the table writes for "no value": the feature is off, or decided at run time (the
 # cores, the page's own origin...), never a number or a name of its own.
 _NOTHING = {None, (), False, 0}
 
 
 def table_rows() -> list[list[str]]:
-    """The cells of each row of the table under "## Configuration"."""
-    section = README.read_text().split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    """The cells of each row of the table under "## Flags"."""
+    section = CONFIGURATION.read_text().split("\n## Flags\n", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| `")]
     assert len(rows) > 20, "the configuration table is gone"
     return [[cell.strip() for cell in line.strip("|").split(" | ")] for line in rows]
@@ -71,19 +76,19 @@ def documented_defaults() -> list[tuple[str, str, str]]:
     return out
 
 
-def test_every_serve_flag_is_in_the_readmes_table() -> None:
+def test_every_serve_flag_is_in_the_configuration_table() -> None:
     named = {f for row in table_rows() for f in re.findall(r"`(--[a-z0-9-]+)`", " ".join(row))}
     missing = sorted(set(serve_flags()) - named)
-    assert not missing, f"rtts serve flags missing from the README's configuration table: {missing}"
+    assert not missing, f"rtts serve flags missing from docs/configuration.md: {missing}"
     unknown = sorted(named - set(serve_flags()))
-    assert not unknown, f"the README's configuration table names flags rtts serve does not have: {unknown}"
+    assert not unknown, f"docs/configuration.md names flags rtts serve does not have: {unknown}"
 
 
 @pytest.mark.parametrize(("flag", "shown", "row"), documented_defaults())
-def test_the_readmes_default_is_the_real_one(flag: str, shown: str, row: str) -> None:
+def test_the_documented_default_is_the_real_one(flag: str, shown: str, row: str) -> None:
     dest = serve_flags()[flag]
     real = real_defaults()[dest]
-    assert _same(shown, real, dest), f"README says {flag} defaults to {shown!r}; the code uses {real!r}"
+    assert _same(shown, real, dest), f"docs/configuration.md says {flag} defaults to {shown!r}; the code uses {real!r}"
 
 
 def test_the_table_checks_what_matters() -> None:
@@ -96,7 +101,7 @@ def test_the_table_checks_what_matters() -> None:
 
 def test_the_systemd_status_line_states_no_voice_count_that_drifts() -> None:
     # It once said "serving 6 voices" where the built-ins alone are 29 (and extra voices add more).
-    status = re.search(r"systemctl status rtts\s+#\s*(.*)", README.read_text())
+    status = re.search(r"systemctl status rtts\s+#\s*(.*)", DEPLOYMENT.read_text())
     assert status and not re.search(r"serving \d+ voices", status.group(1)), status
 
 
@@ -107,3 +112,27 @@ def test_ci_runs_exactly_the_readmes_test_command() -> None:
     ci = (README.parent / ".ci" / "run").read_text().strip().splitlines()
     assert ci[-1] == command.group(1)
     assert "fonts-noto-cjk" in command.group(1)  # the browser tests check CJK captions' font
+
+
+def test_the_readme_is_a_landing_page() -> None:
+    """Read in five minutes: at most 200 lines, the two set-up commands first (install and
+    serve, then the contributor's), and a guide for each use, every link to docs/ alive."""
+    readme = README.read_text()
+    assert len(readme.splitlines()) <= 200
+    blocks = re.findall(r"```sh\n(.+?)\n```", readme, re.S)
+    assert blocks[:2] and blocks[0] == "pip install . && rtts serve" and blocks[1].endswith("python -m pytest"), blocks[:2]
+    links = re.findall(r"\]\(((?:docs|models)/[^)#]+)", readme)
+    assert len(set(links)) >= 12, links
+    missing = [link for link in links if not (ROOT / link).exists()]
+    assert not missing, missing
+
+
+def test_the_guides_links_are_alive() -> None:
+    """Every relative link in docs/*.md names a file that exists (the guides were cut out
+    of the README and moved a folder down)."""
+    dead = []
+    for guide in sorted((ROOT / "docs").glob("*.md")):
+        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", guide.read_text()):
+            if not (guide.parent / target).exists():
+                dead.append(f"{guide.name}: {target}")
+    assert not dead, dead
