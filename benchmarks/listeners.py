@@ -1,0 +1,224 @@
+"""Concurrent listeners, each playing from its first frame: how many streams a box carries without a gap.
+
+    python3 benchmarks/listeners.py [--paths zh,ja,en,piper,hibari,mixed] [--n 1,2,3,4,6]
+        [--repeats 3] [--before DIR] [--generators teacher,student] [--busy-cores 1] [--no-write]
+
+Issue 32's benchmark. For each path (Chinese text with no voice named first, as users send
+it) and each N, N clients connect, all send the same announcement at once and each plays
+it in real time from its own first frame (``latency.Stream``: an underrun is a frame that
+arrives more than 5 ms after the audio before it ran out). A stream the server refuses
+(``error busy``, with ``--admission refuse``) counts as refused, not as a gap; one it
+queues says so in ``start.expected_wait_ms``. Per (path, N), over ``--repeats`` rounds:
+streams that underran / admitted, total gap, first audio p50/p95, refused, queued (an
+expected wait above 0.3 s), the RTF of the admitted streams (``end.stats.rtf``) summed —
+what share of the box's compute the load took — and the largest N with no gap in any
+round.
+
+``--before DIR`` measures a second checkout (e.g. ``git archive HEAD~3 | tar -x -C DIR``)
+in alternation, round by round, so both builds see the same host minutes;
+``--generators teacher,student`` measures this checkout once per Kokoro generator
+(issue 31). ``--busy-cores K`` runs K busy loops beside the server (a slower box). The
+host probe and CPU model are printed before and after. Phrase cache off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import latency  # noqa: E402  (ServerProcess, Stream, connect, pct, probe_ms, write_doc)
+import msgpack  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+EN = ("The morning train to Boston leaves from platform four at ten thirty. "
+      "Passengers should have their tickets ready before boarding.")
+BEGIN, END = "<!-- listeners:begin -->", "<!-- listeners:end -->"
+QUEUED_S = 0.3  # an expected wait above this is a stream told it is queued
+
+# (label, voice or None for the server's choice, text): each ~8-10 s of speech, two sentences.
+PATHS = {
+    "zh": ("Mandarin, no voice named", None,
+           "请注意，本次列车即将到达杭州东站。下车的旅客请带好您的随身物品，从列车前进方向的右侧车门下车。"),
+    "ja": ("Japanese, no voice named", None,
+           "まもなく一番線に電車がまいります。危ないですから黄色い線までお下がりください。"),
+    "en": ("English, Kokoro af_heart", "kokoro/af_heart", EN),
+    "piper": ("English, Piper joe", "piper/en_US-joe-medium", EN),
+    "hibari": ("English, no voice named (Hibari)", None, EN),
+    "mixed": ("Mixed, no voice named", None, "Welcome aboard，本次列车开往北京南站，请您注意安全。The next stop is 上海虹桥站。"),
+}
+
+
+@dataclass
+class Listener:
+    stream: latency.Stream = field(default_factory=latency.Stream)
+    expected_s: float = 0.0
+    refused: bool = False
+
+
+async def listen(ws, text: str, voice: str | None) -> Listener:  # type: ignore[no-untyped-def]
+    got = Listener()
+    request = {"type": "speak", "id": "u", "text": text} | ({"voice": voice} if voice else {})
+    await ws.send(msgpack.packb(request))
+    got.stream.sent = time.perf_counter()
+    while True:
+        msg = msgpack.unpackb(await ws.recv())
+        if msg.get("id") != "u":
+            continue
+        kind = msg["type"]
+        if kind == "start":
+            got.expected_s = (msg.get("expected_wait_ms") or 0) / 1000
+        elif kind == "audio":
+            got.stream.frame(time.perf_counter(), len(msg["data"]) / 2 / latency.RATE)
+        elif kind == "error":
+            got.refused = msg["code"] == "busy"
+            got.stream.reason = f"error {msg['code']}"
+            if got.refused:
+                return got
+        elif kind == "end":
+            got.stream.stats = msg.get("stats", {})
+            got.stream.reason = got.stream.reason or msg["reason"]
+            return got
+
+
+async def round_of(url: str, text: str, voice: str | None, n: int) -> list[Listener]:
+    sockets = [await latency.connect(url) for _ in range(n)]
+    try:
+        return list(await asyncio.gather(*(listen(ws, text, voice) for ws in sockets)))
+    finally:
+        for ws in sockets:
+            await ws.close()
+
+
+def spin(stop) -> None:  # type: ignore[no-untyped-def]
+    while not stop.is_set():
+        pass
+
+
+def summary(rounds: list[list[Listener]]) -> dict:
+    admitted = [x for r in rounds for x in r if not x.refused]
+    return {
+        "n": len(rounds[0]) if rounds else 0,
+        "underran": sum(1 for x in admitted if x.stream.underruns),
+        "admitted": len(admitted),
+        "underruns": sum(x.stream.underruns for x in admitted),
+        "gap_s": sum(x.stream.gap_s for x in admitted),
+        "ttfa": [x.stream.ttfa for x in admitted if x.stream.first is not None],
+        "refused": sum(1 for r in rounds for x in r if x.refused),
+        "queued": sum(1 for x in admitted if x.expected_s > QUEUED_S),
+        # The load each round put on the box: the admitted streams' RTFs summed, median over rounds.
+        "load": statistics.median(
+            sum(x.stream.stats.get("rtf", 0.0) for x in r if not x.refused) for r in rounds
+        ) if rounds else 0.0,
+        "gapless": all(x.stream.underruns == 0 for x in admitted),
+        "failed": [x.stream.reason for x in admitted if x.stream.reason != "done"],
+    }
+
+
+def measure(servers: dict[str, latency.ServerProcess], paths: list[str], ns: list[int], repeats: int) -> dict:
+    results: dict = {}
+    for server in servers.values():  # every voice and front end loaded before anything is timed
+        for key in paths:
+            _, voice, text = PATHS[key]
+            asyncio.run(round_of(server.url, text, voice, 1))
+    for key in paths:
+        _, voice, text = PATHS[key]
+        for n in ns:
+            rounds: dict[str, list[list[Listener]]] = {name: [] for name in servers}
+            for _ in range(repeats):
+                for name, server in servers.items():  # the builds take turns, round by round
+                    rounds[name].append(asyncio.run(round_of(server.url, text, voice, n)))
+                    time.sleep(0.3)
+            for name in servers:
+                s = summary(rounds[name])
+                results[(key, n, name)] = s
+                print(f"  {name:10} {key:6} N={n}: underran {s['underran']}/{s['admitted']}, gap {s['gap_s']:.2f} s, "
+                      f"first audio p50 {latency.ms(latency.pct(s['ttfa'], 50))} p95 {latency.ms(latency.pct(s['ttfa'], 95))}, "
+                      f"refused {s['refused']}, queued {s['queued']}, load {s['load']:.2f}"
+                      + (f", failed {s['failed'][:2]}" if s["failed"] else ""), flush=True)
+    return results
+
+
+def report(results: dict, builds: list[str], paths: list[str], ns: list[int], command: str, probes: list[float],
+           repeats: int, busy: int) -> str:
+    ms, pct = latency.ms, latency.pct
+    lines = [
+        f"Command: `{command}`; run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {latency.cpu_model()}; "
+        f"host probe (latency.py `probe_ms`) {', '.join(f'{p:.0f}' for p in probes)} ms (before, after); "
+        f"{busy} busy loop(s) beside the server. Each cell: {repeats} rounds of N clients sending the same text at "
+        "once, each playing from its own first frame; streams that underran / admitted, the total gap, first audio "
+        "p50 / p95 over every admitted stream of every round, refused and queued streams, and the load (the admitted "
+        "streams' RTFs summed, median of the rounds: 1.0 is the whole of the one inference thread).",
+        "",
+        "| path | N | " + " | ".join(f"{b}: underran, gap, first audio p50 / p95, refused, queued, load" for b in builds) + " |",
+        "|---|---|" + "---|" * len(builds),
+    ]
+    for key in paths:
+        for n in ns:
+            cells = []
+            for b in builds:
+                s = results[(key, n, b)]
+                cells.append(f"{s['underran']}/{s['admitted']}, {s['gap_s']:.2f} s, {ms(pct(s['ttfa'], 50))} / "
+                             f"{ms(pct(s['ttfa'], 95))}, {s['refused']}, {s['queued']}, {s['load']:.2f}")
+            lines.append(f"| {PATHS[key][0]} | {n} | " + " | ".join(cells) + " |")
+    lines += ["", "Largest N with no gap in any round (of those tried):", ""]
+    for b in builds:
+        best = {key: max([n for n in ns if results[(key, n, b)]["gapless"]], default=0) for key in paths}
+        lines.append(f"- {b}: " + ", ".join(f"{PATHS[k][0]} {v}" for k, v in best.items()))
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--paths", default="zh,ja,en,piper,hibari,mixed")
+    p.add_argument("--n", default="1,2,3,4,6")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--before", type=Path, help="a checkout of the previous build, measured in alternation")
+    p.add_argument("--generators", default="", help="e.g. teacher,student: this checkout once per Kokoro generator")
+    p.add_argument("--busy-cores", type=int, default=0, help="busy loops beside the server (a slower box)")
+    p.add_argument("--server-arg", action="append", default=[], help="passed to rtts serve, e.g. --admission=refuse")
+    p.add_argument("--no-write", dest="write", action="store_false")
+    args = p.parse_args()
+    paths, ns = args.paths.split(","), [int(n) for n in args.n.split(",")]
+    builds = {"this build": (ROOT, ())} | ({"before": (args.before.resolve(), ())} if args.before else {})
+    if args.generators:
+        builds = {g: (ROOT, ("--generator", g)) for g in args.generators.split(",")}
+    work = Path(tempfile.mkdtemp(prefix="rtts-listeners-"))
+    print(f"host: {latency.cpu_model()}", flush=True)
+    probes = [latency.probe_ms()]
+    stop = multiprocessing.Event()
+    busy = [multiprocessing.Process(target=spin, args=(stop,), daemon=True) for _ in range(args.busy_cores)]
+    servers: dict[str, latency.ServerProcess] = {}
+    try:
+        for name, (root, extra) in builds.items():  # all up at once; only one is spoken to at a time
+            latency.ROOT = root
+            servers[name] = latency.ServerProcess(600, work / f"{name.replace(' ', '-')}.log", *extra, *args.server_arg)
+        latency.ROOT = ROOT
+        for proc in busy:
+            proc.start()
+        results = measure(servers, paths, ns, args.repeats)
+    finally:
+        stop.set()
+        for proc in busy:
+            proc.join(5)
+        for server in servers.values():
+            server.stop()
+    probes.append(latency.probe_ms())
+    command = "python3 benchmarks/listeners.py" + ("" if not sys.argv[1:] else " " + " ".join(sys.argv[1:]))
+    section = report(results, list(builds), paths, ns, command, probes, args.repeats, args.busy_cores)
+    print("\n" + section)
+    if args.write:
+        latency.write_doc(section, BEGIN, END, "Listeners: streams per box without a gap (issue 32)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
