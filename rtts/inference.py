@@ -18,6 +18,12 @@ everything that would go before it, plus its own next chunk (``can_yield``);
 otherwise it first decodes on, building a buffer. When eight streams start at once,
 the first no longer runs dry while the other seven get their first audio.
 
+An engine that makes a unit in long runs (Kokoro: nothing is heard until a run ends) is
+told before each what compute it may take (``_run_budget``: the tightest slack among the
+clients, each one's audio in hand less the turns due before it) and cuts its runs to
+fit, between words (``engines/run_pacing.py``): alone, a unit is one run; under load,
+runs shrink so that the others are served between them.
+
 Repeated short units come from a ``PhraseCache`` without touching the thread. The
 worker also keeps a running estimate of each model's cost, from which
 ``estimate`` tells a new utterance how long it would wait and whether the thread
@@ -64,8 +70,14 @@ Post = Callable[[Callable[[], None]], None]  # runs a callback on the event loop
 
 # Silence of a pause job is sent in chunks this long (ms), one event-loop turn each.
 PAUSE_CHUNK_MS = 100
-# Seconds of speech per character of English text, for costing a unit before it runs.
+# Seconds of speech per character, for costing a unit before it runs, until measured for
+# its engine and language (``_learn``): English text, and Chinese and Japanese (a syllable
+# or more a character: ~0.2 s in Kokoro's Mandarin and Japanese voices).
 _SPEECH_S_PER_CHAR = 0.065
+_SPEECH_S_PER_CJK_CHAR = {"zh": 0.2, "ja": 0.2}
+# What a paced run leaves every client beyond the estimates (``_run_budget``): their error,
+# sending and playback jitter.
+RUN_GUARD_S = 0.1
 # What a yielding job keeps in hand beyond the estimates: their error, the next unit's
 # encoder (not yet queued when this one decides), sending and playback jitter. Measured
 # with benchmarks/latency.py's Piper paragraph streams on 2 cores: 0.05 s gave gaps at
@@ -123,12 +135,16 @@ class InferenceWorker:
         self._host = host
         self.cache = cache if cache is not None else PhraseCache(0)
         # Running estimates by engine kind, from each kind's priors until measured here:
-        # compute/audio, load seconds, compute per character before a unit's first chunk.
+        # compute/audio, load seconds, compute per character before a unit's first chunk
+        # (measured per engine and language, "kokoro:zh", the kind's prior until then).
         kinds = registry.kinds
         self._streams = {k.name: k.streams_in_unit for k in kinds}
         self.rtf = {k.name: k.costs.rtf for k in kinds}
         self.load_s = {k.name: k.costs.load_s for k in kinds}
         self.first_s_per_char = {k.name: k.costs.first_s_per_char for k in kinds}
+        # Measured per engine and language ("kokoro:zh"): a Chinese character is a syllable,
+        # an English one a fraction of one, so one figure per engine misjudges both.
+        self.audio_s_per_char: dict[str, float] = {}
         # The memory budget: each kind's priors, each part's measured size (MB, by part:
         # a model key, or "model:lang" for a language's front end), the front ends loaded
         # in the current inference process, most recently used last.
@@ -236,15 +252,17 @@ class InferenceWorker:
         with self._cond:
             entries = [e for e in self._heap if e.job is not None and not e.job.cancelled]
             current = self._current_entry
-        busy: dict[str, VoiceInfo] = {}
+        # By utterance and the session it is for (its sink): ids are the clients' own and
+        # two clients may both send "u1".
+        busy: dict[tuple[str, object], VoiceInfo] = {}
         for entry in entries:
             assert entry.job is not None
-            busy[entry.job.utterance] = entry.job.voice
+            busy[(entry.job.utterance, entry.job.sink)] = entry.job.voice
             if entry.deadline <= deadline:
                 wait += max(0.0, self._cost(entry.job) - entry.compute_s)
         if current is not None and current.job is not None and not current.job.cancelled:
             job = current.job
-            busy[job.utterance] = job.voice
+            busy[(job.utterance, job.sink)] = job.voice
             remaining = max(0.0, self._cost(job) - current.compute_s - (now - self._current_since))
             # A job of an engine that streams inside a unit yields after its current piece;
             # any other runs its unit to the end.
@@ -261,7 +279,15 @@ class InferenceWorker:
 
     def _cost(self, job: Job) -> float:
         """Estimated compute seconds for a job, before it has run."""
-        return self._rtf(job.voice) * len(job.text) * _SPEECH_S_PER_CHAR / job.speed
+        return self._rtf(job.voice) * len(job.text) * self._audio_s_per_char(job) / job.speed
+
+    def _audio_s_per_char(self, job: Job) -> float:
+        prior = _SPEECH_S_PER_CJK_CHAR.get(job.lang, _SPEECH_S_PER_CHAR)
+        return self.audio_s_per_char.get(f"{job.voice.engine}:{job.lang}", prior)
+
+    def _first_s_per_char(self, job: Job) -> float:
+        engine = job.voice.engine
+        return self.first_s_per_char.get(f"{engine}:{job.lang}", self.first_s_per_char.get(engine, 0.05))
 
     @staticmethod
     def _cache_key(job: Job) -> tuple[str, str, float, str, bool]:
@@ -580,6 +606,10 @@ class InferenceWorker:
         self._current_since = time.monotonic()
         t0 = time.perf_counter()
         try:
+            engine = self._registry.engine_for(job.voice)
+            # An engine that makes a unit in runs is told, before each, what compute it may
+            # take (run_pacing); an engine outside rtts need not know of it.
+            pace = getattr(engine, "limit_run_compute", None)
             if entry.chunks is None:
                 if not self._make_room(entry):
                     return
@@ -590,7 +620,6 @@ class InferenceWorker:
                     self._emit(job, JobFailed(ErrorCode.ENGINE_UNAVAILABLE.value, message))
                     return
                 t0 = time.perf_counter()  # the load is not part of this job's RTF
-                engine = self._registry.engine_for(job.voice)
                 # Audio the client holds that this job's first chunk may take its time behind.
                 lead_s = 0.0 if job.opens else max(0.0, job.deadline - time.monotonic())
                 if job.words:
@@ -600,6 +629,8 @@ class InferenceWorker:
                 self._note_use(job)  # synthesize has phonemized: the job's front end is loaded
                 if self.cache.cacheable(job.text):
                     entry.kept = []
+            if pace is not None:
+                pace(self._run_budget(entry))
             chunk_t0 = time.perf_counter()
             for chunk in entry.chunks:
                 if job.cancelled:
@@ -611,7 +642,7 @@ class InferenceWorker:
                     continue
                 now_pc = time.perf_counter()
                 if entry.samples == 0 and job.text:
-                    fold(self.first_s_per_char, job.voice.engine, (now_pc - t0) / len(job.text))
+                    fold(self.first_s_per_char, f"{job.voice.engine}:{job.lang}", (now_pc - t0) / len(job.text))
                 entry.last_chunk_s = now_pc - chunk_t0
                 self._emit(job, JobAudio(chunk))
                 entry.samples += len(chunk)
@@ -622,6 +653,8 @@ class InferenceWorker:
                 job.deadline = max(job.deadline, now) + len(chunk) / job.voice.native_rate
                 if self._yield_to_sooner(entry, time.perf_counter() - t0):
                     return
+                if pace is not None:
+                    pace(self._run_budget(entry))
                 chunk_t0 = time.perf_counter()
             if job.cancelled:
                 self._abandon(entry)
@@ -673,12 +706,31 @@ class InferenceWorker:
     def _turn_cost(self, entry: _Entry) -> float:
         """Estimated compute of an entry's next turn: its first chunk if it has not
         started (cost grows with its text), else a few times its latest chunk (Piper's
-        windows grow fourfold; the estimate may overshoot the end of a unit)."""
+        windows grow fourfold; the estimate may overshoot the end of a unit), or, for an
+        engine whose runs are paced (Kokoro's: ``_run_budget``), a little over it."""
         job = entry.job
         assert job is not None
         if entry.chunks is None:
-            return self.first_s_per_char.get(job.voice.engine, 0.05) * len(job.text) / job.speed
-        return 4 * entry.last_chunk_s
+            return self._first_s_per_char(job) * len(job.text) / job.speed
+        return entry.last_chunk_s * (4 if self._streams.get(job.voice.engine, False) else 1.5)
+
+    def _run_budget(self, entry: _Entry) -> float:
+        """Seconds of compute the running job's next run may take (``Engine.limit_run_compute``)
+        with every client on the thread still holding audio when it ends: its own (the job's
+        deadline), and each queued job's after the turns due before it, earliest deadline
+        first. Below zero when a client is already waiting (a new one's first audio): the
+        engine then makes its shortest run."""
+        job = entry.job
+        assert job is not None
+        now = time.monotonic()
+        budget = job.deadline - now
+        with self._cond:
+            queued = sorted((e for e in self._heap if e.job is not None and not e.job.cancelled), key=lambda e: e.deadline)
+        ahead = 0.0
+        for e in queued:
+            ahead += self._turn_cost(e)
+            budget = min(budget, e.deadline - now - ahead)
+        return budget - RUN_GUARD_S
 
     def _learn(self, job: Job, entry: _Entry) -> None:
         """Fold a finished job's measured RTF into the estimate for its engine."""
@@ -686,6 +738,8 @@ class InferenceWorker:
         if audio_s < 0.2:
             return  # too short to say anything about the rate
         fold(self.rtf, job.voice.engine, entry.compute_s / audio_s)
+        if job.text:
+            fold(self.audio_s_per_char, f"{job.voice.engine}:{job.lang}", audio_s * job.speed / len(job.text))
 
     def _abandon(self, entry: _Entry) -> None:
         self.jobs_skipped += 1

@@ -92,6 +92,11 @@ class Engine(Protocol):
         now on (None: no bound), where the engine can (shorter runs); one that cannot
         ignores it (its ``Memory.min_run_mb`` is then its ``run_mb``)."""
 
+    # Optional: ``limit_run_compute(seconds)``, called before each chunk is asked for, is
+    # what the next run may take with every client on the thread still holding audio
+    # (``engines/run_pacing.py``). An engine that makes a unit in long runs (Kokoro) sizes
+    # its runs by it; one without it is not asked.
+
 
 @dataclass(frozen=True)
 class Spoken:

@@ -20,6 +20,8 @@ import math
 import os
 import re
 import tempfile
+import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +33,7 @@ from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineErro
 from rtts.engines.graph_cut import whole_second
 from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, KEEP_PAD_FRAMES, CutError, cached_kokoro_cut, drop_pad_frames
 from rtts.engines.kokoro_student import StudentError, cached_student_decoder, student_file, student_langs
+from rtts.engines.run_pacing import RunCost, paced_run
 from rtts.engines.trim import PAD_S, silence_bounds
 from rtts.g2p import espeak, kokoro_langs
 from rtts.g2p.split import first_words, split_phonemes
@@ -71,8 +74,8 @@ LANGS = ("en", "en-gb", "zh", "ja", "es", "fr", "it", "pt-br")
 _NORMALIZE = {"zh": normalize_zh, "ja": normalize_ja}
 _G2P, _WORDS, _WARM, _STUDENT = "kokoro.g2p", "kokoro.g2p_words", "kokoro.warm", "kokoro.student"
 # A Kokoro run yields nothing until it has decoded all of it (~0.25 s of compute per
-# second of speech here), so when the listener holds less than QUICK_START_LEAD_S of
-# audio, a Mandarin unit's first run is only its first words: (shortest, longest)
+# second of speech here), so when the listener holds nothing yet (an utterance's first
+# unit), a Mandarin unit's first run is only its first words: (shortest, longest)
 # phoneme symbols, about two to four syllables (a 16-character Chinese clause is ~3 s
 # of speech). The front end puts a space between jieba's words and the cut is only
 # ever there. A first run of one syllable was misheard ("请" alone, "您" as "捏"), hence
@@ -80,8 +83,9 @@ _G2P, _WORDS, _WARM, _STUDENT = "kokoro.g2p", "kokoro.g2p_words", "kokoro.warm",
 # and a cut after "お会計" or "新宿" was misheard (CER 0.095 -> 0.130 on 16 sentences);
 # English units are short already (first_unit_chars), and a cut inside a Romance
 # phrase was heard as one word (docs/benchmarks.md, "Mandarin and Japanese (issue 21)").
+# Later units are paced instead (limit_run_compute): a quick run costs its ~0.1 s fixed
+# part for ~0.6 s of audio, which a loaded thread cannot spare.
 QUICK_START = {"zh": (8, 16)}
-QUICK_START_LEAD_S = 0.5
 QUICK_START_MIN_REST = 4  # symbols: a rest shorter than a syllable or two is not worth its own run
 # What one run adds to the inference process at its peak grows with the audio it makes
 # (the decoder's activations): measured with runs of 32-508 phonemes in Mandarin,
@@ -94,6 +98,15 @@ RUN_BASE_MB = 10.0
 RUN_MB_PER_AUDIO_S = 30.0
 AUDIO_S_PER_TOKEN = 0.065
 MIN_RUN_TOKENS = 24  # a few words: shorter runs lose their intonation
+# A run's compute (run_pacing.RunCost), until measured on this box: ~0.1 s whatever its
+# length (the predictor, the decoder's fixed part, the calls into the inference process)
+# and ~7 ms per phoneme at speed 1 (runs of 8-128 Mandarin and English phonemes on a
+# 2-core EPYC with VNNI, 0.13-0.9 s; a little above, for slower boxes).
+RUN_OVERHEAD_S = 0.1
+RUN_S_PER_TOKEN = 0.008
+# Languages whose paced runs are cut only after punctuation: pyopenjtalk's spaces are
+# morphemes, inside words ("iʨi baɴseɴ", 一番線) and misheard when cut (QUICK_START above).
+PACED_AT_BREAKS_ONLY = frozenset({"ja"})
 # A phoneme's sound begins (and ends) about one frame (25 ms) before the frames the
 # predictor gives it: word onsets after a silence were heard 20-30 ms before the frame
 # count says, and ends 40-55 ms before it (in en, zh and ja; docs/benchmarks.md, "Word
@@ -344,6 +357,8 @@ class KokoroEngine:
         self._decoder_path: Path | None = None  # the cut decoder loaded, whose decode blocks the student's join takes
         self._run_mb: float | None = None  # bound on a run's added memory (limit_run_memory)
         self._s_per_token: dict[str, float] = {}  # seconds of audio per phoneme, by language
+        self._run_s: float | None = None  # compute the next run may take (limit_run_compute)
+        self._run_cost = RunCost(RUN_OVERHEAD_S, RUN_S_PER_TOKEN, MIN_RUN_TOKENS)
 
     @property
     def loaded(self) -> bool:
@@ -487,7 +502,9 @@ class KokoroEngine:
     def synthesize(
         self, text: str, voice: VoiceInfo, lang: str, speed: float, lead_s: float = 0.0, words: bool = False
     ) -> Iterator[np.ndarray | Timing]:
-        """See ``Engine.synthesize``; a Kokoro unit is one run, so ``lead_s`` changes nothing."""
+        """See ``Engine.synthesize``. ``lead_s`` 0 (the listener waits): a Mandarin unit's
+        first run is its first words (QUICK_START); above 0 every run is paced
+        (``limit_run_compute``)."""
         if not (math.isfinite(speed) and speed > 0):
             raise ValueError(f"speed must be a positive number, not {speed!r}")
         if lang not in LANGS:
@@ -499,12 +516,17 @@ class KokoroEngine:
         self.load()
         if not words:
             phonemes = self.phonemize(text, voice, lang)
-            return self._generate(phonemes, voice.speaker, speed, self._first_symbols(lang, lead_s), lang)
+            return self._generate(phonemes, voice.speaker, speed, self._first_symbols(lang, lead_s), lang, lead_s=lead_s)
         phonemes, found = self.phonemize_words(text, voice, lang)
-        return self._generate(phonemes, voice.speaker, speed, self._first_symbols(lang, lead_s), lang, found)
+        return self._generate(phonemes, voice.speaker, speed, self._first_symbols(lang, lead_s), lang, found, lead_s)
 
     def limit_run_memory(self, mb: float | None) -> None:
         self._run_mb = mb
+
+    def limit_run_compute(self, seconds: float | None) -> None:
+        """Each run from now on (but an utterance's first) takes at most ``seconds`` of
+        compute where a cut between words allows (None: no bound); see ``run_pacing``."""
+        self._run_s = seconds
 
     def run_tokens(self, lang: str, speed: float) -> int:
         """The longest run, in phonemes, that keeps within the bound (MAX_TOKENS without one)."""
@@ -520,7 +542,7 @@ class KokoroEngine:
         first run is the whole unit again, without the short run's tone slips (issue 31)."""
         if self._student is not None and lang in self._student_langs:
             return None
-        return self.quick_start.get(lang) if lead_s < QUICK_START_LEAD_S else None
+        return self.quick_start.get(lang) if lead_s <= 0 else None
 
     def _generate(
         self,
@@ -530,6 +552,7 @@ class KokoroEngine:
         first: tuple[int, int] | None = None,
         lang: str = "en",
         words: list[Word] | None = None,
+        lead_s: float = 0.0,
     ) -> Iterator[np.ndarray | Timing]:
         """The audio of ``phonemes``, a run at a time; with ``words`` (where each word is in
         ``phonemes``), each run's ``Timing`` before its audio."""
@@ -538,16 +561,30 @@ class KokoroEngine:
         self.load()
         style = self._style(style_name)
         vocab = self._get_vocab()
-        pieces = split_phonemes(phonemes, self.run_tokens(lang, speed))
+        pieces = deque(split_phonemes(phonemes, self.run_tokens(lang, speed)))
         if first is not None and pieces:
             head, rest = first_words(pieces[0], first[1], first[0])
             if len(rest) >= QUICK_START_MIN_REST:
-                pieces[:1] = [head, rest]
+                pieces.popleft()
+                pieces.extendleft((rest, head))
         at = 0  # where the piece is in ``phonemes``: the cuts dropped only spaces
-        for piece in pieces:
+        # Every run is paced but an utterance's first (lead 0: its unit is short already,
+        # or its head is the quick start above, each cut for a first run's intelligibility).
+        paced = lead_s > 0
+        while pieces:
+            piece = pieces.popleft()
+            if paced and self._run_s is not None:
+                # Read as each run starts: the thread sets it afresh between runs.
+                most = self._run_cost.tokens_within(lang, self._run_s, speed)
+                piece, rest = paced_run(piece, most, MIN_RUN_TOKENS, lang not in PACED_AT_BREAKS_ONLY)
+                if rest:
+                    pieces.appendleft(rest)
+            paced = True
             at = phonemes.index(piece, at)
             tokens = [vocab[ch] for ch in piece]
+            t0 = time.perf_counter()
             audio, bounds = self._run(tokens, style, speed, lang)
+            self._run_cost.learn(lang, len(tokens), speed, time.perf_counter() - t0)
             self._learn_length(lang, len(tokens), audio.size / SAMPLE_RATE * speed)
             if audio.size:
                 if words is not None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-__all__ = ["first_words", "split_phonemes"]
+__all__ = ["BREAKS", "first_words", "split_phonemes"]
 
 # A space after one of these is a prosodic break, the best place to cut.
-_BREAKS = frozenset(",.?!:;—…")
+BREAKS = frozenset(",.?!:;—…")
 
 
 def split_phonemes(phonemes: str, limit: int) -> list[str]:
@@ -36,7 +36,7 @@ def _cut_position(text: str, limit: int) -> int:
     for i in range(len(window) - 1, 0, -1):
         if window[i] != " ":
             continue
-        if window[i - 1] in _BREAKS:
+        if window[i - 1] in BREAKS:
             return i
         if not fallback and not window[i - 1].isspace():
             fallback = i

@@ -182,3 +182,47 @@ def _until_loaded(srv: ServerThread, voice: str, timeout: float = 120) -> None:
     while voice not in srv.service.loaded_voices():
         assert time.monotonic() < deadline, f"{voice} did not load"
         time.sleep(0.1)
+
+
+# Each ~5-6 s, one run alone; each its own, so none comes from the phrase cache.
+MANDARIN = {
+    "warm": "下车的旅客请带好您的随身物品，从列车前进方向的右侧车门下车。",
+    "alone": "各位旅客请注意，开往上海虹桥的列车现在开始检票，请您做好准备。",
+    "paced": "本次列车即将到达杭州东站，请您带好自己的行李物品，准备下车。",
+}
+
+
+def _kokoro_job(worker: InferenceWorker, name: str, deadline: float) -> Job:
+    job = _job(worker, name, MANDARIN[name], deadline)
+    job.voice, job.lang = worker._registry.voices["kokoro/zf_xiaoxiao"], "zh"
+    return job
+
+
+@pytest.mark.slow
+def test_kokoro_runs_are_as_long_as_the_other_listeners_allow(worker: InferenceWorker) -> None:
+    """Issue 32: a Kokoro unit blocks the thread for a whole run, so with another client
+    due soon it is made in runs cut between words, the other served between them; alone
+    with audio in hand, it is one run as before."""
+    worker.preload("kokoro", lang="zh")
+    worker.submit(_kokoro_job(worker, "warm", time.monotonic() + 30))  # the front end and the cost line
+    _wait_done(worker, {"warm"})
+
+    def chunks(name: str) -> list[int]:
+        return [i for i, (_, n, e) in enumerate(worker.events) if n == name and isinstance(e, JobAudio)]  # type: ignore[attr-defined]
+
+    worker.events.clear()  # type: ignore[attr-defined]
+    worker.submit(_kokoro_job(worker, "alone", time.monotonic() + 30))
+    _wait_done(worker, {"alone"})
+    assert len(chunks("alone")) == 1
+
+    worker.events.clear()  # type: ignore[attr-defined]
+    now = time.monotonic()
+    # "paced" holds 0.6 s of audio; "other" (Piper) will have run dry in 1.2 s.
+    worker.submit(_kokoro_job(worker, "paced", now + 0.6))
+    worker.submit(_job(worker, "other", "I am next.", now + 1.2))
+    _wait_done(worker, {"paced", "other"})
+    paced, other = chunks("paced"), chunks("other")
+    assert len(paced) >= 2, paced
+    assert paced[0] < other[0] < paced[-1]  # served between the runs, not after the unit
+    whole = sum(len(e.samples) for _, n, e in worker.events if n == "paced" and isinstance(e, JobAudio))  # type: ignore[attr-defined]
+    assert whole / 24000 > 4.0  # every word of it, in pieces

@@ -1,0 +1,104 @@
+"""How long an engine's next run may be, from what the inference thread can spare (issue 32).
+
+An engine that makes a unit's audio in runs (Kokoro: one forward pass each, nothing heard
+until it ends) blocks the one inference thread for a whole run. Every client on that
+thread must still have audio when the run ends, so the thread tells the engine, before
+each run, how many seconds of compute it may take (``Engine.limit_run_compute``: the
+tightest slack among the clients, ``InferenceWorker``). The engine turns that into
+phonemes with its measured cost per language (``RunCost``: a fixed part, ~0.1 s for a
+Kokoro run, and a part per phoneme, learned as runs go, on this box) and cuts the run at a word boundary
+(``paced_run``): a listener alone on a fast box gets the unit whole, as before; under
+load the runs are as long as the others' buffers allow, and grow as buffers grow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rtts.g2p.split import BREAKS
+
+__all__ = ["RunCost", "paced_run"]
+
+
+@dataclass
+class RunCost:
+    """Compute seconds of a run: a fixed part plus a part per phoneme (at speed 1), per
+    language, learned as runs go by exponentially weighted least squares (a box whose
+    speed drifts is followed; one slow run does not swing it). Each language starts from
+    the priors as if from ``prior_weight`` runs of ``shortest`` and ``4 × shortest``
+    phonemes, so the first few measurements move it without making the line up alone.
+    """
+
+    overhead_s: float  # prior: the fixed part (predictor and session calls)
+    per_token_s: float  # prior: the part per phoneme
+    shortest: int
+    weight: float = 0.2
+    prior_weight: float = 2.0
+    _sums: dict[str, list[float]] = field(default_factory=dict)  # lang -> [w, wx, wy, wxx, wxy]
+
+    def line(self, lang: str) -> tuple[float, float]:
+        """(fixed seconds, seconds per phoneme) for ``lang``."""
+        sums = self._sums.get(lang)
+        if sums is None:
+            return self.overhead_s, self.per_token_s
+        w, wx, wy, wxx, wxy = sums
+        det = w * wxx - wx * wx
+        if det <= 1e-9 or wx <= 0:
+            return self.overhead_s, self.per_token_s
+        slope = (w * wxy - wx * wy) / det
+        fixed = (wy - slope * wx) / w
+        # Noise on a narrow spread of lengths can tip the line: keep it through the mean.
+        if slope <= 0:
+            slope = self.per_token_s
+            fixed = max(0.0, (wy - slope * wx) / w)
+        elif fixed < 0:
+            fixed, slope = 0.0, wy / wx
+        return fixed, slope
+
+    def seconds(self, lang: str, tokens: int, speed: float) -> float:
+        fixed, slope = self.line(lang)
+        return fixed + slope * tokens / speed
+
+    def tokens_within(self, lang: str, seconds: float, speed: float) -> int:
+        """The most phonemes a run may have to take at most ``seconds`` (0 when none fit)."""
+        fixed, slope = self.line(lang)
+        return max(0, int((seconds - fixed) * speed / slope))
+
+    def learn(self, lang: str, tokens: int, speed: float, seconds: float) -> None:
+        x = tokens / speed
+        if lang not in self._sums:
+            self._sums[lang] = [0.0] * 5
+            for n in (self.shortest, 4 * self.shortest):
+                self._add(lang, n, self.overhead_s + self.per_token_s * n, self.prior_weight / 2)
+        sums = self._sums[lang]
+        for i in range(5):
+            sums[i] *= 1 - self.weight
+        self._add(lang, x, seconds, self.weight * (self.prior_weight + 1))
+
+    def _add(self, lang: str, x: float, y: float, w: float) -> None:
+        sums = self._sums[lang]
+        for i, v in enumerate((w, w * x, w * y, w * x * x, w * x * y)):
+            sums[i] += v
+
+
+def paced_run(phonemes: str, most: int, shortest: int, words: bool = True) -> tuple[str, str]:
+    """``phonemes`` as (this run, the rest): the longest run up to ``most`` symbols that
+    ends at a word boundary (preferring one after punctuation; with ``words`` False, only
+    after punctuation), else the shortest such run of at least ``shortest``; the whole
+    when it fits, has no place to cut, or would leave a rest under ``shortest`` (a cut
+    costs the phrase its intonation: it must buy time)."""
+    text = phonemes.strip()
+    limit = max(most, shortest)
+    if len(text) <= limit:
+        return text, ""
+    # Where a cut leaves at least ``shortest`` on both sides.
+    cuts = [
+        i for i, ch in enumerate(text)
+        if ch == " " and (words or text[i - 1] in BREAKS) and shortest <= i <= len(text) - shortest - 1
+    ]  # fmt: skip
+    fitting = [i for i in cuts if i <= limit]
+    after_breaks = [i for i in fitting if text[i - 1] in BREAKS]
+    cut = max(after_breaks or fitting) if fitting else min(cuts, default=None)
+    if cut is None:
+        return text, ""
+    return text[:cut].rstrip(), text[cut:].lstrip()

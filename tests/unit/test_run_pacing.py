@@ -1,0 +1,117 @@
+"""Paced runs (engines/run_pacing.py, issue 32): a run as long as the thread can spare, cut
+between words; the cost line each run is sized by; the thread's budget for it. End to end
+with real Kokoro runs in tests/live/test_scheduling.py."""
+
+from __future__ import annotations
+
+import heapq
+import time
+from pathlib import Path
+
+import pytest
+
+from rtts.engines.registry import KINDS
+from rtts.engines.run_pacing import RunCost, paced_run
+from rtts.inference import RUN_GUARD_S, InferenceWorker, _Entry
+from rtts.jobs import Job
+from rtts.voices import VoiceRegistry
+from tests.unit.test_engine_seam import ToyKind
+
+# Kokoro's phonemes of 下车的旅客请带好您的随身物品，从列车前进方向的右侧车门下车。(jieba's words
+# apart) and of まもなく一番線に電車がまいります。危ないですから黄色い線までお下がりください。
+# (pyopenjtalk's morphemes apart: "iʨi baɴseɴ" is one word, 一番線).
+ZH = ("ɕja↘ꭧʰɤ→ tɤ ly↓kʰɤ↘ ʨʰi↓ŋ tai↘ xau↓ ni↗n tɤ swei↗ʂə→n u↘pʰi↓n, ʦʰʊ↗ŋ lje↘ꭧʰɤ→ ʨʰjɛ↗nʨi↘nfa→ŋɕja↘ŋ tɤ "
+      "jou↘ʦʰɤ↘ ꭧʰɤ→mə↗n ɕja↘ꭧʰɤ→.")
+JA = "mamonakɯ iʨi baɴseɴ ɲi deɴɕa ɡa maiɾʲimasɨ. abɯnai desɨkaɾa kʲiiɾoi seɴ made osaɡaɾʲi kɯdasai."
+
+
+@pytest.mark.parametrize("most", [0, 10, 24, 30, 45, 60, 70, 100, 127, 128, 500])
+@pytest.mark.parametrize("text", [ZH, JA])
+def test_a_paced_run_is_whole_words_and_loses_nothing(text: str, most: int) -> None:
+    words = text is ZH
+    head, rest = paced_run(text, most, 24, words)
+    assert f"{head} {rest}".strip() == text  # only the space at the cut is dropped
+    assert not rest or (len(head) >= 24 and len(rest) >= 24)  # no stub on either side
+    if rest:
+        assert text[len(head)] == " "  # at a space: between words
+        if not words:
+            assert head[-1] in ",.?!:;—…"  # Japanese: only after punctuation
+    if len(text) <= max(most, 24):
+        assert rest == ""
+
+
+def test_the_longest_run_that_fits_and_a_break_first() -> None:
+    head, _ = paced_run(ZH, 60, 24)
+    assert head == "ɕja↘ꭧʰɤ→ tɤ ly↓kʰɤ↘ ʨʰi↓ŋ tai↘ xau↓ ni↗n tɤ swei↗ʂə→n"  # the last word end within 60
+    head, _ = paced_run(ZH, 100, 24)
+    assert head.endswith("u↘pʰi↓n,")  # a comma within reach beats a later word end
+    # Just over the budget: cut where the rest is no stub, not the whole (a gap) or a stub.
+    head, rest = paced_run(ZH, len(ZH) - 5, 24)
+    assert len(rest) >= 24 and len(head) <= len(ZH) - 5
+    head, rest = paced_run(JA, 30, 24, words=False)
+    assert head.endswith("maiɾʲimasɨ.") and rest.startswith("abɯnai")  # past 30: the first break after 24
+
+
+def test_the_cost_line_is_learned_from_runs() -> None:
+    cost = RunCost(overhead_s=0.1, per_token_s=0.008, shortest=24)
+    assert cost.seconds("zh", 100, 1.0) == pytest.approx(0.9)
+    for _ in range(30):  # this box: 0.05 s fixed, 5 ms a phoneme
+        for tokens in (12, 40, 90, 128):
+            cost.learn("zh", tokens, 1.0, 0.05 + 0.005 * tokens)
+    fixed, slope = cost.line("zh")
+    assert fixed == pytest.approx(0.05, abs=0.01) and slope == pytest.approx(0.005, rel=0.05)
+    assert cost.tokens_within("zh", 0.55, 1.0) == pytest.approx(100, abs=5)
+    assert cost.line("ja") == (0.1, 0.008)  # each language its own, from the priors
+    assert cost.tokens_within("zh", 0.01, 1.0) == 0  # less than the fixed part: none fit
+    cost.learn("en", 30, 2.0, 0.1)  # speed 2: half the frames a phoneme
+    assert cost.seconds("en", 30, 2.0) < cost.seconds("en", 30, 1.0)
+
+
+def test_one_length_alone_keeps_the_priors_shape() -> None:
+    cost = RunCost(overhead_s=0.1, per_token_s=0.008, shortest=24)
+    for _ in range(20):
+        cost.learn("zh", 50, 1.0, 0.6)  # every run the same length: no slope to be had
+    fixed, slope = cost.line("zh")
+    assert fixed >= 0 and slope > 0
+    assert cost.seconds("zh", 50, 1.0) == pytest.approx(0.6, rel=0.1)
+
+
+@pytest.fixture
+def worker(tmp_path: Path) -> InferenceWorker:
+    (tmp_path / "a.toy").write_text("")
+    registry = VoiceRegistry.discover(tmp_path, tmp_path, 1, default_voice="toy/a", kinds=(*KINDS, ToyKind()))
+    return InferenceWorker(registry, lambda callback: callback())  # not started: its heap is ours
+
+
+def _queue(worker: InferenceWorker, job: Job, started_s: float | None = None) -> _Entry:
+    entry = _Entry(job.deadline, job.seq, job)
+    if started_s is not None:  # between its chunks, its last one this long
+        entry.chunks, entry.last_chunk_s = iter(()), started_s
+    heapq.heappush(worker._heap, entry)
+    return entry
+
+
+def test_a_run_may_take_the_tightest_slack_on_the_thread(worker: InferenceWorker) -> None:
+    voice = worker._registry.get("toy/a")
+    now = time.monotonic()
+    running = _Entry(now + 3.0, 0, Job("a", "x" * 40, voice, "en", 1.0, now + 3.0))
+    assert worker._run_budget(running) == pytest.approx(3.0 - RUN_GUARD_S, abs=0.01)  # alone: its own buffer
+    # A client with 1 s in hand whose next turn costs 0.2 s: 0.8 s to spare for this run.
+    _queue(worker, Job("b", "y", voice, "en", 1.0, now + 1.0), started_s=0.2 / 4)  # toy streams: 4x its last
+    assert worker._run_budget(running) == pytest.approx(0.8 - RUN_GUARD_S, abs=0.01)
+    # A second, due later, must also get its turn after b's: 2.0 - (0.2 + 1.5) = 0.3.
+    _queue(worker, Job("c", "z", voice, "en", 1.0, now + 2.0), started_s=1.5 / 4)
+    assert worker._run_budget(running) == pytest.approx(0.3 - RUN_GUARD_S, abs=0.01)
+    # A newcomer waiting for its first audio: below zero, the engine's shortest run.
+    _queue(worker, Job("d", "w", voice, "en", 1.0, now, opens=True))
+    assert worker._run_budget(running) < 0
+
+
+def test_two_clients_with_the_same_utterance_id_are_two_streams(worker: InferenceWorker) -> None:
+    # Utterance ids are the clients' own: the load once counted every client's "u" as one.
+    voice = worker._registry.get("toy/a")
+    now = time.monotonic()
+    for session in ("s1", "s2"):
+        _queue(worker, Job("u", "hello", voice, "en", 1.0, now + 1, sink=lambda job, event, s=session: None))
+    _, load = worker.estimate(Job("u", "hello", voice, "en", 1.0, now + 1))
+    assert load == pytest.approx(3 * worker.rtf["toy"])
