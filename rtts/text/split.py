@@ -91,6 +91,9 @@ _NEVER_END: Final = frozenset(
 _MAYBE_END: Final = frozenset("etc a.m p.m no inc ltd co corp jr sr al".split())
 _DOTTED: Final = re.compile(r"(?:[a-z]\.)+[a-z]", re.IGNORECASE)  # U.N, e.g, i.e
 _MAX_WORD: Final = 24  # longer words are never abbreviations; bounds the look-behind
+# The longest first clause of Chinese or Japanese kept whole (``_first_chunk``): ~8 s of
+# speech; a longer one with no mark in it is still cut by characters.
+CJK_FIRST_CLAUSE: Final = 40
 
 # Streaming keeps this much already-scanned text as look-behind, and only drops the
 # front of its buffer once that much has been emitted.
@@ -138,6 +141,19 @@ def _first_chunk(s: str, clauses: list[int], complete: bool, known: int, limit: 
         return len(s), SENTENCE
     if clauses and clauses[0] <= limit:
         return clauses[0], CLAUSE
+    if _CJK.search(s, 0, limit) and not _SPACE.search(s, 1, limit + 1):
+        # Chinese and Japanese have no spaces between words, and a cut by characters fell
+        # inside one ("東京駅を出" | "発します": OpenJTalk read デ + ハッシマス) or a phrase
+        # ("上午" | "9点"): the first clause stays whole up to CJK_FIRST_CLAUSE characters.
+        # First audio comes from the engine's own first words (Kokoro's QUICK_START, cut
+        # between jieba's words), not from a shorter unit.
+        most = min(longest, max(limit, CJK_FIRST_CLAUSE))
+        if clauses and clauses[0] <= most:
+            return clauses[0], CLAUSE
+        if complete and len(s) <= most:
+            return len(s), SENTENCE
+        if not complete and known <= most:
+            return None  # the clause may still end within reach
     if complete or known > limit:
         cut = _whole_word(s, limit, longest, None if complete else known)
         if cut is None:

@@ -191,15 +191,22 @@ def test_dash_is_a_clause_boundary(dash: str) -> None:
     assert split_units(text)[0].end == CLAUSE
 
 
-def test_cjk_first_unit_is_cut_by_characters() -> None:
-    text = "今日は晴れです" * 12 + "。"
+def test_cjk_first_unit_is_cut_by_characters_only_past_a_whole_clause() -> None:
+    text = "今日は晴れです" * 12 + "。"  # 85 characters and no mark: too long to wait for
     units = split_units(text, first_max_chars=20)
     assert units[0].end == CUT and len(units[0].text) == 20
     assert_covers(text, units)
+    # Issue 32: a clause within CJK_FIRST_CLAUSE stays whole, its words with it.
+    assert texts(split_units("次の電車は十時三十分に東京駅を出発します。", first_max_chars=16)) == [
+        "次の電車は十時三十分に東京駅を出発します。"
+    ]
+    assert texts(split_units("会议定于2026年3月15日上午9点举行。会议时间两小时。", first_max_chars=16))[0] == (
+        "会议定于2026年3月15日上午9点举行。"
+    )
 
 
 def test_cjk_cut_does_not_split_a_latin_word() -> None:
-    units = split_units("我喜欢用Python编程" * 3, first_max_chars=8)
+    units = split_units("我喜欢用Python编程" * 5, first_max_chars=8)  # 60 characters: past CJK_FIRST_CLAUSE
     assert units[0].text == "我喜欢用"
 
 
@@ -408,6 +415,7 @@ def test_stream_matches_split_after_the_first_unit(text: str, sizes: list[int], 
 
 def test_a_cut_between_cjk_characters_never_splits_a_number():
     # Cut as "…付了23" | ".5元…", the Mandarin reader said 二十三 … 五元 (found by word timing).
-    units = [u.text for u in split_units("我在2026年3月15日付了23.5元，一共三百块。", first_max_chars=16)]
+    text = "我在2026年3月15日付了23.5元一共三百块钱之后我们又去了别的地方看了看还买了一些水果和面包。"
+    units = [u.text for u in split_units(text, first_max_chars=16)]  # past CJK_FIRST_CLAUSE: cut
     assert units[0] == "我在2026年3月15日付了" and units[1].startswith("23.5元")
-    assert [u.text for u in split_units("次は15:30発、東京行きの電車がまいります", first_max_chars=5)][0] == "次は"
+    assert [u.text for u in split_units("次は15:30発、東京行きの電車がまいります", first_max_chars=5)][0] == "次は15:30発、"
