@@ -101,6 +101,10 @@ class Config:
     # What to do with a new utterance that cannot start in time (see docs/protocol.md).
     admission: str = "queue"
     admission_max_wait: float = 2.0  # seconds
+    # The load of the inference thread (its streams' RTFs summed, this one's included) above
+    # which a new utterance is late: 1.0 is the thread's whole time; a burst of Kokoro
+    # streams stays gapless only well below it (benchmarks/listeners.py measures where).
+    admission_max_load: float = 1.0
     phrase_cache_mb: float = 16.0
     # Kokoro's waveform generator (rtts/engines/kokoro_student.py): "auto", the distilled
     # student in the languages where it passed the quality gates and Kokoro's own elsewhere;
@@ -173,6 +177,8 @@ class Config:
             problems.append("first-unit-chars-* must be within 1..250")
         if self.admission_max_wait < 0 or self.phrase_cache_mb < 0:
             problems.append("admission-max-wait and phrase-cache-mb must be >= 0")
+        if not self.admission_max_load > 0:
+            problems.append("admission-max-load must be positive")
         if not 0 < self.max_pause <= self.max_audio:
             problems.append("max-pause must be positive and at most max-audio")
         if self.max_text_chars < 1 or self.max_message_bytes < 256 or self.max_utterances < 1:
@@ -326,6 +332,7 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "preload": (_yes, "load the default voice before reporting ready"),
     "admission": (str, "a new utterance that cannot start in time: queue it, refuse it (error busy) or close (1013)"),
     "admission_max_wait": (float, "seconds of expected wait above which a new utterance counts as late"),
+    "admission_max_load": (float, "load of the inference thread (its streams' RTFs summed, 1.0 its whole time) above which a new utterance counts as late"),
     "phrase_cache_mb": (float, "memory for replaying repeated short texts (0: off)"),
     "generator": (str, "Kokoro's waveform generator: auto (the distilled student where it passed its quality gates), student or teacher"),
     "wyoming_port": (int, "also serve Wyoming (Home Assistant) on this TCP port, e.g. 10200"),

@@ -239,7 +239,7 @@ class InferenceWorker:
         of the queued jobs due before it, and what the running job will still take
         before it can yield. The load is the sum of the RTFs of every utterance with
         work queued or running, this one included: above 1 the thread cannot keep all
-        of them playing in real time (an utterance alone counts at most 1).
+        of them playing in real time (an utterance alone counts 0: it delays nobody).
         """
         now = time.monotonic()
         voice, deadline = job.voice, job.deadline
@@ -270,8 +270,9 @@ class InferenceWorker:
         load = self._rtf(voice) + sum(self._rtf(v) for v in busy.values())
         if not busy:
             # Alone on the thread it delays nobody, and refusing it would keep a cost
-            # estimate from a bad moment forever: estimates only move when jobs run.
-            load = min(load, 1.0)
+            # estimate from a bad moment forever: estimates only move when jobs run. So
+            # no --admission-max-load makes it late.
+            load = 0.0
         return wait, load
 
     def _rtf(self, voice: VoiceInfo) -> float:

@@ -628,7 +628,7 @@ class Session:
                 utt.shared_jobs += 1
         if not utt.started:
             wait, load = self._catalog.estimate(job)
-            late = wait > self._config.admission_max_wait or load > 1.0
+            late = wait > self._config.admission_max_wait or load > self._config.admission_max_load
             # An announcement is never refused: its synthesis is shared, and it was queued on its channel.
             if late and self._config.admission != "queue" and utt.announcement is None:
                 return self._refuse(utt, wait, load)

@@ -97,6 +97,18 @@ def test_refuse_policy_answers_busy_and_keeps_the_connection(wait: float, load: 
     assert any(isinstance(e, Submit) for e in _speak(session))
 
 
+def test_the_load_that_counts_as_late_is_the_operators() -> None:
+    # Issue 32: a burst of Kokoro listeners underran at a load of 0.5-0.7; a site may
+    # rather refuse the third listener than let every one of them stutter.
+    strict = _session(BusyCatalog(0.1, 0.57), admission="refuse", admission_max_load=0.45)
+    assert [e.message.code for e in _speak(strict) if isinstance(e, Send)] == ["busy"]
+    assert any(isinstance(e, Submit) for e in _speak(_session(BusyCatalog(0.1, 0.57), admission="refuse")))
+    assert any(isinstance(e, Submit) for e in _speak(_session(BusyCatalog(0.1, 0.38), admission="refuse",
+                                                              admission_max_load=0.45)))
+    with pytest.raises(ValueError, match="admission-max-load"):
+        Config(cache_dir=Path("/tmp/rtts-test"), models_dir=Path("/tmp/rtts-test"), admission_max_load=0)
+
+
 def test_close_policy_closes_with_1013() -> None:
     effects = _speak(_session(BusyCatalog(9.0, 0.5), admission="close"))
     closes = [e for e in effects if isinstance(e, Close)]

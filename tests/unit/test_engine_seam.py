@@ -91,7 +91,7 @@ def test_a_registered_kind_is_discovered_costed_and_routed(tmp_path: Path) -> No
     job = Job("u", "hello", registry.get("toy/a"), "en", 1.0, 0.0)
     wait, load = worker.estimate(job)
     assert wait == 0.1  # the toy model is not loaded yet: its prior load time
-    assert load == 0.01  # nothing else queued: this utterance's own rtf
+    assert load == 0.0  # nothing else queued: alone, it delays nobody and is never late by load
     worker.warm_up([toy])
     done = threading.Event()
     worker.call(lambda: None, lambda error: done.set())  # control work runs in arrival order
