@@ -357,6 +357,15 @@ def write_block(doc: Path, name: str, section: str, heading: str) -> None:
     doc.write_text(text)
 
 
+def builds(before: Path | None, generators: str) -> dict[str, tuple[Path, tuple[str, ...]]]:
+    """The servers a comparing benchmark starts, by name: (checkout, extra ``rtts serve``
+    arguments). This checkout, and ``before``'s beside it; or, with ``generators``
+    ("teacher,student"), this checkout once per Kokoro generator."""
+    if generators:
+        return {g: (ROOT, ("--generator", g)) for g in generators.split(",")}
+    return {"this build": (ROOT, ())} | ({"before": (before.resolve(), ())} if before else {})
+
+
 def cpu_model() -> str:
     """The CPU's name and the instruction sets that change Kokoro's kernels (VNNI: its int8
     products; see rtts/engines/conv_gemm.py), printed beside every host probe: boxes that

@@ -188,9 +188,7 @@ def main() -> int:
     p.add_argument("--no-write", dest="write", action="store_false")
     args = p.parse_args()
     paths, ns = args.paths.split(","), [int(n) for n in args.n.split(",")]
-    builds = {"this build": (ROOT, ())} | ({"before": (args.before.resolve(), ())} if args.before else {})
-    if args.generators:
-        builds = {g: (ROOT, ("--generator", g)) for g in args.generators.split(",")}
+    builds = latency.builds(args.before, args.generators)
     work = Path(tempfile.mkdtemp(prefix="rtts-listeners-"))
     print(f"host: {latency.cpu_model()}", flush=True)
     probes = [latency.probe_ms()]

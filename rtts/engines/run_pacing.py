@@ -55,10 +55,6 @@ class RunCost:
             fixed, slope = 0.0, wy / wx
         return fixed, slope
 
-    def seconds(self, lang: str, tokens: int, speed: float) -> float:
-        fixed, slope = self.line(lang)
-        return fixed + slope * tokens / speed
-
     def tokens_within(self, lang: str, seconds: float, speed: float) -> int:
         """The most phonemes a run may have to take at most ``seconds`` (0 when none fit)."""
         fixed, slope = self.line(lang)

@@ -54,7 +54,7 @@ def test_the_longest_run_that_fits_and_a_break_first() -> None:
 
 def test_the_cost_line_is_learned_from_runs() -> None:
     cost = RunCost(overhead_s=0.1, per_token_s=0.008, shortest=24)
-    assert cost.seconds("zh", 100, 1.0) == pytest.approx(0.9)
+    assert cost.tokens_within("zh", 0.9, 1.0) == pytest.approx(100, abs=1)  # the priors' line
     for _ in range(30):  # this box: 0.05 s fixed, 5 ms a phoneme
         for tokens in (12, 40, 90, 128):
             cost.learn("zh", tokens, 1.0, 0.05 + 0.005 * tokens)
@@ -63,8 +63,7 @@ def test_the_cost_line_is_learned_from_runs() -> None:
     assert cost.tokens_within("zh", 0.55, 1.0) == pytest.approx(100, abs=5)
     assert cost.line("ja") == (0.1, 0.008)  # each language its own, from the priors
     assert cost.tokens_within("zh", 0.01, 1.0) == 0  # less than the fixed part: none fit
-    cost.learn("en", 30, 2.0, 0.1)  # speed 2: half the frames a phoneme
-    assert cost.seconds("en", 30, 2.0) < cost.seconds("en", 30, 1.0)
+    assert cost.tokens_within("en", 0.5, 2.0) == 2 * cost.tokens_within("en", 0.5, 1.0)  # speed 2: half the frames
 
 
 def test_one_length_alone_keeps_the_priors_shape() -> None:
@@ -73,7 +72,7 @@ def test_one_length_alone_keeps_the_priors_shape() -> None:
         cost.learn("zh", 50, 1.0, 0.6)  # every run the same length: no slope to be had
     fixed, slope = cost.line("zh")
     assert fixed >= 0 and slope > 0
-    assert cost.seconds("zh", 50, 1.0) == pytest.approx(0.6, rel=0.1)
+    assert fixed + slope * 50 == pytest.approx(0.6, rel=0.1)
 
 
 @pytest.fixture
