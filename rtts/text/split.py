@@ -147,12 +147,18 @@ def _first_chunk(s: str, clauses: list[int], complete: bool, known: int, limit: 
         # ("上午" | "9点"): the first clause stays whole up to CJK_FIRST_CLAUSE characters.
         # First audio comes from the engine's own first words (Kokoro's QUICK_START, cut
         # between jieba's words), not from a shorter unit.
+        # Only a clause with no space in it: Latin words inside one ("今日は Hello world")
+        # are cut between words as any other text.
         most = min(longest, max(limit, CJK_FIRST_CLAUSE))
+        whole: _Chunk = None
         if clauses and clauses[0] <= most:
-            return clauses[0], CLAUSE
-        if complete and len(s) <= most:
-            return len(s), SENTENCE
-        if not complete and known <= most:
+            whole = clauses[0], CLAUSE
+        elif complete and len(s) <= most:
+            whole = len(s), SENTENCE
+        if whole is not None:
+            if not _SPACE.search(s, 1, whole[0]):
+                return whole
+        elif not complete and known <= most and not _SPACE.search(s, 1, known):
             return None  # the clause may still end within reach
     if complete or known > limit:
         cut = _whole_word(s, limit, longest, None if complete else known)

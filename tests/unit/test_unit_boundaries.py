@@ -58,3 +58,12 @@ def test_spaced_units_end_between_words(lang: str, first: int) -> None:
         for unit in units[:-1]:
             at = joined.index(unit.text, at) + len(unit.text)
             assert at == len(joined) or joined[at] == " ", (text, [u.text for u in units])
+
+
+def test_a_first_clause_with_latin_words_in_it_is_cut_between_words() -> None:
+    """Only a first clause with no space in it is kept whole past the first unit's length:
+    "今日は Hello world" is cut between its words as any spaced text (found by
+    test_text_split's property test: the rule once kept the whole sentence)."""
+    units = split_units("今日は Hello", first_max_chars=1, max_chars=9)
+    assert len(units[0].text) == 1 and " " not in units[0].text
+    assert split_units("今日はいい天気ですね。", first_max_chars=4, max_chars=40)[0].text == "今日はいい天気ですね。"
