@@ -279,11 +279,19 @@ def build_parser() -> argparse.ArgumentParser:
     voices.add_argument("files", nargs="*", type=Path, help="for import: .bin, .npy, .npz or a kokoro-js .tgz")
     voices.add_argument("--force", action="store_true", help="for import: replace a file of the same name (after the files)")
     config.add_flags(voices, ["models_dir", "cache_dir", "default_voice", "log_level"])
+    from .play import settings as play_settings
+
+    play = sub.add_parser("play", help="hear channels of an rtts server on this box's sound output, in step")
+    play_settings.add_flags(play)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "play":  # a client: its own settings, none of the server's
+        from .play.main import main as play
+
+        return play(args)
     try:
         cfg = config.from_args(args)
     except (ValueError, OSError) as exc:

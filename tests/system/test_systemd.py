@@ -80,6 +80,28 @@ def test_exposure_score():
     assert float(m.group(1)) <= 2.0
 
 
+@needs_systemd
+def test_the_player_unit_verifies_and_is_hardened(tmp_path):
+    """systemd/rtts-player.service (rtts play, issue 33): clean under `systemd-analyze
+    verify` once its binary exists, an exposure score as low as the server's, and the one
+    device it needs (ALSA) the only one it may open."""
+    text = (UNITS / "rtts-player.service").read_text()
+    patched = text.replace("ExecStart=/opt/rtts/bin/rtts ", f"ExecStart={sys.executable} -m rtts ", 1)
+    assert patched != text
+    (tmp_path / "rtts-player.service").write_text(patched)
+    result = subprocess.run([ANALYZE, "verify", str(tmp_path / "rtts-player.service")],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and not (result.stdout + result.stderr).strip(), result.stdout + result.stderr
+    result = subprocess.run([ANALYZE, "security", "--offline=yes", str(tmp_path / "rtts-player.service")],
+                            capture_output=True, text=True, timeout=60)
+    m = re.search(r"Overall exposure level for rtts-player.service: (\d+\.\d+)", result.stdout)
+    assert m and float(m.group(1)) <= 2.0, result.stdout + result.stderr
+    for setting in ("DynamicUser=yes", "DevicePolicy=closed", "DeviceAllow=char-alsa rw", "SupplementaryGroups=audio",
+                    "ProtectSystem=strict", "NoNewPrivileges=yes", "MemoryMax=", "Restart=on-failure",
+                    "ExecStart=/opt/rtts/bin/rtts play --config /etc/rtts/player.toml"):
+        assert re.search(rf"^{re.escape(setting)}", text, re.M), setting
+
+
 def test_unit_has_the_promised_settings():
     unit = (UNITS / "rtts.service").read_text()
     for setting in (

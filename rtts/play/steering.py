@@ -1,0 +1,72 @@
+"""Keeps an output's read position on the shared timeline.
+
+An output plays its own samples at its own crystal's rate; the timeline runs on the
+shared clock. Each block the output says when its first sample will be heard (its
+measured latency included), on the shared clock: ``ideal``. The read position
+(``cursor``) should be there. It is moved sample by sample, as Snapcast's clients do:
+while the smoothed error is over a tenth of a millisecond, each block reads one sample more (behind)
+or one fewer (ahead) than it plays, which a listener does not hear (a 10 ms block at 48
+kHz corrects up to 2,000 ppm, ten times a bad crystal). An error over ``JUMP_S`` (the
+first block, a stepped clock, an output that stalled) is not crept up on: the cursor
+jumps, and the timeline's late rule makes the join (a 3 ms fade-in).
+
+Device timestamps jitter by a fraction of a millisecond block to block, so the error is
+smoothed over about ``SMOOTH_BLOCKS`` blocks before it is acted on. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+JUMP_S = 0.02
+SMOOTH_BLOCKS = 32
+# Within this the error is left alone: device timestamps jitter by ±0.06 ms block to block
+# (PulseAudio's null sink through ALSA, measured), and chasing that would drop or repeat a
+# sample many times a second for nothing. A tenth of a millisecond is nothing to the ear.
+DEADBAND_S = 0.0001
+
+
+@dataclass
+class Step:
+    start: float  # shared time of the first sample to read
+    read: int  # samples to read from the timeline for this block (frames - 1, frames or frames + 1)
+    jumped: bool
+
+
+class Steering:
+    def __init__(self, rate: int) -> None:
+        self.rate = rate
+        self.cursor: float | None = None
+        self.error = 0.0  # smoothed: ideal - cursor, seconds
+        self.jumps = 0
+        self.corrections = 0  # samples dropped or repeated
+
+    def next(self, ideal: float, frames: int) -> Step:
+        jumped = self.cursor is None or abs(ideal - self.cursor) > JUMP_S
+        if jumped:
+            self.cursor, self.error = ideal, 0.0
+            self.jumps += 1
+        assert self.cursor is not None
+        self.error += (ideal - self.cursor - self.error) / SMOOTH_BLOCKS
+        one = 1 / self.rate
+        band = max(one, DEADBAND_S)
+        k = 1 if self.error > band else -1 if self.error < -band else 0
+        if k:
+            self.corrections += 1
+            self.error -= k * one  # taken: the next blocks' errors will show it
+        step = Step(self.cursor, frames + k, jumped)
+        self.cursor += (frames + k) * one
+        return step
+
+
+def fit(samples: np.ndarray, frames: int) -> np.ndarray:
+    """``samples`` (one more or one fewer than ``frames``, as ``Step.read`` asked) made
+    ``frames`` long by dropping or repeating one sample in the middle of the block."""
+    extra = samples.shape[0] - frames
+    if extra == 0:
+        return samples
+    mid = frames // 2
+    if extra > 0:
+        return np.concatenate([samples[:mid], samples[mid + extra :]])
+    return np.concatenate([samples[: mid + 1], samples[mid:]])

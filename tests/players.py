@@ -1,0 +1,148 @@
+"""Headless players (``rtts play``) as real processes, and when each one made an
+announcement heard: the harness tests/system/test_headless_players.py and
+benchmarks/players.py share. Each player plays through PortAudio into a loudspeaker of
+its own (tests/sinks.py); ``announce`` records them all, publishes, and finds where each
+one's audio lands by cross-correlating the recording with the announcement's audio as a
+plain subscriber received it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from rtts import protocol
+from tests.conftest import Client
+from tests.sinks import RATE, Recording, Speakers, locate
+
+CHANNEL = "hall"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class PlayerProcess:
+    name: str
+    proc: subprocess.Popen[str]
+    metrics_port: int
+    log: Path
+
+    def metrics(self) -> dict[str, float]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        return {k: float(v) for k, v in (line.split(" ", 1) for line in text.splitlines() if line and line[0] != "#")}
+
+
+@contextmanager
+def player(tmp: Path, speakers: Speakers, channel: int, url: str) -> Iterator[PlayerProcess]:
+    port = free_port()
+    log = tmp / f"player{channel}.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "rtts", "play", "--server", url, "--channel", CHANNEL,
+                                 "--output", "pulse", "--output-channels", "1", "--metrics", f"127.0.0.1:{port}"],
+                                env={**os.environ, **speakers.env(channel)}, stdout=out,
+                                stderr=subprocess.STDOUT, text=True)
+    p = PlayerProcess(f"player{channel}", proc, port, log)
+    try:
+        deadline = time.monotonic() + 30
+        while "connected to" not in log.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        yield p
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def reference(url: str) -> Client:
+    """A plain subscriber in the players' format: the announcement's audio, as sent."""
+    c = Client(url)
+    c.send(type="hello", v=1, format="pcm16", sample_rate=RATE)
+    while not (isinstance(m := c.recv(), protocol.Ready) and m.sample_rate == RATE):
+        pass
+    c.send(type="subscribe", channel=CHANNEL)
+    assert isinstance(c.until(protocol.Subscribed, timeout=10)[-1], protocol.Subscribed)
+    return c
+
+
+def heard(take_audio: np.ndarray, take_wall, ref: np.ndarray, pos: int) -> float:  # type: ignore[no-untyped-def]
+    """When one player's channel made ``ref[pos]`` heard (wall clock), by correlating 2 s."""
+    frame = locate(take_audio, ref, pos, 2 * RATE)
+    return float(take_wall(frame))
+
+
+
+@dataclass
+class Heard:
+    """One announcement as the players made it heard."""
+
+    sent: float  # wall time it was published
+    play_at: float
+    audio_s: float
+    at: dict[str, list[float]] = field(default_factory=dict)  # position name -> per player, when pts 0 was heard
+    metrics: list[dict[str, float]] = field(default_factory=list)
+
+    def spread_ms(self, name: str, players: list[int] | None = None) -> float:
+        times = [t for i, t in enumerate(self.at[name]) if players is None or i in players]
+        return (max(times) - min(times)) * 1000
+
+    def from_play_at_ms(self, name: str) -> list[float]:
+        return [(t - self.play_at) * 1000 for t in self.at[name]]
+
+
+def settle(players: list[PlayerProcess], samples: int = 20, timeout: float = 60) -> None:
+    """Until each player's clock estimate rests on ``samples`` exchanges (its bound is no
+    use here: on a 50 ms link it stays near 30 ms while the estimate is within a ms)."""
+    deadline = time.monotonic() + timeout
+    while any(p.metrics()["rtts_player_clock_samples"] < samples for p in players):
+        assert time.monotonic() < deadline, [p.metrics() for p in players]
+        time.sleep(0.5)
+
+
+def announce(tmp: Path, speakers: Speakers, players: list[PlayerProcess], ref: Client, publish_url: str, text: str,
+             token: str, positions_s: tuple[float, ...] = (0.0,)) -> Heard:
+    """Publishes ``text`` and waits until every player has played it; when each made the
+    audio heard at its first sound and ``positions_s`` seconds after it."""
+    with Recording(speakers, tmp / "room") as recording:
+        time.sleep(0.5)
+        with Client(publish_url) as c:
+            sent = time.time()
+            c.send(type="publish", channel=CHANNEL, text=text, token=token)
+            published = c.until(protocol.Published, timeout=10)[-1]
+        assert isinstance(published, protocol.Published), published
+        msgs = ref.utterance(published.id, timeout=150)
+        start, end = msgs[0], msgs[-1]
+        assert isinstance(start, protocol.Start) and isinstance(start.play_at, float), start
+        assert isinstance(end, protocol.End) and end.reason == "done", end
+        pcm = np.zeros(max(m.pts for m in msgs if isinstance(m, protocol.Audio)) + RATE, np.float32)
+        for m in msgs:
+            if isinstance(m, protocol.Audio):
+                x = np.frombuffer(m.data, "<i2").astype(np.float32) / 32768
+                pcm[m.pts : m.pts + x.size] = x
+        audio_s = end.stats["audio_ms"] / 1000
+        time.sleep(max(0.0, start.play_at + audio_s + 1.0 - time.time()))
+    take = recording.take()
+    result = Heard(sent, start.play_at, audio_s)
+    first = int(np.argmax(np.abs(pcm) > 0.05))  # the first sound, past any leading silence
+    for offset in positions_s:
+        pos = first + int(offset * RATE)
+        name = "start" if offset == 0 else f"{offset:g} s"
+        result.at[name] = [heard(take.samples[:, i], take.wall, pcm, pos) - pos / RATE for i in range(len(players))]
+    result.metrics = [p.metrics() for p in players]
+    return result
