@@ -7,6 +7,7 @@ exists; shards written since the last look are picked up as training goes. Each 
 loss goes to ``OUT/loss.csv``.
 
     python -m training.kokoro_student.train DATA_DIR OUT_DIR [--steps N] [--threads 1]
+    python -m training.kokoro_student.train DATA_DIR OUT_DIR --init models/kokoro-student.onnx  # go on from the shipped weights
     python -m training.kokoro_student.train --smoke          # a few steps on made-up data
 """
 
@@ -134,6 +135,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--save-every", type=int, default=200)
     ap.add_argument("--minutes", type=float, default=0, help="stop after this many minutes (0: steps only)")
+    ap.add_argument("--init", type=Path, help="start from this ONNX export (from_onnx) when OUT_DIR has no checkpoint")
     ap.add_argument("--smoke", action="store_true", help="3 steps on made-up data in a temporary folder")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -155,6 +157,11 @@ def main() -> None:
         opt.load_state_dict(state["opt"])
         step = state["step"]
         print(f"resumed at step {step}", flush=True)
+    elif args.init:
+        from training.kokoro_student.from_onnx import state_dict
+
+        model.load_state_dict(state_dict(args.init))
+        print(f"started from {args.init}", flush=True)
     win, win_src = windows()
     mel = MelBank()
     log = (args.out / "loss.csv").open("a")
@@ -175,10 +182,10 @@ def main() -> None:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         step += 1
-        log.write(f"{step},{time.time():.1f},{float(loss):.4f},{parts['sc']:.4f},{parts['logmag']:.4f},{parts['mel']:.4f},{lr:.6f}\n")
+        log.write(f"{step},{time.time():.1f},{float(loss.detach()):.4f},{parts['sc']:.4f},{parts['logmag']:.4f},{parts['mel']:.4f},{lr:.6f}\n")
         if step % 20 == 0:
             log.flush()
-            print(f"step {step} loss {float(loss):.3f} {parts} {(time.time() - started) / 60:.1f} min", flush=True)
+            print(f"step {step} loss {float(loss.detach()):.3f} {parts} {(time.time() - started) / 60:.1f} min", flush=True)
         out_of_time = args.minutes and time.time() - started > args.minutes * 60
         if step % args.save_every == 0 or step == args.steps or out_of_time:
             torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step}, ckpt.with_suffix(".tmp"))

@@ -1,0 +1,90 @@
+"""The training loss on teacher shards a run did not train on, for a checkpoint or any
+ONNX export of it: how the int8 forms of one set of weights compare, and whether a run
+still gains, without Whisper or DNSMOS (benchmarks/student_quality.py is the verdict).
+
+Every utterance is taken whole (no crop) and the noise is seeded, so two models are
+scored on exactly the same audio.
+
+    python -m training.kokoro_student.held_out SHARD.npz [SHARD.npz ...] --model A.onnx --model B.pt
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from training.kokoro_student.model import Student, dsp_synth, windows
+from training.kokoro_student.train import MelBank, loss_fn
+
+
+def units(shards: list[Path]) -> list[tuple[np.ndarray, ...]]:
+    out = []
+    for path in shards:
+        with np.load(path) as z:
+            for j in range(len(json.loads(str(z["meta"])))):
+                out.append((z[f"gen_in_{j}"].astype(np.float32), z[f"f0_{j}"], z[f"style_{j}"], z[f"audio_{j}"].astype(np.float32) / 32768))
+    return out
+
+
+def predictor(path: Path):
+    """A function (gen_in, f0, style128) -> five spectra, numpy in and out."""
+    if path.suffix == ".onnx":
+        import onnxruntime as ort
+
+        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        names = [i.name for i in session.get_inputs()]
+
+        def run(gen_in, f0, style):
+            wide = np.zeros((1, 256), np.float32)
+            wide[0, :128] = style
+            return session.run(None, dict(zip(names, (gen_in[None], f0[None], wide))))
+
+        return run
+    model = Student()
+    model.load_state_dict(torch.load(path, map_location="cpu")["model"])
+    model.eval()
+
+    def run(gen_in, f0, style):
+        with torch.no_grad():
+            return [t.numpy() for t in model(torch.from_numpy(gen_in[None]), torch.from_numpy(f0[None]), torch.from_numpy(style[None]))]
+
+    return run
+
+
+def score(path: Path, data: list[tuple[np.ndarray, ...]]) -> dict[str, float]:
+    from hibari import dsp
+
+    run = predictor(path)
+    win, win_src = windows()
+    mel = MelBank()
+    totals: dict[str, float] = {}
+    torch.manual_seed(0)
+    for gen_in, f0, style, audio in data:
+        parts = tuple(torch.from_numpy(np.asarray(p)) for p in run(gen_in, f0, style))
+        pulses = torch.from_numpy(dsp.pulses(f0)[None])
+        with torch.no_grad():
+            y = dsp_synth(parts, pulses, win, win_src)
+            total, bits = loss_fn(y, torch.from_numpy(audio[None]), mel)
+        for key, value in {"loss": float(total), **bits}.items():
+            totals[key] = totals.get(key, 0.0) + value / len(data)
+    return totals
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("shards", type=Path, nargs="+")
+    ap.add_argument("--model", type=Path, action="append", required=True)
+    args = ap.parse_args()
+    data = units(args.shards)
+    print(f"{len(data)} utterances, {sum(u[1].size for u in data) / 80 / 60:.1f} min of teacher audio")
+    for path in args.model:
+        figures = score(path, data)
+        print(f"{path}: " + "  ".join(f"{k} {v:.4f}" for k, v in figures.items()))
+
+
+if __name__ == "__main__":
+    main()
