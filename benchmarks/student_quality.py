@@ -160,29 +160,30 @@ def write_items(todo: list[Unit], folder: Path, case: str) -> Path:
     return path
 
 
-def run_tool(tool: str, *args: str, threads: int) -> str:
-    """``tool`` (in ../shared/tools) run with this Python; its stdout. Whisper's model is
-    looked for in ~/.cache/whisper-base unless WHISPER_DIR says otherwise."""
+def run_tool(tool: str, *args: str, threads: int, python: str) -> str:
+    """``tool`` (in ../shared/tools) run with ``python`` (the scorers' venv, or this one);
+    its stdout. Whisper's model is looked for in ~/.cache/whisper-base unless WHISPER_DIR
+    says otherwise."""
     env = {"WHISPER_DIR": str(Path.home() / ".cache" / "whisper-base"), "OMP_NUM_THREADS": str(threads)}
-    done = subprocess.run([sys.executable, str(TOOLS / tool), *args], env=env | dict(os.environ),
+    done = subprocess.run([python, str(TOOLS / tool), *args], env=env | dict(os.environ),
                           capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{tool} {' '.join(args)} failed:\n{done.stderr[-3000:]}")
     return done.stdout
 
 
-def asr_means(items: Path, langs: list[str], threads: int) -> dict[str, float]:
+def asr_means(items: Path, langs: list[str], threads: int, python: str) -> dict[str, float]:
     """{lang: mean error} from asr_score.py's ``MEAN`` lines (which fold pt-br to pt)."""
-    printed = run_tool("asr_score.py", str(items), threads=threads)
+    printed = run_tool("asr_score.py", str(items), threads=threads, python=python)
     (items.parent / f"{items.stem}.asr.txt").write_text(printed, encoding="utf-8")
     folded = {lang.split("-")[0]: lang for lang in langs}
     return {folded[lang]: float(mean) for lang, mean in _MEAN.findall(printed) if lang in folded}
 
 
-def dnsmos_means(items: list[Path], out: Path, threads: int) -> dict[Path, dict[str, dict[str, float]]]:
+def dnsmos_means(items: list[Path], out: Path, threads: int, python: str) -> dict[Path, dict[str, dict[str, float]]]:
     """{items file: {lang: {"p808": mean, "sig": mean}}} from dnsmos_score.py's per-file JSON."""
     scores = out / "dnsmos.json"
-    run_tool("dnsmos_score.py", *map(str, items), "--json", str(scores), threads=threads)
+    run_tool("dnsmos_score.py", *map(str, items), "--json", str(scores), threads=threads, python=python)
     rows_by_path = json.loads(scores.read_text(encoding="utf-8"))
     means: dict[Path, dict[str, dict[str, float]]] = {}
     for path in items:
@@ -311,6 +312,8 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=2, help="inference threads per registry (default 2)")
     p.add_argument("--gates-out", type=Path, help="write the passing languages to this JSON file, "
                    "e.g. models/kokoro-student.json")
+    p.add_argument("--scorer-python", type=Path, default=Path(sys.executable),
+                   help="the Python of the scorers' venv (faster-whisper, speechmos); default this one")
     p.add_argument("--no-write", dest="write", action="store_false", help="do not touch docs/benchmarks.md")
     args = p.parse_args()
     langs = args.langs.split(",")
@@ -335,10 +338,10 @@ def main() -> int:
         synthesize(todo, generator, args.threads, out / generator)
     dist = distances(todo, out)
     items = {(g, case): write_items(todo, out / g, case) for g in GENERATORS for case in CASES}
-    mos = dnsmos_means(list(items.values()), out, args.threads)
+    mos = dnsmos_means(list(items.values()), out, args.threads, str(args.scorer_python))
     scores = {}
     for key, path in items.items():
-        scores[key] = {"error": asr_means(path, langs, args.threads),
+        scores[key] = {"error": asr_means(path, langs, args.threads, str(args.scorer_python)),
                        "p808": {lang: m["p808"] for lang, m in mos[path].items()},
                        "sig": {lang: m["sig"] for lang, m in mos[path].items()}}
 
