@@ -40,6 +40,10 @@ class Config:
     models_dir: Path | None = None
     cache_dir: Path | None = None
     idle_unload: float = 300.0
+    # How long one inference call (a unit's run) may take before the inference process is
+    # taken for hung and restarted (rtts/host/client.py). A minute is a hang on any real
+    # box; a CPU emulated by qemu-user needs several (benchmarks/arm64.py).
+    inference_timeout: float = 60.0
     threads: int = 0  # 0: one per core
     log_level: str = "info"
     loop: str = "auto"
@@ -148,6 +152,8 @@ class Config:
             problems.append(f"port {self.port} is not a TCP port")
         if self.idle_unload < 0:
             problems.append("idle-unload must be >= 0 seconds")
+        if not 1 <= self.inference_timeout <= 3600:
+            problems.append("inference-timeout must be 1 to 3600 seconds")
         if self.loop not in ("auto", "asyncio", "uvloop"):
             problems.append("loop must be auto, asyncio or uvloop")
         if self.log_level.lower() not in ("debug", "info", "warning", "error"):
@@ -285,6 +291,8 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "models_dir": (Path, "folder scanned for extra Piper voices and Kokoro style files"),
     "cache_dir": (Path, "where the Kokoro model is assembled once"),
     "idle_unload": (float, "seconds with no client before models are unloaded (0: never)"),
+    "inference_timeout": (float, "seconds one synthesis call may take before the inference process is taken "
+                          "for hung and restarted; raise it on an emulated CPU"),
     "threads": (int, "ONNX Runtime intra-op threads (default: one per core the cgroup's CPU quota allows)"),
     "log_level": (str, "debug, info, warning or error"),
     "loop": (str, "event loop: auto, asyncio or uvloop"),

@@ -178,7 +178,7 @@ class Service:
     def __init__(self, config: Config) -> None:
         self.config = config
         # The inference process, shared by every engine; started by the first model load.
-        self.host = Host(host_ops())
+        self.host = Host(host_ops(), call_timeout_s=config.inference_timeout)
         self.registry = VoiceRegistry.discover(
             config.models_dir,
             config.cache_dir or Path(),  # Config fills it in
