@@ -30,7 +30,7 @@ def main(csv: Path, png: Path) -> None:
     for col, label in ((2, "total"), (3, "spectral convergence"), (4, "log magnitude (5 resolutions)"), (5, "log mel")):
         smooth = np.convolve(rows[:, col], kernel, mode="valid") if len(rows) > 50 else rows[:, col]
         ax.plot(step[len(step) - len(smooth) :], smooth, label=label)
-    ax.set_xlabel(f"step (batch 8 x 1.2 s crops; {hours:.1f} h of training on one CPU core, pauses left out)")
+    ax.set_xlabel(f"step (batch 8 x 1.2 s crops; {hours:.1f} h of training, pauses left out)")
     ax.set_ylabel("loss (50-step mean)")
     ax.set_title("Kokoro student: training loss against the teacher's audio")
     ax.grid(alpha=0.3)
