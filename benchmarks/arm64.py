@@ -171,7 +171,7 @@ def main() -> None:
         arch, _ = inside(args.root, "uname -m && python3 --version")
         print(f"inside: {' '.join(arch.split())}", flush=True)
         log, took = inside(args.root, "python3 -m venv /opt/rtts && /opt/rtts/bin/pip install --progress-bar off "
-                                      "'/opt/rtts-src[play]' pytest 2>&1")
+                                      "'/opt/rtts-src[play]' pytest hypothesis pytest-asyncio 2>&1")
         built = sorted({line.split("Building wheel for ")[1].split()[0] for line in log.splitlines()
                         if "Building wheel for " in line})
         print(f"pip install .[play] pytest: {took / 60:.1f} min; built from source: {', '.join(built) or 'nothing'}",
