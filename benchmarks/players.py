@@ -32,9 +32,8 @@ from latency import cpu_model, probe_ms  # noqa: E402
 
 from tests.conftest import Client, RedisServer, RttsProcess  # noqa: E402
 from tests.netdelay import DelayProxy  # noqa: E402
-from tests.players import CHANNEL, announce, heard, player, reference, settle  # noqa: E402
+from tests.players import CHANNEL, announce, heard, player, reference, settle, snapcast_zones  # noqa: E402
 from tests.sinks import RATE, Recording, Speakers  # noqa: E402
-from tests.system.test_headless_players import SNAPCAST_BUFFER_MS, SNAPCLIENT, process, snapserver  # noqa: E402
 from tests.texts import STATION_EN_SHORT, STATION_ZH  # noqa: E402
 
 TOKEN = "bench-publish"
@@ -87,18 +86,10 @@ def snapcast_cell(tmp: Path) -> dict[str, object]:
     with ExitStack() as stack:
         srv = stack.enter_context(RttsProcess(_dir(tmp / "a"), *SERVER_ARGS))
         srv.wait_listening()
-        fifo, port = stack.enter_context(snapserver(tmp))
-        stack.enter_context(process([sys.executable, "-m", "rtts", "play", "--server", srv.url, "--channel", CHANNEL,
-                                     "--output", f"file:{fifo}", "--trim-ms", str(SNAPCAST_BUFFER_MS)], {},
-                                    tmp / "feeder.log"))
         speakers = stack.enter_context(Speakers(2))
-        for i in range(2):
-            stack.enter_context(process([str(SNAPCLIENT), "-h", "127.0.0.1", "-p", str(port), "--hostID", f"zone{i}",
-                                         "--instance", str(i + 1), "--player", "pulse"], speakers.env(i),
-                                        tmp / f"snapclient{i}.log"))
+        snapcast_zones(stack, tmp, srv.url, speakers)
         ref = reference(srv.url)
         stack.callback(ref.close)
-        time.sleep(5)
         import numpy as np
 
         from rtts import protocol

@@ -8,13 +8,14 @@ plain subscriber received it."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,7 +37,7 @@ def free_port() -> int:
 @dataclass
 class PlayerProcess:
     name: str
-    proc: subprocess.Popen[str]
+    proc: subprocess.Popen[bytes]
     metrics_port: int
     log: Path
 
@@ -50,24 +51,14 @@ class PlayerProcess:
 def player(tmp: Path, speakers: Speakers, channel: int, url: str) -> Iterator[PlayerProcess]:
     port = free_port()
     log = tmp / f"player{channel}.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "rtts", "play", "--server", url, "--channel", CHANNEL,
-                                 "--output", "pulse", "--output-channels", "1", "--metrics", f"127.0.0.1:{port}"],
-                                env={**os.environ, **speakers.env(channel)}, stdout=out,
-                                stderr=subprocess.STDOUT, text=True)
-    p = PlayerProcess(f"player{channel}", proc, port, log)
-    try:
+    cmd = [sys.executable, "-m", "rtts", "play", "--server", url, "--channel", CHANNEL, "--output", "pulse",
+           "--output-channels", "1", "--metrics", f"127.0.0.1:{port}"]
+    with process(cmd, speakers.env(channel), log) as proc:
         deadline = time.monotonic() + 30
         while "connected to" not in log.read_text():
             assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.1)
-        yield p
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        yield PlayerProcess(f"player{channel}", proc, port, log)
 
 
 def reference(url: str) -> Client:
@@ -146,3 +137,63 @@ def announce(tmp: Path, speakers: Speakers, players: list[PlayerProcess], ref: C
         result.at[name] = [heard(take.samples[:, i], take.wall, pcm, pos) - pos / RATE for i in range(len(players))]
     result.metrics = [p.metrics() for p in players]
     return result
+
+
+SNAPSERVER, SNAPCLIENT = shutil.which("snapserver"), shutil.which("snapclient")
+SNAPCAST_BUFFER_MS = 1000  # snapserver's stream.buffer: the player writes that far ahead of play_at
+
+
+@contextmanager
+def snapserver(tmp: Path) -> Iterator[tuple[Path, int]]:
+    """Debian's snapserver with one pipe source (a FIFO it makes), its control ports off."""
+    assert SNAPSERVER is not None
+    fifo, port = tmp / "snapfifo", free_port()
+    (tmp / "snapserver.conf").write_text("")
+    log = (tmp / "snapserver.log").open("w")
+    proc = subprocess.Popen([SNAPSERVER, "-c", str(tmp / "snapserver.conf"), f"--server.datadir={tmp}",
+                             "--http.enabled=0", "--tcp.enabled=0", f"--stream.port={port}",
+                             f"--stream.buffer={SNAPCAST_BUFFER_MS}", "--stream.codec=pcm",
+                             f"--stream.source=pipe://{fifo}?name=rtts&mode=create&sampleformat={RATE}:16:2",
+                             "--logging.sink=stderr"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 20
+        while not fifo.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp / "snapserver.log").read_text()
+            time.sleep(0.05)
+        yield fifo, port
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        log.close()
+
+
+@contextmanager
+def process(cmd: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def snapcast_zones(stack: ExitStack, tmp: Path, url: str, speakers: Speakers, zones: int = 2) -> None:
+    """snapserver with an rtts channel as its pipe source (``rtts play --output file:FIFO``)
+    and ``zones`` snapclients, each on a loudspeaker of its own; returns once all are up."""
+    fifo, port = stack.enter_context(snapserver(tmp))
+    stack.enter_context(process([sys.executable, "-m", "rtts", "play", "--server", url, "--channel", CHANNEL,
+                                 "--output", f"file:{fifo}", "--trim-ms", str(SNAPCAST_BUFFER_MS)], {},
+                                tmp / "feeder.log"))
+    for i in range(zones):
+        stack.enter_context(process([str(SNAPCLIENT), "-h", "127.0.0.1", "-p", str(port), "--hostID", f"zone{i}",
+                                     "--instance", str(i + 1), "--player", "pulse"], speakers.env(i),
+                                    tmp / f"snapclient{i}.log"))
+    logs = [tmp / f"snapclient{i}.log" for i in range(zones)]
+    deadline = time.monotonic() + 30
+    while not (all("diff to server" in log.read_text() for log in logs) and "connected to" in (tmp / "feeder.log").read_text()):
+        assert time.monotonic() < deadline, [log.read_text() for log in logs]
+        time.sleep(0.2)

@@ -60,12 +60,24 @@ async def play(settings: PlayerSettings) -> int:
         loop.add_signal_handler(sig, stop.set)
     task = asyncio.create_task(listener.run(), name="rtts-play-listener")
     stopping = asyncio.create_task(stop.wait())
+    dead = asyncio.create_task(_output_ended(output), name="rtts-play-output")
     try:
-        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({task, stopping, dead}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         task.cancel()
+        dead.cancel()
         output.stop()
+    if dead.done() and not dead.cancelled():
+        log.error("the output stopped (its reader went away?): exiting, for systemd to start the player again")
+        return 1
     if task.done() and not task.cancelled() and task.exception() is not None:
         log.error("the listener stopped", exc_info=task.exception())
         return 1
     return 0
+
+
+async def _output_ended(output: object) -> None:
+    """Returns when a file output's writer thread has stopped (its FIFO's reader went away);
+    a sound device's stream never ends by itself."""
+    while not getattr(output, "stopped", False):
+        await asyncio.sleep(1.0)

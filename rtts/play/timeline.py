@@ -15,7 +15,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 FADE_S = 0.003
-KEEP_S = 2.0  # an ended announcement is forgotten this long after its last sample was due
+KEEP_S = 2.0
+# The longest announcement a player holds: audio placed past it is dropped, so a server
+# that sends a wild pts cannot make the player allocate without bound.
+MAX_CLIP_S = 3600  # an ended announcement is forgotten this long after its last sample was due
 
 
 @dataclass
@@ -77,7 +80,7 @@ class Timeline:
 
     def audio(self, key: str, pts: int, samples: np.ndarray) -> None:
         clip = self.clips.get(key)
-        if clip is not None and pts >= 0:
+        if clip is not None and 0 <= pts and pts + samples.size <= MAX_CLIP_S * clip.rate:
             clip.put(pts, samples)
 
     def end(self, key: str) -> None:

@@ -16,11 +16,8 @@ links and its table is benchmarks/players.py, on the same harness (tests/players
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +26,17 @@ import pytest
 from rtts import protocol
 from tests.conftest import Client, RedisServer, RttsProcess
 from tests.netdelay import DelayProxy
-from tests.players import CHANNEL, announce, free_port, heard, player, reference, settle
+from tests.players import (
+    CHANNEL,
+    SNAPCLIENT,
+    SNAPSERVER,
+    announce,
+    heard,
+    player,
+    reference,
+    settle,
+    snapcast_zones,
+)
 from tests.sinks import PULSEAUDIO, RATE, Recording, Speakers
 from tests.texts import STATION_ZH
 
@@ -102,50 +109,6 @@ def test_headless_players_play_in_step_on_two_instances(tmp_path: Path) -> None:
     assert "Traceback" not in a.log + b.log
 
 
-SNAPSERVER, SNAPCLIENT = shutil.which("snapserver"), shutil.which("snapclient")
-SNAPCAST_BUFFER_MS = 1000  # snapserver's stream.buffer: the player writes that far ahead of play_at
-
-
-@contextmanager
-def snapserver(tmp: Path) -> Iterator[tuple[Path, int]]:
-    """Debian's snapserver with one pipe source (a FIFO it makes), its control ports off."""
-    assert SNAPSERVER is not None
-    fifo, port = tmp / "snapfifo", free_port()
-    (tmp / "snapserver.conf").write_text("")
-    log = (tmp / "snapserver.log").open("w")
-    proc = subprocess.Popen([SNAPSERVER, "-c", str(tmp / "snapserver.conf"), f"--server.datadir={tmp}",
-                             "--http.enabled=0", "--tcp.enabled=0", f"--stream.port={port}",
-                             f"--stream.buffer={SNAPCAST_BUFFER_MS}", "--stream.codec=pcm",
-                             f"--stream.source=pipe://{fifo}?name=rtts&mode=create&sampleformat={RATE}:16:2",
-                             "--logging.sink=stderr"], stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 20
-        while not fifo.exists():
-            assert proc.poll() is None and time.monotonic() < deadline, (tmp / "snapserver.log").read_text()
-            time.sleep(0.05)
-        yield fifo, port
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        log.close()
-
-
-@contextmanager
-def process(cmd: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    import os
-
-    with log.open("w") as out:
-        proc = subprocess.Popen(cmd, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
 @pytest.mark.skipif(SNAPSERVER is None or SNAPCLIENT is None or PULSEAUDIO is None or not SOUNDDEVICE,
                     reason="needs snapserver, snapclient, pulseaudio and libportaudio2")
 def test_a_channel_as_a_snapcast_source(tmp_path: Path) -> None:
@@ -155,22 +118,10 @@ def test_a_channel_as_a_snapcast_source(tmp_path: Path) -> None:
     with ExitStack() as stack:
         srv = stack.enter_context(RttsProcess(tmp_path, "--publish-token", TOKEN, "--preload", "--phrase-cache-mb", "0"))
         srv.wait_listening()
-        fifo, port = stack.enter_context(snapserver(tmp_path))
-        stack.enter_context(process([sys.executable, "-m", "rtts", "play", "--server", srv.url, "--channel", CHANNEL,
-                                     "--output", f"file:{fifo}", "--trim-ms", str(SNAPCAST_BUFFER_MS)], {},
-                                    tmp_path / "feeder.log"))
         speakers = stack.enter_context(Speakers(2))
-        for i in range(2):
-            stack.enter_context(process([SNAPCLIENT, "-h", "127.0.0.1", "-p", str(port), "--hostID", f"zone{i}",
-                                         "--instance", str(i + 1), "--player", "pulse"], speakers.env(i),
-                                        tmp_path / f"snapclient{i}.log"))
+        snapcast_zones(stack, tmp_path, srv.url, speakers)
         ref = reference(srv.url)
         stack.callback(ref.close)
-        deadline = time.monotonic() + 30
-        while not (all("diff to server" in (tmp_path / f"snapclient{i}.log").read_text() for i in range(2))
-                   and "connected to" in (tmp_path / "feeder.log").read_text()):
-            assert time.monotonic() < deadline, [(tmp_path / f"snapclient{i}.log").read_text() for i in range(2)]
-            time.sleep(0.2)
         recording = stack.enter_context(Recording(speakers, tmp_path / "room"))
         time.sleep(0.5)
         with Client(srv.url) as c:

@@ -154,3 +154,10 @@ def test_every_setting_is_in_the_edge_guides_table() -> None:
     guide = (Path(__file__).resolve().parents[2] / "docs" / "edge.md").read_text(encoding="utf-8")
     missing = [f.name for f in fields(play_settings.PlayerSettings) if f"| `{f.name}` |" not in guide]
     assert not missing, f"docs/edge.md's settings table lacks {missing}"
+
+
+def test_audio_placed_past_an_hour_is_dropped_not_allocated() -> None:
+    t = Timeline(RATE)
+    t.start("a#1", 0.0, RATE)
+    t.audio("a#1", 10**12, ramp(10))
+    assert t.clips["a#1"].received == 0 and t.clips["a#1"].pcm.size == 0
