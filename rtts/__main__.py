@@ -117,13 +117,14 @@ class _Redact(logging.Filter):
 
 async def _say(cfg: config.Config, args: argparse.Namespace, text: str) -> int:
     from .service import Service
+    from .speech_stream import speak
 
     captions = {fmt: path for fmt, path in (("vtt", args.vtt), ("srt", args.srt)) if path}
     service = Service(cfg)
     service.start()
     try:
-        samples, rate, end, words = await service.speak(
-            text, args.voice, args.lang, args.speed, args.sample_rate, words="word" if captions else None
+        samples, rate, end, words = await speak(
+            service, text, args.voice, args.lang, args.speed, args.sample_rate, words="word" if captions else None
         )
     except protocol.ProtocolError as exc:
         hint = "; --max-text-chars raises the limit" if exc.code is protocol.ErrorCode.TEXT_TOO_LONG else ""
@@ -306,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     # its INFO log has a line per plain HTTP request: /healthz probes would flood the journal.
     logging.getLogger("websockets").setLevel(max(logging.WARNING, logging.getLogger().level))
     if cfg.token or cfg.publish_token:
-        from .access import encode_token
+        from .tokens import encode_token
 
         secrets = [t for t in (cfg.token, cfg.publish_token) if t]
         redact = _Redact([*secrets, *(encode_token(t) for t in secrets)])

@@ -6,17 +6,13 @@ a wrong token offered in ``Sec-WebSocket-Protocol`` gets 401, and a connection o
 the caps gets 429 (this client address has too many) or 503 (the server is full or
 draining). A token may also come later, in ``hello``; the session checks that one.
 
-The token rides in the subprotocol list because browsers cannot set headers on a
-WebSocket request: ``new WebSocket(url, ["rtts.v1", "rtts.auth." + base64url(token)])``.
-The server only ever echoes ``rtts.v1``, never the token.
+The token rides in the subprotocol list (``tokens.py``); the server only ever echoes
+``rtts.v1``, never the token.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import hmac
 import ipaddress
 import socket
 from collections import Counter
@@ -24,34 +20,6 @@ from collections.abc import Callable, Hashable, Iterable
 from urllib.parse import urlsplit
 
 SUBPROTOCOL = "rtts.v1"
-AUTH_PREFIX = "rtts.auth."
-
-
-def token_ok(given: str | None, expected: str) -> bool:
-    """Constant-time comparison; ``None`` is never a match."""
-    if given is None:
-        return False
-    return hmac.compare_digest(given.encode(), expected.encode())
-
-
-def encode_token(token: str) -> str:
-    """The subprotocol that carries ``token`` (base64url without padding: a valid HTTP token)."""
-    return AUTH_PREFIX + base64.urlsafe_b64encode(token.encode()).decode().rstrip("=")
-
-
-def subprotocol_token(offered: Iterable[str]) -> tuple[bool, str | None]:
-    """(whether a token was offered, the token or None when it does not decode)."""
-    for item in offered:
-        if item.startswith(AUTH_PREFIX):
-            raw = item[len(AUTH_PREFIX) :]
-            try:
-                padded = raw + "=" * (-len(raw) % 4)
-                return True, base64.b64decode(padded, altchars=b"-_", validate=True).decode()
-            except (binascii.Error, ValueError):
-                return True, None
-    return False, None
-
-
 def offered_subprotocols(header_values: list[str]) -> list[str]:
     return [p.strip() for value in header_values for p in value.split(",") if p.strip()]
 

@@ -30,7 +30,9 @@ from .plain_http import HttpFront, HttpRequest, HttpResponse, is_json, json_resp
 from .speech_stream import VOICE_HEADER, SpeechStream
 
 if TYPE_CHECKING:
-    from .server import RttsServer
+    from .access import ConnectionCaps
+    from .config import Config
+    from .service import Service
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +41,18 @@ _GATE_CODES = {401: "unauthorized", 403: "forbidden", 429: "busy", 503: "busy"}
 
 
 class OpenAIRoutes:
-    def __init__(self, server: RttsServer) -> None:
-        self.server = server
-        self.service = server.service
-        self.config = server.config
+    """The routes, given what they share with the WebSocket: the service, the config, the
+    server's admission rules for a route that synthesizes (``gate``: draining, Origin,
+    token, caps) and the connection caps whose slot each body holds."""
+
+    def __init__(
+        self, service: Service, config: Config, gate: Callable[[HttpRequest], tuple[HttpResponse | None, str]],
+        caps: ConnectionCaps,
+    ) -> None:
+        self.service = service
+        self.config = config
+        self._gate = gate
+        self._caps = caps
         self._table = openai_api.default_table()
         prom.Gauge(
             "rtts_encoders_open", "compressed-audio encoders open in this process (one per mp3/opus/aac/flac body)",
@@ -78,7 +88,7 @@ class OpenAIRoutes:
     def _admit(self, request: HttpRequest) -> tuple[HttpResponse | None, str]:
         """The gate's refusal in OpenAI's shape, or None and the client's address; ``ApiError``
         (415) for a body that is not JSON."""
-        refusal, address = self.server.http_gate(request)
+        refusal, address = self._gate(request)
         if refusal is not None:
             message = refusal.body.decode().strip() if isinstance(refusal.body, bytes) else "refused"
             err = ApiError(HTTPStatus(refusal.status), message, _GATE_CODES.get(refusal.status, "refused"))
@@ -161,7 +171,7 @@ class OpenAIRoutes:
 
     def _hold(self, address: str) -> _Held:
         """A connection slot for ``address`` and the speech stream that holds it."""
-        caps = self.server.caps
+        caps = self._caps
         caps.take(address)
         try:
             stream = SpeechStream(self.service, sample_rate=openai_api.RATE, format="f32",

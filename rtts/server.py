@@ -30,7 +30,7 @@ from websockets.frames import CloseCode, Frame, Opcode
 from websockets.http11 import Request, Response
 from websockets.protocol import Event
 
-from . import access, announce_http, audio, protocol, subtitles
+from . import access, announce_http, audio, protocol, subtitles, tokens
 from .access import ConnectionCaps
 from .config import Config
 from .connection import Connection
@@ -140,7 +140,7 @@ class RttsServer:
         self.front.route("/v1/announce", self._announce, methods=("POST",),
                          refuse=lambda status, code, message: json_response(status, {"error": code, "message": message}))
         self.front.route(WS_PATH, self._upgrade_required)
-        OpenAIRoutes(self).register(self.front)
+        OpenAIRoutes(self.service, self.config, self.http_gate, self.caps).register(self.front)
 
     async def start(self, sock: socket.socket | None = None) -> None:
         """Listen on the configured host and port, or on ``sock`` (systemd socket activation)."""
@@ -280,10 +280,10 @@ class RttsServer:
             log.info("refused a WebSocket from origin %.100s (403)", headers.get("Origin"))
             return _text(HTTPStatus.FORBIDDEN, "forbidden: this origin may not connect (see --allow-origin)\n")
         offered = access.offered_subprotocols(headers.get_all("Sec-WebSocket-Protocol"))
-        has_token, token = access.subprotocol_token(offered)
+        has_token, token = tokens.subprotocol_token(offered)
         authorized = False
         if has_token and cfg.token is not None:
-            if not access.token_ok(token, cfg.token):
+            if not tokens.token_ok(token, cfg.token):
                 self.service.metrics.refused.labels("401").inc()
                 return _text(HTTPStatus.UNAUTHORIZED, "unauthorized: wrong token\n")
             authorized = True
@@ -390,7 +390,7 @@ class RttsServer:
         if cfg.token is not None:
             bearer = request.header("Authorization")
             given = bearer[7:].strip() if bearer and bearer[:7].lower() == "bearer " else request.arg("token")
-            if not access.token_ok(given, cfg.token):
+            if not tokens.token_ok(given, cfg.token):
                 metrics.refused.labels("401").inc()
                 return text(HTTPStatus.UNAUTHORIZED, "unauthorized: give ?token=... or Authorization: Bearer\n",
                             [("WWW-Authenticate", "Bearer")]), ""

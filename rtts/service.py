@@ -9,15 +9,12 @@ very same pipeline.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import os
 import time
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import prometheus_client as prom
 
 from . import memory, protocol
@@ -32,7 +29,6 @@ from .text.lexicon import FILE_NAME as LEXICON_FILE
 from .text.lexicon import Lexicon
 from .session import Session
 from .shared_jobs import SharedJobs
-from .speech_stream import SpeechStream
 from .timeline import LeadEstimator
 from .engines.base import VoiceInfo
 from .host.client import Host
@@ -365,36 +361,6 @@ class Service:
             if self._lexicon:
                 log.info("lexicon %s: %d entries", path, len(self._lexicon.entries))
         return self._lexicon
-
-    async def speak(
-        self,
-        text: str,
-        voice: str | None = None,
-        lang: str | None = None,
-        speed: float | None = None,
-        sample_rate: int | None = None,
-        words: bool | str | None = None,
-    ) -> tuple[np.ndarray, int, protocol.End, list[dict[str, Any]]]:
-        """Speak a whole text through a connection of its own; returns float32 audio, its
-        rate, ``end`` and, asked for with ``words`` (as ``speak.words``), every timed word
-        (``protocol.Words`` entries, on the audio's sample clock; else none). Raises
-        ``protocol.ProtocolError`` for what a client would get as ``error``.
-        """
-        stream = SpeechStream(self, sample_rate=sample_rate, format="f32", voices_at="`rtts voices`")
-        chunks: list[bytes] = []
-        timed: list[dict[str, Any]] = []
-        try:
-            await stream.start(text, voice, lang, speed, words)
-            async with contextlib.aclosing(stream.timed()) as items:
-                async for item in items:
-                    if isinstance(item, bytes):
-                        chunks.append(item)
-                    else:
-                        timed += item.words
-        finally:
-            stream.close()
-        assert stream.end is not None
-        return np.frombuffer(b"".join(chunks), dtype="<f4"), stream.sample_rate, stream.end, timed
 
 
 class _CatalogView:

@@ -20,7 +20,7 @@ from typing import Protocol as TypingProtocol
 
 import numpy as np
 
-from . import access, audio, codecs, protocol, word_timing
+from . import audio, codecs, protocol, tokens, word_timing
 from .announcements import Announcement, Draft
 from .config import Config
 from .engines.base import Spoken, VoiceInfo
@@ -405,7 +405,7 @@ class Session:
     def _draft(self, msg: protocol.Publish) -> Draft:
         """A publish request, checked here so that every subscriber can speak it."""
         publish_token = self._config.publish_token
-        if publish_token is None or not access.token_ok(msg.token, publish_token):
+        if publish_token is None or not tokens.token_ok(msg.token, publish_token):
             raise ProtocolError(
                 ErrorCode.FORBIDDEN,
                 "publishing needs the server's publish token (--publish-token): publish.token, "
@@ -441,7 +441,7 @@ class Session:
 
     def _hello(self, msg: protocol.Hello) -> list[Effect]:
         if not self.authorized:
-            if not access.token_ok(msg.token, self._config.token or ""):
+            if not tokens.token_ok(msg.token, self._config.token or ""):
                 raise ProtocolError(ErrorCode.UNAUTHORIZED, "missing or wrong token")
             self.authorized = True
         if msg.voice is not None:

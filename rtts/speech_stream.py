@@ -18,7 +18,9 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from . import protocol
 from .connection import Connection
@@ -147,3 +149,34 @@ class _QueueSink:
 
     async def close(self, code: int, reason: str) -> None:
         await self.queue.put(None)
+
+
+async def speak(
+    service: Service,
+    text: str,
+    voice: str | None = None,
+    lang: str | None = None,
+    speed: float | None = None,
+    sample_rate: int | None = None,
+    words: bool | str | None = None,
+) -> tuple[np.ndarray, int, protocol.End, list[dict[str, Any]]]:
+    """Speak a whole text through a connection of its own (``rtts say``); returns float32 audio, its
+    rate, ``end`` and, asked for with ``words`` (as ``speak.words``), every timed word
+    (``protocol.Words`` entries, on the audio's sample clock; else none). Raises
+    ``protocol.ProtocolError`` for what a client would get as ``error``.
+    """
+    stream = SpeechStream(service, sample_rate=sample_rate, format="f32", voices_at="`rtts voices`")
+    chunks: list[bytes] = []
+    timed: list[dict[str, Any]] = []
+    try:
+        await stream.start(text, voice, lang, speed, words)
+        async with contextlib.aclosing(stream.timed()) as items:
+            async for item in items:
+                if isinstance(item, bytes):
+                    chunks.append(item)
+                else:
+                    timed += item.words
+    finally:
+        stream.close()
+    assert stream.end is not None
+    return np.frombuffer(b"".join(chunks), dtype="<f4"), stream.sample_rate, stream.end, timed

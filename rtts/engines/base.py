@@ -23,6 +23,14 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+# Raised on both sides of the inference process's pipe, so it is the host's (below the
+# engines); the seam names it because engines raise it too.
+from rtts.host.errors import EngineError  # noqa: F401 (named by the seam)
+
+# What an engine says it read for each word: made by the front ends' word matching
+# (below the engines), named by the seam.
+from rtts.g2p.words import Spoken  # noqa: F401
+
 if TYPE_CHECKING:
     from rtts.host.client import Host
 
@@ -99,28 +107,10 @@ class Engine(Protocol):
 
 
 @dataclass(frozen=True)
-class Spoken:
-    """A word (or a character of one) of the text an engine was given, and when it is heard."""
-
-    text_start: int  # code points into ``synthesize``'s ``text`` (end exclusive)
-    text_end: int
-    said: str  # what was read for it, after normalizing ("twenty-three")
-    start: int  # samples at the engine's rate, from the next audio sample it yields
-    end: int
-    # Items with the same ``word`` are one word (a Chinese word's characters); a client
-    # asking for words gets them joined, one asking for characters gets each.
-    word: int = 0
-
-
-@dataclass(frozen=True)
 class Timing:
     """What ``synthesize(..., words=True)`` yields before audio: the items it describes, in order."""
 
     spoken: tuple[Spoken, ...]
-
-
-class EngineError(RuntimeError):
-    """A model could not be loaded or run."""
 
 
 @dataclass(frozen=True)

@@ -32,14 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rtts.cache import REPLACED_S
+
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["REPLACED_S", "Cut", "whole_second", "write_cut"]
-
-# A cut replaced by another of the same model (new code, a changed model file) is
-# removed once unused for this long.
-REPLACED_S = 7 * 24 * 3600.0
+__all__ = ["Cut", "whole_second", "write_cut"]
 
 # (first half, second half, description for the engine), or (model, description) for a
 # cut of one half; raises the cutter's own error.

@@ -54,10 +54,10 @@ CUT = Cut(
 # The same cut with each Snake as one native op (``snake``), for an inference process that
 # has the library (rtts/native): another recipe, so the two forms are kept apart.
 SNAKE_CUT = Cut(
-    "rtts.engines.snake",
+    "rtts.engines.snake_cut",
     "kokoro-cut",
     ("predictor", "decoder"),
-    uses=("rtts.engines.kokoro_cut", *CUT.uses),
+    uses=("rtts.engines.snake", "rtts.engines.kokoro_cut", *CUT.uses),
     packages=("onnx",),
     variant=CUT.variant,
 )

@@ -9,12 +9,11 @@ sine correctly rounded instead of ORT's (within one unit in the last place of it
 
 Only when the library has built (``rtts.native.snake_library``); the cut made with this
 rewrite is another recipe (``kokoro_cut.SNAKE_CUT``), so the two forms are never mixed up.
-Made by the cut's child process: ``python -m rtts.engines.snake MODEL FIRST SECOND META``.
+Made by the cut's child process, ``snake_cut.py``.
 """
 
 from __future__ import annotations
 
-import sys
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
@@ -79,11 +78,3 @@ def snakes_as_ops(model: onnx.ModelProto) -> int:
             model.opset_import.append(helper.make_opsetid(DOMAIN, 1))
     return len(replace)
 
-
-if __name__ == "__main__":
-    from functools import partial
-
-    from rtts.engines.graph_cut import write_cut
-    from rtts.engines.kokoro_cut import CutError, cut_kokoro
-
-    write_cut(sys.argv[1:], partial(cut_kokoro, native_snake=True), CutError)

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from rtts.engines.graph_cut import REPLACED_S
+from rtts.cache import REPLACED_S
 
 log = logging.getLogger(__name__)
 

@@ -15,15 +15,29 @@ import re
 from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 
-from rtts.engines.base import Spoken
 from rtts.text.lexicon import split_phonemes as lexicon_pieces
 from rtts.text.origins import Origins, aligned
 from rtts.text.written import atoms
 
 __all__ = [
-    "Word", "front_end_words", "kept", "locate", "split_span", "spoken", "squeeze", "with_lexicon", "with_origins",
+    "Spoken", "Word", "front_end_words", "kept", "locate", "split_span", "spoken", "squeeze", "with_lexicon", "with_origins",
     "words_of",
 ]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Spoken:
+    """A word (or a character of one) of the text an engine was given, and when it is heard."""
+
+    text_start: int  # code points into ``synthesize``'s ``text`` (end exclusive)
+    text_end: int
+    said: str  # what was read for it, after normalizing ("twenty-three")
+    start: int  # samples at the engine's rate, from the next audio sample it yields
+    end: int
+    # Items with the same ``word`` are one word (a Chinese word's characters); a client
+    # asking for words gets them joined, one asking for characters gets each.
+    word: int = 0
+
 
 # Phoneme symbols that are not part of a word's sound: the pauses around it.
 PUNCTUATION = frozenset(",.!?;:—…\"'“”«»()-")

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
-from rtts.engines.base import EngineError
+from rtts.host.errors import EngineError
 from rtts.host.sessions import Sessions
 
 

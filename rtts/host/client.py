@@ -29,7 +29,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from rtts.engines.base import EngineError
+from rtts.host.errors import EngineError
 
 __all__ = ["Host", "RemoteSession"]
 

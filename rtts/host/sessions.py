@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rtts.engines.base import EngineError
+from rtts.host.errors import EngineError
 
 if TYPE_CHECKING:
     import onnxruntime as ort

@@ -16,7 +16,7 @@ import msgpack
 import websockets
 
 from rtts import protocol
-from rtts.access import encode_token
+from rtts.tokens import encode_token
 from rtts.play.player import Player
 from rtts.play.settings import PlayerSettings
 

@@ -14,7 +14,7 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from rtts import access, protocol
+from rtts import protocol, tokens
 
 from tests.conftest import Client, RttsProcess, ServerThread, make_config
 
@@ -48,7 +48,7 @@ def guarded(tmp_path_factory: pytest.TempPathFactory):
 
 
 def test_token_in_subprotocol_skips_hello(guarded: ServerThread):
-    with connect(guarded.url, compression=None, subprotocols=["rtts.v1", access.encode_token(TOKEN)]) as ws:
+    with connect(guarded.url, compression=None, subprotocols=["rtts.v1", tokens.encode_token(TOKEN)]) as ws:
         assert ws.subprotocol == "rtts.v1"
         assert TOKEN not in str(ws.response.headers) and "rtts.auth" not in str(ws.response.headers)
         ready = protocol.decode_server(ws.recv(10))
@@ -75,7 +75,7 @@ def test_token_in_subprotocol_skips_hello(guarded: ServerThread):
 
 
 def test_wrong_token_in_subprotocol_is_401_before_the_upgrade(guarded: ServerThread):
-    assert status_of(guarded.url, subprotocols=["rtts.v1", access.encode_token("guess")]) == 401
+    assert status_of(guarded.url, subprotocols=["rtts.v1", tokens.encode_token("guess")]) == 401
     assert status_of(guarded.url, subprotocols=["rtts.v1", "rtts.auth.!!"]) == 401
 
 
@@ -117,7 +117,7 @@ def readyz(srv: ServerThread) -> tuple[int, dict]:
 def test_caps_per_address_and_in_total(guarded: ServerThread):
     def open_as(address: str):  # type: ignore[no-untyped-def]
         return Client(guarded.url, additional_headers={"X-Forwarded-For": address},
-                      subprotocols=["rtts.v1", access.encode_token(TOKEN)])
+                      subprotocols=["rtts.v1", tokens.encode_token(TOKEN)])
 
     a1, a2 = open_as("192.0.2.1"), open_as("192.0.2.1")
     with pytest.raises(InvalidStatus) as info:
@@ -163,11 +163,11 @@ def test_the_token_never_reaches_the_log(tmp_path):
     """Debug logging, a token in the header, in hello and in /tts: not one copy in the log."""
     with RttsProcess(tmp_path, "--log-level", "debug", env={"RTTS_TOKEN": TOKEN}) as proc:
         proc.wait_listening()
-        with connect(proc.url, compression=None, subprotocols=["rtts.v1", access.encode_token(TOKEN)]) as ws:
+        with connect(proc.url, compression=None, subprotocols=["rtts.v1", tokens.encode_token(TOKEN)]) as ws:
             ws.recv(10)
             ws.send(msgpack.packb({"type": "hello", "v": 1, "token": TOKEN}))
             ws.recv(10)
-        assert status_of(proc.url, subprotocols=["rtts.v1", access.encode_token(TOKEN + "x")]) == 401
+        assert status_of(proc.url, subprotocols=["rtts.v1", tokens.encode_token(TOKEN + "x")]) == 401
         with Client(proc.url) as c:
             c.send(type="hello", v=1, token=TOKEN + "x")
             c.recv()
@@ -177,7 +177,7 @@ def test_the_token_never_reaches_the_log(tmp_path):
         assert proc.stop() == 0
     log = proc.log
     assert "DEBUG" in log and "connected from" in log  # debug logging was on
-    encoded = access.encode_token(TOKEN)[len("rtts.auth.") :]
+    encoded = tokens.encode_token(TOKEN)[len("rtts.auth.") :]
     for needle in (TOKEN, encoded, TOKEN.encode().hex(), "kiosk-7"):
         assert needle not in log
 

@@ -280,7 +280,8 @@ def test_new_cutting_code_cuts_again_retries_a_failure_and_removes_what_it_repla
     import os
     import time
 
-    from rtts.engines.graph_cut import REPLACED_S, Cut
+    from rtts.cache import REPLACED_S
+    from rtts.engines.graph_cut import Cut
     from rtts.engines.vits_split import SPLIT, cached_split
 
     model = piper[0].model_path

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rtts import access
+from rtts import access, tokens
 
 TOKEN = "kiosk-7 s3cret/+="  # spaces and base64 specials: must survive the subprotocol encoding
 
@@ -14,13 +14,13 @@ TOKEN = "kiosk-7 s3cret/+="  # spaces and base64 specials: must survive the subp
 
 
 def test_token_subprotocol_round_trips_and_compares():
-    proto = access.encode_token(TOKEN)
+    proto = tokens.encode_token(TOKEN)
     assert proto.startswith("rtts.auth.") and "=" not in proto and " " not in proto
-    assert access.subprotocol_token(["rtts.v1", proto]) == (True, TOKEN)
-    assert access.subprotocol_token(["rtts.v1"]) == (False, None)
-    assert access.subprotocol_token(["rtts.auth.%%%"]) == (True, None)
-    assert access.token_ok(TOKEN, TOKEN) and not access.token_ok(None, TOKEN)
-    assert not access.token_ok(TOKEN + "x", TOKEN)
+    assert tokens.subprotocol_token(["rtts.v1", proto]) == (True, TOKEN)
+    assert tokens.subprotocol_token(["rtts.v1"]) == (False, None)
+    assert tokens.subprotocol_token(["rtts.auth.%%%"]) == (True, None)
+    assert tokens.token_ok(TOKEN, TOKEN) and not tokens.token_ok(None, TOKEN)
+    assert not tokens.token_ok(TOKEN + "x", TOKEN)
     assert access.select_subprotocol(["rtts.v1", proto]) == "rtts.v1"
     assert access.select_subprotocol([proto]) is None
 

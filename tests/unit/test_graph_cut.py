@@ -7,7 +7,8 @@ import os
 import time
 from pathlib import Path
 
-from rtts.engines.graph_cut import REPLACED_S, Cut, _prune
+from rtts.cache import REPLACED_S
+from rtts.engines.graph_cut import Cut, _prune
 
 
 def _cut(folder: Path, stem: str, source: Path | None, age_s: float = 0.0) -> list[Path]:
