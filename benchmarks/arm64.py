@@ -70,7 +70,7 @@ import os, time
 from pathlib import Path
 import numpy as np
 from rtts.host.client import Host
-from rtts.voices import VoiceRegistry, host_ops
+from rtts.engines.voices import VoiceRegistry, host_ops
 cache = Path("/opt/cache")
 def loaded(env):
     reg = VoiceRegistry.discover(None, cache, threads=2, host=Host(host_ops(), call_timeout_s=1200))

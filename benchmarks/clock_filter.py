@@ -1,4 +1,4 @@
-"""How close rtts.clock.OffsetFilter (and static/js/clock.js, the same filter) comes to the
+"""How close rtts.broadcast.clock.OffsetFilter (and static/js/clock.js, the same filter) comes to the
 true offset on simulated paths, against NTP's lowest-round-trip filter for comparison.
 
     PYTHONPATH=. python benchmarks/clock_filter.py [--seeds 30]
@@ -9,7 +9,7 @@ for 5 minutes, and the estimate is read half a second after each exchange from t
 on (how it is used between exchanges). Errors are in ms: median, 95th percentile and
 worst over every reading of every seed.
 
-The comparison ("lowest rtt") is what the first version of rtts.clock did, after NTP:
+The comparison ("lowest rtt") is what the first version of rtts.broadcast.clock did, after NTP:
 of the last 32 exchanges the 8 with the lowest round trip, their median offset, or a
 least-squares line through them once they span 10 s. Its error is the asymmetry left
 in those 8; the intersection's is half the difference between the fastest way out and
@@ -24,7 +24,7 @@ import statistics
 from collections import deque
 from collections.abc import Callable
 
-from rtts.clock import OffsetFilter
+from rtts.broadcast.clock import OffsetFilter
 
 MAX_SLOPE = 500e-6
 

@@ -11,7 +11,7 @@ that every request is synthesized) and speaks the English and Mandarin sentences
   ``opus`` (24 and 48 kHz, 20 ms frames): the ``audio.data`` bytes, and whole messages
   (msgpack framing included) over the seconds of audio. For the HTTP formats of the
   OpenAI speech API (wav, pcm, mp3, opus, aac, flac) the same speech, received as
-  pcm16, goes through ``rtts.codecs.stream_encoder`` 20 ms at a time, as the HTTP route
+  pcm16, goes through ``rtts.sound.codecs.stream_encoder`` 20 ms at a time, as the HTTP route
   streams it.
 * **Time to the first body byte** of ``POST /v1/audio/speech`` for each
   ``response_format`` (the English sentences, Piper, formats interleaved): what an
@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from latency import ServerProcess, probe_ms  # noqa: E402
 
-from rtts import audio, codecs  # noqa: E402
+from rtts.sound import audio, codecs  # noqa: E402
 
 VOICES = {"piper/en_US-joe-medium": "en", "kokoro/jm_kumo": "zh"}
 # (format, rate, frame ms): a message costs ~48 bytes of msgpack fields whatever it holds, so

@@ -6,7 +6,7 @@
 It starts ``python3 -m rtts serve``, fetches each public sentence of
 ``../shared/tools/sentences-public.json`` (en with Piper joe, zh with Kokoro jm_kumo, ja
 with Kokoro jf_alpha) once as ``pcm`` from ``POST /v1/audio/speech``, then puts that very
-audio through the encoders rtts streams (``rtts.codecs``: Ogg Opus 24 kbit/s, mp3
+audio through the encoders rtts streams (``rtts.sound.codecs``: Ogg Opus 24 kbit/s, mp3
 48 kbit/s, AAC 48 kbit/s; and the WebSocket's raw Opus packets, 20 ms) and FFmpeg's
 decoders, so the only difference between the rows is the codec. Every version is scored
 by ``asr_score.py`` (WER/CER) and ``dnsmos_score.py`` (P.808), run with this interpreter
@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from latency import ServerProcess  # noqa: E402
 
-from rtts import audio, codecs  # noqa: E402
+from rtts.sound import audio, codecs  # noqa: E402
 
 TOOLS = ROOT.parent / "shared" / "tools"
 VOICES = {"en": "piper/en_US-joe-medium", "zh": "kokoro/jm_kumo", "ja": "kokoro/jf_alpha"}

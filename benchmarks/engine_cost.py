@@ -49,13 +49,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from kokoro_split import best  # noqa: E402  (the best of a few runs, as that experiment times)
+
 from rtts.config import Config  # noqa: E402
-from rtts.host import sessions as rort  # noqa: E402
+from rtts.engines import kokoro_quant  # noqa: E402
 from rtts.engines.kokoro import KokoroEngine, _load_style  # noqa: E402
 from rtts.engines.trim import trim_silence  # noqa: E402
-from rtts.voices import VoiceRegistry  # noqa: E402
-from rtts.engines import kokoro_quant  # noqa: E402
-from kokoro_split import best  # noqa: E402  (the best of a few runs, as that experiment times)
+from rtts.engines.voices import VoiceRegistry  # noqa: E402
+from rtts.host import sessions as rort  # noqa: E402
 
 SENTENCE = "The quick brown fox jumps over the lazy dog near the river bank."
 UNITS = ["The quick brown", "Your table is ready.", SENTENCE]
@@ -215,8 +216,8 @@ def _compare(k: Kokoro, runs: int, wav_dir: Path | None, graphs: dict, own: bool
     does) and NAME.json for asr_score.py and dnsmos_score.py."""
     import json
 
-    from rtts.audio import wav_bytes
     from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, drop_pad_frames
+    from rtts.sound.audio import wav_bytes
 
     first, second = graphs
     styles = _load_style(k.engine._get_pack().voices)
@@ -362,7 +363,6 @@ def profile(k: Kokoro, runs: int, native_snake: bool = False) -> None:
     import onnxruntime as ort
 
     from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, cached_kokoro_cut, drop_pad_frames
-
     from rtts.native import snake_library
 
     library = snake_library(k.cache_dir, env={**os.environ, "RTTS_NATIVE_SNAKE": "1"})[0] if native_snake else None

@@ -31,10 +31,10 @@ import onnxruntime as ort
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rtts.config import Config  # noqa: E402
-from rtts.host import sessions as rort  # noqa: E402
 from rtts.engines.kokoro import KokoroEngine  # noqa: E402
+from rtts.engines.voices import VoiceRegistry  # noqa: E402
+from rtts.host import sessions as rort  # noqa: E402
 from rtts.text.split import split_units  # noqa: E402
-from rtts.voices import VoiceRegistry  # noqa: E402
 
 # The tensors where the encoder side hands over to the decoder (see
 # ../shared/research/performance.md section 6).

@@ -166,7 +166,7 @@ def run_peer(python: str, repeats: int, work: Path) -> dict:
     sys.path.insert(0, str(ROOT))
     from rtts.config import Config
     from rtts.engines.kokoro import KokoroEngine, KokoroPack
-    from rtts.voices import VoiceRegistry
+    from rtts.engines.voices import VoiceRegistry
 
     config = Config()
     assert config.cache_dir is not None

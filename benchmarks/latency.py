@@ -277,10 +277,9 @@ def run_peers(python: str, repeats: int, workdir: Path) -> dict[str, dict]:
     texts = workdir / "texts.json"
     texts.write_text(json.dumps(TEXTS))
     sys.path.insert(0, str(ROOT))
-    from rtts.engines.kokoro import KokoroEngine, KokoroPack
-    from rtts.voices import VoiceRegistry
-
     from rtts.config import Config
+    from rtts.engines.kokoro import KokoroEngine, KokoroPack
+    from rtts.engines.voices import VoiceRegistry
 
     config = Config()  # the same model files the server used, from the same defaults
     assert config.cache_dir is not None

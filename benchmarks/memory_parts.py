@@ -60,7 +60,7 @@ def _long_text(lang: str) -> str:
 
 def measure() -> dict:
     sys.path.insert(0, str(ROOT))
-    from rtts.voices import VoiceRegistry
+    from rtts.engines.voices import VoiceRegistry
 
     cache = Path(os.environ.get("RTTS_CACHE_DIR", Path.home() / ".cache" / "rtts"))
     out: dict = {"parts_mb": {}, "requests": {}}
@@ -152,7 +152,7 @@ def kokoro_runs() -> dict:
     """What one Kokoro run adds at its peak, by its length in phonemes, per language:
     the figures behind kokoro.RUN_MB_PER_AUDIO_S (runs cut from the longest units)."""
     sys.path.insert(0, str(ROOT))
-    from rtts.voices import VoiceRegistry
+    from rtts.engines.voices import VoiceRegistry
 
     cache = Path(os.environ.get("RTTS_CACHE_DIR", Path.home() / ".cache" / "rtts"))
     registry = VoiceRegistry.discover(None, cache, 2)

@@ -124,7 +124,7 @@ def units(langs: list[str], limit: int | None) -> list[Unit]:
 def synthesize(todo: list[Unit], generator: str, threads: int, folder: Path) -> None:
     """Every unit by ``generator`` into ``folder``/NAME.wav (24 kHz, 16 bit)."""
     from rtts.config import _default_cache_dir
-    from rtts.voices import VoiceRegistry
+    from rtts.engines.voices import VoiceRegistry
 
     folder.mkdir(parents=True, exist_ok=True)
     registry = VoiceRegistry.discover(None, _default_cache_dir(), threads=threads, generator=generator)

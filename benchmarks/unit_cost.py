@@ -28,7 +28,7 @@ from rtts.config import Config  # noqa: E402
 from rtts.engines.kokoro import ENERGY, F0, FEATURES, KokoroEngine  # noqa: E402
 from rtts.engines.kokoro_cut import drop_pad_frames  # noqa: E402
 from rtts.engines.trim import trim_silence  # noqa: E402
-from rtts.voices import VoiceRegistry  # noqa: E402
+from rtts.engines.voices import VoiceRegistry  # noqa: E402
 
 CASES = (
     ("kokoro/zf_xiaoxiao", "zh", "欢迎光临。"),
@@ -60,7 +60,7 @@ def one(engine: KokoroEngine, registry: VoiceRegistry, voice_id: str, lang: str,
     decoded = np.clip(np.asarray(out, dtype=np.float32).ravel(), -1.0, 1.0)
     kept = trim_silence(decoded, 24000)
     t4 = time.perf_counter()
-    from rtts.track import Track
+    from rtts.sound.track import Track
 
     track = Track(48000, 20, "pcm16")
     frames = track.switch_rate(24000) + track.push(kept) + track.finish()

@@ -17,7 +17,8 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from . import audio, config, protocol, subtitles
+from rtts import config, protocol
+from rtts.sound import audio, subtitles
 
 log = logging.getLogger("rtts")
 
@@ -35,9 +36,9 @@ def _runner(loop_name: str) -> Callable[[Coroutine[Any, Any, int]], int]:
 
 
 async def _serve(cfg: config.Config) -> int:
-    from .sdnotify import Notifier, listen_socket
-    from .server import RttsServer
-    from .service import Service
+    from rtts.serve.sdnotify import Notifier, listen_socket
+    from rtts.serve.server import RttsServer
+    from rtts.service import Service
 
     notifier = Notifier()
     server = RttsServer(Service(cfg))  # indexes the voices (reads no model)
@@ -116,8 +117,8 @@ class _Redact(logging.Filter):
 
 
 async def _say(cfg: config.Config, args: argparse.Namespace, text: str) -> int:
-    from .service import Service
-    from .speech_stream import speak
+    from rtts.serve.speech_stream import speak
+    from rtts.service import Service
 
     captions = {fmt: path for fmt, path in (("vtt", args.vtt), ("srt", args.srt)) if path}
     service = Service(cfg)
@@ -178,7 +179,7 @@ def _unwritable(path: str) -> str | None:
 
 
 def _voices(cfg: config.Config, args: argparse.Namespace) -> int:
-    from .voices import VoiceRegistry
+    from rtts.engines.voices import VoiceRegistry
 
     if args.action == "import":
         return _import_voices(cfg, args.files, args.force)
@@ -226,7 +227,8 @@ def _import_voice_file(models_dir: Path, path: Path, force: bool) -> list[str]:
     import shutil
     import tempfile
 
-    from . import files, voicepacks
+    from rtts import files
+    from rtts.engines import voicepacks
 
     if path.name.startswith("."):
         raise ValueError("a hidden file name: discovery would not see it")
@@ -257,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rtts", description="Real-time text-to-speech over WebSocket.")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the WebSocket/HTTP server")
-    from .engines.registry import KINDS
+    from rtts.engines.registry import KINDS
 
     preferred = ",".join(f"{lang}={voice}" for k in KINDS for lang, voice in k.lang_voices)
     config.add_flags(serve, shown_defaults={"lang_voices": preferred or "none"})
@@ -280,7 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
     voices.add_argument("files", nargs="*", type=Path, help="for import: .bin, .npy, .npz or a kokoro-js .tgz")
     voices.add_argument("--force", action="store_true", help="for import: replace a file of the same name (after the files)")
     config.add_flags(voices, ["models_dir", "cache_dir", "default_voice", "log_level"])
-    from .play import settings as play_settings
+    from rtts.play import settings as play_settings
 
     play = sub.add_parser("play", help="hear channels of an rtts server on this box's sound output, in step")
     play_settings.add_flags(play)
@@ -290,7 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "play":  # a client: its own settings, none of the server's
-        from .play.main import main as play
+        from rtts.play.main import main as play
 
         return play(args)
     try:
@@ -307,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     # its INFO log has a line per plain HTTP request: /healthz probes would flood the journal.
     logging.getLogger("websockets").setLevel(max(logging.WARNING, logging.getLogger().level))
     if cfg.token or cfg.publish_token:
-        from .tokens import encode_token
+        from rtts.tokens import encode_token
 
         secrets = [t for t in (cfg.token, cfg.publish_token) if t]
         redact = _Redact([*secrets, *(encode_token(t) for t in secrets)])

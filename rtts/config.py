@@ -15,7 +15,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from . import cgroup, codecs, memory, protocol
+from rtts import protocol
+from rtts.host import cgroup, memory
+from rtts.sound import codecs
 
 
 def _default_cache_dir() -> Path:
@@ -48,7 +50,7 @@ class Config:
     log_level: str = "info"
     loop: str = "auto"
     token: str | None = None
-    # Channels (rtts/channels.py): publishing needs this second token; without it nobody may publish.
+    # Channels (rtts/broadcast/channels.py): publishing needs this second token; without it nobody may publish.
     publish_token: str | None = None
     bus: str | None = None  # "redis://host:port/db": announcements reach every instance; None: this process only
     channel_queue: int = 16  # announcements waiting per channel on an instance
@@ -66,7 +68,7 @@ class Config:
     max_text_chars: int = 5000
     max_message_bytes: int = 65536
     max_utterances: int = 32  # live utterances per connection
-    # Messages one connection may send (rtts/ratelimit.py): message_burst at once, then
+    # Messages one connection may send (rtts/speech/ratelimit.py): message_burst at once, then
     # message_rate a second. More are dropped (error rate_limited), and a client that
     # keeps on is closed (1008): one client's flood costs that client only.
     message_rate: float = 200.0
@@ -81,7 +83,7 @@ class Config:
     # Default voice per language, for text the chosen voice cannot speak: ((lang, voice id), ...);
     # None: the engines' own preferences (EngineKind.lang_voices).
     lang_voices: tuple[tuple[str, str], ...] | None = None
-    # Who may connect (rtts/access.py).
+    # Who may connect (rtts/serve/access.py).
     allow_origin: tuple[str, ...] = ()  # empty: the page's own origin and localhost; "*": any
     # Host names browsers may use for this server without a token (access.host_allowed):
     # IP addresses, localhost and this machine's name always; "*": any.
@@ -89,11 +91,11 @@ class Config:
     max_connections: int = 64
     max_connections_per_ip: int = 16
     trusted_proxies: tuple[str, ...] = ()  # peers whose X-Forwarded-For names the client
-    # Sockets that have not sent a whole request yet (rtts/plain_http.py): how long each
+    # Sockets that have not sent a whole request yet (rtts/serve/plain_http.py): how long each
     # may take, and how many may wait at once (a newcomer closes the longest waiting).
     handshake_timeout: float = 10.0
     max_handshakes: int = 128
-    # Slow clients (rtts/outbox.py): bytes queued per connection before synthesis for it
+    # Slow clients (rtts/serve/outbox.py): bytes queued per connection before synthesis for it
     # pauses, and how long a client may accept nothing before it is dropped.
     send_buffer: int = 262144
     send_stall: float = 30.0
@@ -123,10 +125,10 @@ class Config:
     # access.Waiting) at most this long; its first event must come within handshake_timeout.
     wyoming_idle_timeout: float = 60.0
     zeroconf: bool = False  # announce the Wyoming server by mDNS
-    # OpenAI voice names (alloy, nova...) → voice ids, over rtts/openai_voices.json's table.
+    # OpenAI voice names (alloy, nova...) → voice ids, over rtts/serve/openai_voices.json's table.
     openai_voices: tuple[tuple[str, str], ...] = ()
     # MB of anonymous memory the server and its inference process together may hold
-    # (rtts/memory.py). None: the cap of the cgroup the service runs in, less headroom
+    # (rtts/host/memory.py). None: the cap of the cgroup the service runs in, less headroom
     # (memory.budget_for), or no budget outside one; 0: no budget.
     memory_budget: float | None = None
     # MB of whole response bodies (/dev/captioned_speech with stream false: the base64 of

@@ -43,7 +43,7 @@ class ErrorCode(StrEnum):
     QUEUE_FULL = "queue_full"  # the channel's queue holds limits.channel_queue announcements
     BUS_UNAVAILABLE = "bus_unavailable"  # the message bus between instances is down
     RATE_LIMITED = "rate_limited"  # over limits.message_rate: messages are dropped until the client slows down
-    MEMORY_BUDGET = "memory_budget"  # the voice cannot fit limits.memory_budget_mb even alone (rtts/memory.py)
+    MEMORY_BUDGET = "memory_budget"  # the voice cannot fit limits.memory_budget_mb even alone (rtts/host/memory.py)
 
 
 class CloseCode:

@@ -17,22 +17,23 @@ from pathlib import Path
 
 import prometheus_client as prom
 
-from . import memory, protocol
-from .config import Config
-from .bus import make_bus
-from .channels import Channels
-from .clock import make_clock
-from .inference import InferenceWorker
-from .jobs import Job
-from .phrase_cache import PhraseCache
-from .text.lexicon import FILE_NAME as LEXICON_FILE
-from .text.lexicon import Lexicon
-from .session import Session
-from .shared_jobs import SharedJobs
-from .timeline import LeadEstimator
-from .engines.base import VoiceInfo
-from .host.client import Host
-from .voices import VoiceRegistry, host_ops
+from rtts import protocol
+from rtts.broadcast.bus import make_bus
+from rtts.broadcast.channels import Channels
+from rtts.broadcast.clock import make_clock
+from rtts.broadcast.shared_jobs import SharedJobs
+from rtts.broadcast.timeline import LeadEstimator
+from rtts.config import Config
+from rtts.engines.base import VoiceInfo
+from rtts.engines.voices import VoiceRegistry, host_ops
+from rtts.host import memory
+from rtts.host.client import Host
+from rtts.speech.session import Session
+from rtts.synthesis.inference import InferenceWorker
+from rtts.synthesis.jobs import Job
+from rtts.synthesis.phrase_cache import PhraseCache
+from rtts.text.lexicon import FILE_NAME as LEXICON_FILE
+from rtts.text.lexicon import Lexicon
 
 log = logging.getLogger(__name__)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rtts.engines.base import VoiceInfo
 from rtts.engines.registry import kind
-from rtts.jobs import Job
-from rtts.voices import routes
+from rtts.engines.voices import routes
+from rtts.synthesis.jobs import Job
 
 
 class FixedCatalog:

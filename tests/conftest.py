@@ -26,7 +26,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from rtts import protocol
 from rtts.config import Config
-from rtts.server import RttsServer
+from rtts.serve.server import RttsServer
 from rtts.service import Service
 
 _TIERS = ("unit", "live", "system")

@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-# Raised on both sides of the inference process's pipe, so it is the host's (below the
-# engines); the seam names it because engines raise it too.
-from rtts.host.errors import EngineError  # noqa: F401 (named by the seam)
-
 # What an engine says it read for each word: made by the front ends' word matching
 # (below the engines), named by the seam.
 from rtts.g2p.words import Spoken  # noqa: F401
+
+# Raised on both sides of the inference process's pipe, so it is the host's (below the
+# engines); the seam names it because engines raise it too.
+from rtts.host.errors import EngineError  # noqa: F401 (named by the seam)
 
 if TYPE_CHECKING:
     from rtts.host.client import Host

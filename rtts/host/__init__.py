@@ -15,5 +15,11 @@ Split by the side of the pipe it runs on:
   its ``RemoteSession``s, which look to an engine like an ONNX Runtime session;
 * ``child``: the child's serve loop, which dispatches each request to a handler: its
   sessions' or one an engine registered by name (``EngineKind.host_ops``);
-* ``sessions``: the child's ONNX Runtime sessions, tuned for a small CPU.
+* ``sessions``: the child's ONNX Runtime sessions, tuned for a small CPU;
+* ``errors``: ``EngineError``, raised on both sides of the pipe.
+
+Beside them, what the process may hold: ``memory`` (the budget, what each part holds,
+measured) and ``cgroup`` (the memory the service's cgroup allows).
+
+Below the engines it serves: imports none of them (``native`` and the leaves only).
 """

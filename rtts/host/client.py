@@ -119,7 +119,7 @@ class Host:
 
     def anonymous_bytes(self) -> int:
         """The child's anonymous memory (``memory.anonymous_bytes``), 0 when there is none."""
-        from rtts.memory import anonymous_bytes
+        from rtts.host.memory import anonymous_bytes
 
         pid = self.pid
         return 0 if pid is None else anonymous_bytes(pid)

@@ -11,4 +11,5 @@ Layers, each importing only those below it:
 - ``listener``: the WebSocket side (subscribe, clock exchange, reconnect).
 - ``settings`` and ``main``: the one configuration file, and ``rtts play``.
 
-Nothing here imports the server's modules but ``protocol``, ``clock`` and ``audio``."""
+Nothing here imports the server's modules but ``protocol``, ``tokens`` and
+``broadcast.clock``."""

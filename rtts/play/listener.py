@@ -16,9 +16,9 @@ import msgpack
 import websockets
 
 from rtts import protocol
-from rtts.tokens import encode_token
 from rtts.play.player import Player
 from rtts.play.settings import PlayerSettings
+from rtts.tokens import encode_token
 
 log = logging.getLogger(__name__)
 

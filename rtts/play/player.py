@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from rtts.clock import OffsetFilter
+from rtts.broadcast.clock import OffsetFilter
 from rtts.play.steering import Steering, fit
 from rtts.play.timeline import Timeline
 

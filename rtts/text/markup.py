@@ -22,8 +22,8 @@ import itertools
 import re
 from typing import Final
 
-from .normalize_en import LETTERS
-from .origins import Origins, block
+from rtts.text.normalize_en import LETTERS
+from rtts.text.origins import Origins, block
 
 BREAK_OPEN: Final = "\ue000"
 BREAK_CLOSE: Final = "\ue001"

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from .numbers_en import cardinal, decimal, digits, ordinal, year
-from .rules import Rule, alternation, apply_rules
+from rtts.text.numbers_en import cardinal, decimal, digits, ordinal, year
+from rtts.text.rules import Rule, alternation, apply_rules
 
 MONTHS: Final = (
     "January February March April May June July August September October November December".split()

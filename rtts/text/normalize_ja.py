@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from .normalize_zh import FULLWIDTH
-from .romaji import katakana_words
-from .rules import Rule, alternation, apply_rules
+from rtts.text.normalize_zh import FULLWIDTH
+from rtts.text.romaji import katakana_words
+from rtts.text.rules import Rule, alternation, apply_rules
 
 _DIGIT_KANA: Final = ("ゼロ", "イチ", "ニー", "サン", "ヨン", "ゴー", "ロク", "ナナ", "ハチ", "キュー")
 _CURRENCY: Final = {"¥": "円", "$": "ドル", "€": "ユーロ", "£": "ポンド", "₩": "ウォン"}

@@ -17,7 +17,7 @@ from typing import Final
 
 from num2words import num2words
 
-from .rules import Rule, apply_rules
+from rtts.text.rules import Rule, apply_rules
 
 __all__ = ["LANGS", "normalize_romance"]
 

@@ -14,7 +14,7 @@ from typing import Final
 
 import cn2an
 
-from .rules import Rule, alternation, apply_rules
+from rtts.text.rules import Rule, alternation, apply_rules
 
 _DIGITS: Final = "零一二三四五六七八九"
 _CN2AN_DIGITS: Final = 16  # the longest number cn2an.an2cn reads (it raises past it)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Final
 
-from .romaji import is_romaji
+from rtts.text.romaji import is_romaji
 
 # Languages written in Latin letters: which one a Latin run is comes from the request.
 LATIN: Final = ("en", "en-gb", "es", "fr", "it", "pt-br")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from .markup import BREAK_CLOSE, BREAK_OPEN
+from rtts.text.markup import BREAK_CLOSE, BREAK_OPEN
 
 __all__ = ["CJK", "atoms", "wordy"]
 

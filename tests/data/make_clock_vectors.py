@@ -1,4 +1,4 @@
-"""Writes tests/data/clock_vectors.json: clock exchanges and what ``rtts.clock.OffsetFilter``
+"""Writes tests/data/clock_vectors.json: clock exchanges and what ``rtts.broadcast.clock.OffsetFilter``
 estimates from them, so that the page's port (static/js/clock.js) is checked against
 the very same numbers (tests/system/test_sync_js.py), and the Python filter against
 itself when it changes (tests/unit/test_clock.py).
@@ -18,7 +18,7 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
-from rtts.clock import OffsetFilter
+from rtts.broadcast.clock import OffsetFilter
 
 OUT = Path(__file__).with_name("clock_vectors.json")
 LOCAL0 = 5000.0  # the client's clock when the case begins (performance.now() / 1000)
@@ -107,11 +107,11 @@ def main() -> None:
              extra=[[LOCAL0 + 20.0, UNIX0 + 15.0, LOCAL0 + 19.5], [LOCAL0 + 21.0, UNIX0 + 21.0105, LOCAL0 + 21.02]]),
     ]
     doc = {
-        "about": "Clock exchanges and rtts.clock.OffsetFilter's results (docs/protocol.md, 'Playing in step'). "
+        "about": "Clock exchanges and rtts.broadcast.clock.OffsetFilter's results (docs/protocol.md, 'Playing in step'). "
                  "samples: [sent, server, recv] in seconds, sent and recv on the client's clock, server in Unix "
                  "seconds (clock.js takes milliseconds for sent and recv: multiply by 1000). checks: after adding "
                  "the first `after` samples, estimate(at), error and ready; true_offset is what the path makes "
-                 "the offset, for information. The filter (rtts/clock.py OffsetFilter): keep the last 128 samples; "
+                 "the offset, for information. The filter (rtts/broadcast/clock.py OffsetFilter): keep the last 128 samples; "
                  "ignore one with recv < sent; relative to the latest sample L (ref = L's mid), each sample i "
                  "gives t = mid - ref, low = (server - L.server) - (recv - ref), high = (server - L.server) - "
                  "(sent - ref); if -t of the oldest >= 30 or max(low - 0 t) > min(high - 0 t), the slope b = k * 5e-6 for k in 0, 1, -1, 2, -2 ... "

@@ -24,7 +24,7 @@ import openai
 import pytest
 import requests
 
-from rtts import audio
+from rtts.sound import audio
 from tests.conftest import _CACHE, ServerThread, make_config
 from tests.live.test_server import PARAGRAPH, fetch, is_speech
 from tests.unit.test_subtitles import read_srt, read_vtt

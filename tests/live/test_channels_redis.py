@@ -18,8 +18,7 @@ import psutil
 import pytest
 
 from rtts import protocol
-from rtts.bus import MAX_CONNECTIONS, BusDown
-
+from rtts.broadcast.bus import MAX_CONNECTIONS, BusDown
 from tests.conftest import Client, RedisServer, RttsProcess, ServerThread, make_config
 
 redis = pytest.importorskip("redis")
@@ -260,9 +259,9 @@ def test_a_listener_that_fails_is_logged_counted_and_listens_again(
 ) -> None:
     """No background task dies silently: a failure the bus does not expect (a bug) is
     logged with its traceback, counted, and the listener subscribes again."""
-    import rtts.bus
+    import rtts.broadcast.bus
 
-    real = rtts.bus.announcements.decode
+    real = rtts.broadcast.bus.announcements.decode
     calls = []
 
     def failing_once(data: bytes, **kw):  # type: ignore[no-untyped-def]
@@ -271,7 +270,7 @@ def test_a_listener_that_fails_is_logged_counted_and_listens_again(
             raise RuntimeError("a bug in decode")
         return real(data, **kw)
 
-    monkeypatch.setattr(rtts.bus.announcements, "decode", failing_once)
+    monkeypatch.setattr(rtts.broadcast.bus.announcements, "decode", failing_once)
     kiosk = subscriber(server)
     try:
         errors = metric(server, "rtts_bus_listener_errors_total")
@@ -330,7 +329,7 @@ async def test_two_instances_claiming_one_announcement_agree_and_the_larger_lead
     the largest lead allowed."""
     import asyncio
 
-    from rtts.bus import RedisBus
+    from rtts.broadcast.bus import RedisBus
 
     a, b = RedisBus(redis_server.url, 5000), RedisBus(redis_server.url, 5000)
     try:

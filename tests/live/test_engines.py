@@ -17,16 +17,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rtts.host.client import Host
-from rtts.host.sessions import optimized_path
 from rtts.engines.base import Engine, EngineError, VoiceInfo
 from rtts.engines.kokoro import MAX_TOKENS, KokoroEngine, KokoroPack, StyleFile, assemble_model
 from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, cached_kokoro_cut, cut_kokoro, drop_pad_frames
 from rtts.engines.kokoro_quant import STATIC
 from rtts.engines.piper import PiperConfig, PiperEngine
 from rtts.engines.trim import trim_silence
+from rtts.engines.voices import DEFAULT_VOICE, VoiceRegistry
 from rtts.g2p import split_phonemes
-from rtts.voices import DEFAULT_VOICE, VoiceRegistry
+from rtts.host.client import Host
+from rtts.host.sessions import optimized_path
 from tests.texts import LONG_TEXT
 
 KOKORO = "kokoro/jf_alpha"
@@ -162,7 +162,7 @@ def test_discovery_skips_broken_files(
     (tmp_path / "lonely.onnx").write_bytes(b"x")
     (tmp_path / "style.npy").write_bytes(b"not numpy")
     (tmp_path / "styles.npz").write_bytes(b"not a zip")
-    with caplog.at_level(logging.WARNING, logger="rtts.voices"):
+    with caplog.at_level(logging.WARNING, logger="rtts.engines.voices"):
         registry = VoiceRegistry.discover(tmp_path, tmp_path / "cache", threads=1)
     assert list(registry.voices) == BUILTINS
     for name in ("broken.onnx", "empty.onnx", "text_voice.onnx", "style.npy", "styles.npz"):

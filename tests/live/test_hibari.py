@@ -13,8 +13,8 @@ import pytest
 
 from rtts import protocol
 from rtts.engines.registry import KINDS
+from rtts.engines.voices import VoiceRegistry
 from rtts.text.lexicon import Lexicon
-from rtts.voices import VoiceRegistry
 from tests.conftest import Client, ServerThread, make_config
 from tests.live.test_server import check_stream, check_tts_wav, is_speech
 

@@ -1,4 +1,4 @@
-"""Plain HTTP on the WebSocket port (rtts/plain_http.py), against a real server and voices.
+"""Plain HTTP on the WebSocket port (rtts/serve/plain_http.py), against a real server and voices.
 
 /tts streams as it synthesizes, whatever the WebSocket handshake timeout; it obeys the
 Origin rule, the token and the connection caps; HEAD, OPTIONS and other methods are
@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 
 from rtts import protocol
-
 from tests.conftest import Client, ServerThread, make_config
 from tests.live.test_server import fetch
 

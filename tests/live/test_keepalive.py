@@ -14,8 +14,7 @@ import msgpack
 import pytest
 from websockets.sync.client import connect
 
-from rtts import server as server_module
-
+from rtts.serve import server as server_module
 from tests.conftest import ServerThread, make_config
 from tests.rawws import open_raw
 

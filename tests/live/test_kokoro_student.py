@@ -16,7 +16,7 @@ from rtts.engines.base import Timing
 from rtts.engines.kokoro import LANGS, KokoroEngine
 from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, cached_kokoro_cut
 from rtts.engines.kokoro_student import GEN_IN, cached_student_decoder, student_file, student_langs
-from rtts.voices import VoiceRegistry
+from rtts.engines.voices import VoiceRegistry
 from tests.live.test_engines import cache_dir  # noqa: F401 (the model cache the engine tests share)
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rtts import audio, protocol
+from rtts import protocol
+from rtts.sound import audio
 from tests.conftest import Client, ServerThread, make_config
 
 pytestmark = pytest.mark.slow

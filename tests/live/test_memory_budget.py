@@ -1,4 +1,4 @@
-"""The memory budget with real voices, in a real ``rtts serve`` process (rtts/memory.py).
+"""The memory budget with real voices, in a real ``rtts serve`` process (rtts/host/memory.py).
 
 The server runs as its own process so that its RSS is the service's own, and a
 sampler reads the server and its inference process together every 20 ms.
@@ -16,14 +16,12 @@ import urllib.request
 from pathlib import Path
 
 import openai
-
 import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from rtts import protocol
-from rtts.memory import anonymous_bytes
-
+from rtts.host.memory import anonymous_bytes
 from tests.conftest import Client, RttsProcess
 
 pytestmark = pytest.mark.slow

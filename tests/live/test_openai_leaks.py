@@ -17,8 +17,7 @@ import openai
 import pytest
 import requests
 
-from rtts import codecs
-
+from rtts.sound import codecs
 from tests.conftest import ServerThread, make_config
 from tests.live.test_server import PIPER, fetch
 

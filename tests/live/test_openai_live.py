@@ -17,8 +17,7 @@ import numpy as np
 import openai
 import pytest
 
-from rtts import audio
-
+from rtts.sound import audio
 from tests.conftest import RttsProcess, ServerThread, make_config
 from tests.live.test_server import PARAGRAPH, PIPER, fetch, is_speech
 
@@ -278,10 +277,10 @@ def test_a_plain_install_answers_the_openai_package_without_response_format(plai
 
 
 def test_mp3_comes_from_a_base_dependency() -> None:
-    """What rtts.codecs imports for mp3 is one of the project's own dependencies, not an extra's."""
+    """What rtts.sound.codecs imports for mp3 is one of the project's own dependencies, not an extra's."""
     import tomllib
 
-    from rtts import codecs
+    from rtts.sound import codecs
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     base = {re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0].lower() for d in project["dependencies"]}

@@ -1,4 +1,4 @@
-"""rtts/plain_http.py on a real socket, with routes of its own (no voices): request
+"""rtts/serve/plain_http.py on a real socket, with routes of its own (no voices): request
 bodies, streamed responses, a client that goes away, and WebSocket upgrades passed on."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 
-from rtts.plain_http import HttpFront, HttpRequest, HttpResponse, json_response, text
+from rtts.serve.plain_http import HttpFront, HttpRequest, HttpResponse, json_response, text
 
 
 async def _not_found(request: HttpRequest) -> HttpResponse:

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from rtts import protocol
-from rtts.inference import InferenceWorker
-from rtts.jobs import Job, JobAudio, JobDone, JobEvent
-from rtts.phrase_cache import PhraseCache
-from rtts.voices import VoiceRegistry
+from rtts.engines.voices import VoiceRegistry
+from rtts.synthesis.inference import InferenceWorker
+from rtts.synthesis.jobs import Job, JobAudio, JobDone, JobEvent
+from rtts.synthesis.phrase_cache import PhraseCache
 from tests.conftest import Client, ServerThread, make_config
 from tests.live.test_server import fetch
 

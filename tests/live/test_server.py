@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from websockets.exceptions import ConnectionClosed
 
-from rtts import audio, protocol
-
+from rtts import protocol
+from rtts.sound import audio
 from tests.conftest import Client, ServerThread, make_config
 
 pytestmark = pytest.mark.slow

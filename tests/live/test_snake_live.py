@@ -19,7 +19,7 @@ import pytest
 
 from rtts.engines.kokoro import KokoroEngine
 from rtts.engines.kokoro_cut import cached_kokoro_cut
-from rtts.voices import VoiceRegistry
+from rtts.engines.voices import VoiceRegistry
 
 pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC") or "cc") is None, reason="no C compiler")
 

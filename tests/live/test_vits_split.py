@@ -8,9 +8,18 @@ import pytest
 from onnx import TensorProto, helper
 
 from rtts.engines.base import VoiceInfo
-from rtts.engines.piper import DECODE_MARGIN, FIRST_WINDOW, LATER_WINDOW, MAX_WINDOW, WINDOW_GROWTH, PiperEngine, next_window, window_bounds
+from rtts.engines.piper import (
+    DECODE_MARGIN,
+    FIRST_WINDOW,
+    LATER_WINDOW,
+    MAX_WINDOW,
+    WINDOW_GROWTH,
+    PiperEngine,
+    next_window,
+    window_bounds,
+)
 from rtts.engines.vits_split import SplitError, split_vits
-from rtts.voices import VoiceRegistry
+from rtts.engines.voices import VoiceRegistry
 
 
 def _weights(seed: int):  # type: ignore[no-untyped-def]
@@ -276,7 +285,6 @@ def test_new_cutting_code_cuts_again_retries_a_failure_and_removes_what_it_repla
     piper: tuple[PiperEngine, VoiceInfo], tmp_path, monkeypatch
 ) -> None:
     import json
-
     import os
     import time
 

@@ -22,9 +22,9 @@ from rtts.engines.hibari import HIBARI, HibariEngine, HibariWork
 from rtts.engines.hibari_timed import cached_timed
 from rtts.engines.piper import PiperEngine, phoneme_ids
 from rtts.engines.vits_split import SplitError
+from rtts.engines.voices import VoiceRegistry
 from rtts.host.client import Host
 from rtts.text.lexicon import PHONEMES_CLOSE, PHONEMES_OPEN
-from rtts.voices import VoiceRegistry
 from tests.conftest import Client
 from tests.texts import LONG_TEXT
 

@@ -14,7 +14,8 @@ import re
 import numpy as np
 import pytest
 
-from rtts import audio, protocol
+from rtts import protocol
+from rtts.sound import audio
 from rtts.text.written import atoms
 from tests.conftest import Client, ServerThread
 

@@ -19,10 +19,18 @@ from wyoming.client import AsyncTcpClient
 from wyoming.error import Error
 from wyoming.event import Event
 from wyoming.info import Describe, Info
-from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped, SynthesizeVoice
+from wyoming.tts import (
+    Synthesize,
+    SynthesizeChunk,
+    SynthesizeStart,
+    SynthesizeStop,
+    SynthesizeStopped,
+    SynthesizeVoice,
+)
 
-from rtts import access, audio, protocol
-
+from rtts import protocol
+from rtts.serve import access
+from rtts.sound import audio
 from tests.conftest import Client, ServerThread, make_config
 from tests.live.test_http import server_send_buffer
 from tests.live.test_server import KOKORO, PIPER, fetch, is_speech

@@ -30,7 +30,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rtts import audio, protocol
+from rtts import protocol
+from rtts.sound import audio
 from tests.conftest import Client
 
 ROOT = Path(__file__).resolve().parents[2]

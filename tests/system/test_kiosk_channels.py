@@ -12,7 +12,6 @@ from urllib.parse import urlencode
 import pytest
 
 from rtts import protocol
-
 from tests.conftest import Client, ServerThread, make_config
 from tests.system.test_browser import browser, new_page, shoot, wait_ready  # noqa: F401  (fixtures)
 
@@ -52,7 +51,7 @@ def test_kiosk_hears_its_channel_and_resubscribes(server: ServerThread, new_page
     query = urlencode([("channel", "lobby"), ("title", "Lobby"), ("gap", "300")])
     page.goto(f"{server.http}/kiosk?{query}")
     wait_ready(page)
-    page.wait_for_function("window.rtts.channels.get('lobby') !== null")
+    page.wait_for_function("window.rtts.broadcast.channels.get('lobby') !== null")
     assert page.locator("#channel").inner_text() == "Channel: lobby"
 
     first = publish(server, "The gallery closes in ten minutes.")
@@ -87,4 +86,4 @@ def test_kiosk_hears_its_channel_and_resubscribes(server: ServerThread, new_page
     assert page.evaluate("id => window.rtts.stats.utterances[id] === undefined", missed.id)
     after = publish(server, "Welcome back.")
     caption_is(page, "Welcome back.")
-    assert page.evaluate("window.rtts.channels.get('lobby')") == after.seq
+    assert page.evaluate("window.rtts.broadcast.channels.get('lobby')") == after.seq

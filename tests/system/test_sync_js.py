@@ -1,6 +1,6 @@
 """Playing in step, the browser's side (docs/protocol.md, "Playing in step"), in Debian's
 headless Chromium against a real rtts: the page's estimate of the server's clock
-(static/js/clock.js, the same filter as rtts/clock.py), the player's mapping from
+(static/js/clock.js, the same filter as rtts/broadcast/clock.py), the player's mapping from
 AudioContext frames to shared-clock time (static/js/player.js, its `clock` messages to
 the worklet), and a real kiosk that plays a channel's announcement at its `play_at`.
 
@@ -31,7 +31,6 @@ import pytest
 from playwright.sync_api import Page
 
 from rtts import protocol
-
 from tests.conftest import Client, ServerThread, make_config
 from tests.system.test_browser import LONG_TEXT, PageErrors, browser, new_page, wait_ready  # noqa: F401  (fixtures)
 
@@ -75,7 +74,7 @@ def blank(server: ServerThread, new_page) -> Page:  # type: ignore[no-untyped-de
 
 
 def test_clock_filter_on_the_shared_vectors(blank: Page) -> None:
-    """clock.js's ClockSync gives rtts/clock.py OffsetFilter's estimates, errors and
+    """clock.js's ClockSync gives rtts/broadcast/clock.py OffsetFilter's estimates, errors and
     readiness on every case of tests/data/clock_vectors.json, to the last bit or nearly
     (within 1e-9 s, where a Unix time's own resolution is 2.4e-7 s)."""
     vectors = json.loads(VECTORS.read_text())
@@ -253,7 +252,7 @@ def kiosk(server: ServerThread, new_page, **params: str) -> Page:  # type: ignor
     page = new_page()
     page.goto(f"{server.http}/kiosk?{urlencode({'channel': 'hall', **params})}")
     wait_ready(page)
-    page.wait_for_function("window.rtts.channels.get('hall') !== null")
+    page.wait_for_function("window.rtts.broadcast.channels.get('hall') !== null")
     return page
 
 
@@ -265,7 +264,7 @@ def test_kiosk_plays_an_announcement_at_its_time(server: ServerThread, new_page)
     pages = [kiosk(server, new_page), kiosk(server, new_page, clock_skew_ppm="200")]
     for page in pages:
         assert page.evaluate("window.rtts.conn.ready.clock.source") == "host"
-        page.wait_for_function("window.rtts.clock.usable", timeout=10_000)
+        page.wait_for_function("window.rtts.broadcast.clock.usable", timeout=10_000)
     # The burst at connect meets a page busy opening its AudioContext: its samples can be
     # tens of ms one way. A few more exchanges (every 2 s) give the filter better ones.
     time.sleep(6)
@@ -312,7 +311,7 @@ def test_a_high_priority_announcement_cuts_in_at_its_time(server: ServerThread, 
     """A timed high-priority announcement does not flush what plays: the one it cuts goes
     on until the high one's play_at (the same instant on every kiosk) and stops there."""
     page = kiosk(server, new_page)
-    page.wait_for_function("window.rtts.clock.usable", timeout=10_000)
+    page.wait_for_function("window.rtts.broadcast.clock.usable", timeout=10_000)
     normal, _ = publish(server, LONG_TEXT)
     page.wait_for_function(
         "id => { const u = window.rtts.stats.utterances[id]; return u && u.played > 2 * 24000; }", arg=normal.id,
@@ -372,10 +371,10 @@ def test_a_late_start_joins_the_timeline_and_the_caption_follows_it(hurried: Ser
     dropped, lateMs), and the word lit follows the timeline, not the count of samples
     played, which is behind it by what was dropped."""
     page = kiosk(hurried, new_page)
-    page.wait_for_function("window.rtts.clock.usable", timeout=10_000)
+    page.wait_for_function("window.rtts.broadcast.clock.usable", timeout=10_000)
     page.evaluate("""() => { window.__heard = [];
         window.rtts.addEventListener('heard', (e) => window.__heard.push(
-            [e.detail.id, e.detail.pos, window.rtts.clock.sharedS(performance.now())])); }""")
+            [e.detail.id, e.detail.pos, window.rtts.broadcast.clock.sharedS(performance.now())])); }""")
     ann, _ = publish(hurried, "Passengers for the coast should change at the central station.")
     page.wait_for_function(
         "id => { const u = window.rtts.stats.utterances[id]; return u && u.reason && window.rtts.player.status.id === null"

@@ -22,8 +22,7 @@ import pytest
 
 from rtts import protocol
 from rtts.__main__ import _healthy
-from rtts.sdnotify import Notifier
-
+from rtts.serve.sdnotify import Notifier
 from tests.conftest import _CACHE, Client, RttsProcess, ServerThread, make_config
 
 ROOT = Path(__file__).resolve().parents[2]

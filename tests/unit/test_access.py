@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rtts import access, tokens
+from rtts import tokens
+from rtts.serve import access
 
 TOKEN = "kiosk-7 s3cret/+="  # spaces and base64 specials: must survive the subprotocol encoding
 
@@ -76,7 +77,7 @@ def test_forwarded_for_is_believed_only_from_trusted_proxies():
 
 
 def test_host_allow_list_against_dns_rebinding():
-    from rtts.access import host_allowed
+    from rtts.serve.access import host_allowed
 
     own = frozenset({"localhost", "kiosk", "kiosk.local"})
     for host in ("127.0.0.1:8765", "[::1]:8765", "192.168.1.20", "localhost:8765", "kiosk.local:8765", "a.localhost"):

@@ -12,12 +12,11 @@ import pytest
 from rtts import protocol
 from rtts.config import Config
 from rtts.engines.base import VoiceInfo
-from rtts.inference import YIELD_GUARD_S, can_yield
-from rtts.jobs import Job
-from rtts.phrase_cache import PhraseCache
-from rtts.session import Close, Send, Session, Submit
+from rtts.speech.session import Close, Send, Session, Submit
+from rtts.synthesis.inference import YIELD_GUARD_S, can_yield
+from rtts.synthesis.jobs import Job
+from rtts.synthesis.phrase_cache import PhraseCache
 from tests.catalogs import FixedCatalog
-
 
 # ---------------------------------------------------------------- phrase cache
 

@@ -1,4 +1,4 @@
-"""Pure tests for rtts.audio."""
+"""Pure tests for rtts.sound.audio."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import soxr
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rtts import audio
-from rtts.audio import FORMATS, SAMPLE_RATES, Framer, Resampler
+from rtts.sound import audio
+from rtts.sound.audio import FORMATS, SAMPLE_RATES, Framer, Resampler
 
 ALL_INT16 = np.arange(-32768, 32768, dtype=np.int16)
 

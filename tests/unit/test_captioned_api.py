@@ -1,4 +1,4 @@
-"""rtts.captioned_api without a network: Kokoro-FastAPI's request body, its voices and
+"""rtts.serve.captioned_api without a network: Kokoro-FastAPI's request body, its voices and
 languages, the timestamps and the JSON lines."""
 
 from __future__ import annotations
@@ -10,12 +10,20 @@ from http import HTTPStatus
 import numpy as np
 import pytest
 
-from rtts import audio, codecs, protocol
-from rtts.captioned_api import CaptionedBody, CaptionedRequest, parse, speech_seconds, timestamps, whole_size
+from rtts import protocol
 from rtts.engines.base import VoiceInfo
-from rtts.memory import WholeBodies
-from rtts.openai_api import ApiError, VoiceNames
-from rtts.voices import routes
+from rtts.engines.voices import routes
+from rtts.host.memory import WholeBodies
+from rtts.serve.captioned_api import (
+    CaptionedBody,
+    CaptionedRequest,
+    parse,
+    speech_seconds,
+    timestamps,
+    whole_size,
+)
+from rtts.serve.openai_api import ApiError, VoiceNames
+from rtts.sound import audio, codecs
 
 HEART = "kokoro/af_heart"
 JOE = "piper/en_US-joe-medium"

@@ -5,17 +5,18 @@ in test_channels_live.py and across instances in test_channels_scaleout.py)."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 import json
 import math
 import time
+from dataclasses import replace
 
 import pytest
 
-from rtts import announcements, protocol
-from rtts.announcements import Announcement, Draft
-from rtts.bus import LocalBus
-from rtts.channels import HOLD_S, LAG_S, Channels
+from rtts import protocol
+from rtts.broadcast import announcements
+from rtts.broadcast.announcements import Announcement, Draft
+from rtts.broadcast.bus import LocalBus
+from rtts.broadcast.channels import HOLD_S, LAG_S, Channels
 from rtts.protocol import ProtocolError
 
 
@@ -165,7 +166,7 @@ async def test_nobody_subscribed_nothing_is_synthesized(hub: Channels) -> None:
 
 
 async def test_a_connection_may_subscribe_to_a_bounded_number_of_channels(hub: Channels) -> None:
-    from rtts.channels import MAX_SUBSCRIPTIONS
+    from rtts.broadcast.channels import MAX_SUBSCRIPTIONS
 
     a = Member(hub)
     for i in range(MAX_SUBSCRIPTIONS + 1):
@@ -277,7 +278,7 @@ async def test_a_subscriber_that_never_begins_does_not_hold_the_channel(hub: Cha
 
 
 async def test_a_subscriber_still_receiving_gets_lag_s_then_is_left_behind(monkeypatch, hub: Channels) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr("rtts.channels.LAG_S", 0.05)
+    monkeypatch.setattr("rtts.broadcast.channels.LAG_S", 0.05)
     a, b = Member(hub), Member(hub)
     hub.join(a, "lobby", None), hub.join(b, "lobby", None)
     await hub.publish(draft("one"))
@@ -294,7 +295,7 @@ async def test_a_subscriber_still_receiving_gets_lag_s_then_is_left_behind(monke
 
 
 async def test_stop_holding_lets_the_held_audio_go(monkeypatch, hub: Channels) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr("rtts.channels.HOLD_S", 0.05)
+    monkeypatch.setattr("rtts.broadcast.channels.HOLD_S", 0.05)
     a = Member(hub)
     hub.join(a, "lobby", None)
     await hub.publish(draft("one"))
@@ -399,7 +400,7 @@ class Wall:
 
 
 async def test_every_member_gets_one_play_at_one_lead_ahead_and_the_next_after_the_end() -> None:
-    from rtts.timeline import LeadEstimator
+    from rtts.broadcast.timeline import LeadEstimator
 
     wall = Wall()
     hub = Channels(LocalBus(wall), FakeJobs(), queue_limit=3, clock=wall,  # type: ignore[arg-type]
@@ -426,7 +427,7 @@ async def test_every_member_gets_one_play_at_one_lead_ahead_and_the_next_after_t
 
 
 async def test_a_high_priority_announcement_cuts_at_its_own_play_at() -> None:
-    from rtts.timeline import LeadEstimator
+    from rtts.broadcast.timeline import LeadEstimator
 
     wall = Wall()
     hub = Channels(LocalBus(wall), FakeJobs(), queue_limit=3, clock=wall,  # type: ignore[arg-type]
@@ -465,7 +466,7 @@ class SharedBus(LocalBus):
         self.down = False
 
     async def claim_play_at(self, key: str, now: float, lead: float, floor: float, *, max_lead: float) -> float:
-        from rtts.bus import BusDown
+        from rtts.broadcast.bus import BusDown
 
         self.claims.append((key, now, lead, floor))
         if self.down:
@@ -475,7 +476,7 @@ class SharedBus(LocalBus):
 
 
 async def shared_hub(wall: Wall, **lead) -> tuple[Channels, SharedBus]:  # type: ignore[no-untyped-def]
-    from rtts.timeline import LeadEstimator
+    from rtts.broadcast.timeline import LeadEstimator
 
     bus = SharedBus(wall)
     hub = Channels(bus, FakeJobs(), queue_limit=3, clock=wall,  # type: ignore[arg-type]
@@ -503,7 +504,7 @@ async def test_across_instances_one_claim_and_its_time_for_every_member() -> Non
 
 
 async def test_without_an_answer_from_the_bus_an_announcement_plays_at_this_instances_time(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from rtts import channels
+    from rtts.broadcast import channels
 
     wall = Wall()
     hub, bus = await shared_hub(wall, fixed=0.6)
@@ -637,7 +638,7 @@ async def test_how_late_audio_came_sets_the_next_lead() -> None:
 
 async def test_a_publisher_may_say_when_it_is_heard() -> None:
     """``publish.play_at``: it begins one lead before (and no sooner), and is heard then."""
-    from rtts.timeline import LeadEstimator
+    from rtts.broadcast.timeline import LeadEstimator
 
     hub = Channels(LocalBus(), FakeJobs(), queue_limit=3, lead=LeadEstimator(0.3, 2.0, fixed=0.3))  # type: ignore[arg-type]
     await hub.start()
@@ -697,9 +698,9 @@ async def test_a_model_that_must_load_first_is_waited_for_on_top_of_the_lead() -
 async def test_the_one_synthesis_tells_how_much_audio_came_once_for_every_subscriber() -> None:
     import numpy as np
 
+    from rtts.broadcast.shared_jobs import SharedJobs
     from rtts.engines.base import VoiceInfo
-    from rtts.jobs import Job, JobAudio, JobDone
-    from rtts.shared_jobs import SharedJobs
+    from rtts.synthesis.jobs import Job, JobAudio, JobDone
 
     class Worker:
         def __init__(self) -> None:

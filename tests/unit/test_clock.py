@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from rtts import clock
-from rtts.bus import BusDown
-from rtts.clock import BusClock, HostClock, OffsetFilter
+from rtts.broadcast import clock
+from rtts.broadcast.bus import BusDown
+from rtts.broadcast.clock import BusClock, HostClock, OffsetFilter
 
 VECTORS = Path(__file__).resolve().parents[1] / "data" / "clock_vectors.json"
 UNIX0 = 1_781_000_000.25

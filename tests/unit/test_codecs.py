@@ -1,4 +1,4 @@
-"""rtts.codecs: what is encoded decodes (with FFmpeg's decoders, through PyAV) to the same sound."""
+"""rtts.sound.codecs: what is encoded decodes (with FFmpeg's decoders, through PyAV) to the same sound."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import wave
 import numpy as np
 import pytest
 
-from rtts import audio, codecs
+from rtts.sound import audio, codecs
 
 av = pytest.importorskip("av", reason="the codecs extra (PyAV) is part of the test install")
 
@@ -235,7 +235,7 @@ def test_available_does_not_import_pyav() -> None:
     import subprocess
     import sys
 
-    code = "import sys; from rtts import codecs; assert codecs.available('opus'); assert 'av' not in sys.modules"
+    code = "import sys; from rtts.sound import codecs; assert codecs.available('opus'); assert 'av' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 

@@ -11,10 +11,10 @@ import numpy as np
 
 from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, VoiceInfo
 from rtts.engines.registry import KINDS
+from rtts.engines.voices import VoiceRegistry
 from rtts.host.client import Host
-from rtts.inference import InferenceWorker
-from rtts.jobs import Job
-from rtts.voices import VoiceRegistry
+from rtts.synthesis.inference import InferenceWorker
+from rtts.synthesis.jobs import Job
 
 
 class ToyEngine:

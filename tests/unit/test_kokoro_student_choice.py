@@ -23,7 +23,7 @@ def test_the_flag_chooses_and_is_validated(tmp_path) -> None:  # type: ignore[no
 
 def test_auto_gives_the_student_only_the_languages_that_passed(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / kokoro_student.STUDENT_FILE).write_bytes(b"onnx")
-    monkeypatch.setattr("rtts.voicepacks._data_dir", lambda: tmp_path)
+    monkeypatch.setattr("rtts.engines.voicepacks._data_dir", lambda: tmp_path)
     assert kokoro_student.student_langs("auto") == frozenset()  # no gates file: nobody
     (tmp_path / kokoro_student.GATES_FILE).write_text(json.dumps({"langs": ["zh", "xx", "ja"]}))
     assert kokoro_student.student_langs("auto") == {"zh", "ja"}  # an unknown language is ignored

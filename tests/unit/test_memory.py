@@ -1,4 +1,4 @@
-"""The memory budget's decisions and the cgroup limit it defaults to (rtts/memory.py).
+"""The memory budget's decisions and the cgroup limit it defaults to (rtts/host/memory.py).
 
 The same behaviour runs end to end, with real voices under a real budget, in
 tests/live/test_memory_budget.py.
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from rtts import memory
-from rtts.cgroup import cpu_limit
-from rtts.cgroup import memory_limit as cgroup_limit
 from rtts.config import Config
-from rtts.memory import MB, Plan, budget_for, plan
+from rtts.host import memory
+from rtts.host.cgroup import cpu_limit
+from rtts.host.cgroup import memory_limit as cgroup_limit
+from rtts.host.memory import MB, Plan, budget_for, plan
 
 pytestmark = pytest.mark.unit
 
@@ -126,11 +126,11 @@ def test_a_cap_too_small_for_rtts_gives_the_smallest_budget_with_a_warning(caplo
     under 64, which the config then refused as a --memory-budget nobody gave."""
     for cap in (16 * MB, 64 * MB, 100 * MB, 127 * MB):
         caplog.clear()
-        with caplog.at_level("WARNING", logger="rtts.memory"):
+        with caplog.at_level("WARNING", logger="rtts.host.memory"):
             assert budget_for(cap) == memory.MIN_BUDGET
         assert "below what rtts needs" in caplog.text and "raise the cap" in caplog.text
     caplog.clear()
-    with caplog.at_level("WARNING", logger="rtts.memory"):
+    with caplog.at_level("WARNING", logger="rtts.host.memory"):
         assert budget_for(128 * MB) == 64 * MB
     assert caplog.text == ""
 
@@ -147,7 +147,7 @@ def test_the_config_is_built_under_any_cgroup(
     """Bug 4 end to end: the config ``serve`` builds, its defaults read from these cgroup files."""
     import functools
 
-    from rtts import cgroup
+    from rtts.host import cgroup
 
     (tmp_path / "proc").write_bytes(proc.encode())
     _tree(tmp_path / "cg", {"cgroup.controllers": "cpu memory\n", **files})
@@ -207,8 +207,8 @@ def test_bodies_the_server_holds_for_clients_never_make_a_voice_not_fit(tmp_path
     # alone" and every client, theirs included, was refused mid-utterance. The budget counts
     # the server at its own memory; what admitted bodies are still to take counts as taken.
     from rtts.engines.registry import KINDS
-    from rtts.inference import InferenceWorker
-    from rtts.voices import VoiceRegistry
+    from rtts.engines.voices import VoiceRegistry
+    from rtts.synthesis.inference import InferenceWorker
     from tests.unit.test_engine_seam import ToyKind
 
     (tmp_path / "a.toy").write_text("")

@@ -1,4 +1,4 @@
-"""rtts.openai_api without a network: request parsing, the voice table, error shapes, the body."""
+"""rtts.serve.openai_api without a network: request parsing, the voice table, error shapes, the body."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ from http import HTTPStatus
 import numpy as np
 import pytest
 
-from rtts import audio, openai_api, protocol
+from rtts import protocol
 from rtts.engines.base import VoiceInfo
-from rtts.openai_api import ApiError, SpeechBody, VoiceNames, parse_speech
-from rtts.voices import routes
+from rtts.engines.voices import routes
+from rtts.serve import openai_api
+from rtts.serve.openai_api import ApiError, SpeechBody, VoiceNames, parse_speech
+from rtts.sound import audio
 
 JOE = "piper/en_US-joe-medium"
 

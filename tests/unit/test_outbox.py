@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from rtts.outbox import Outbox, Stalled
+from rtts.serve.outbox import Outbox, Stalled
 
 
 class Pipe:

@@ -1,10 +1,10 @@
-"""The per-connection message rate (rtts/ratelimit.py), on a clock moved by hand."""
+"""The per-connection message rate (rtts/speech/ratelimit.py), on a clock moved by hand."""
 
 from __future__ import annotations
 
 import pytest
 
-from rtts.ratelimit import MessageRate, Verdict
+from rtts.speech.ratelimit import MessageRate, Verdict
 
 
 class Clock:

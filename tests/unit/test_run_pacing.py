@@ -12,9 +12,9 @@ import pytest
 
 from rtts.engines.registry import KINDS
 from rtts.engines.run_pacing import RunCost, paced_run
-from rtts.inference import RUN_GUARD_S, InferenceWorker, _Entry
-from rtts.jobs import Job
-from rtts.voices import VoiceRegistry
+from rtts.engines.voices import VoiceRegistry
+from rtts.synthesis.inference import RUN_GUARD_S, InferenceWorker, _Entry
+from rtts.synthesis.jobs import Job
 from tests.unit.test_engine_seam import ToyKind
 
 # Kokoro's phonemes of 下车的旅客请带好您的随身物品，从列车前进方向的右侧车门下车。(jieba's words

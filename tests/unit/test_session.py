@@ -11,11 +11,12 @@ import msgpack
 import numpy as np
 import pytest
 
-from rtts import audio, protocol
+from rtts import protocol
 from rtts.config import Config
 from rtts.engines.base import VoiceInfo
-from rtts.jobs import JobAudio, JobDone, JobFailed
-from rtts.session import Close, Drop, Send, Session, Submit
+from rtts.sound import audio
+from rtts.speech.session import Close, Drop, Send, Session, Submit
+from rtts.synthesis.jobs import JobAudio, JobDone, JobFailed
 from tests.catalogs import FixedCatalog
 
 VOICES = {
@@ -661,7 +662,7 @@ def test_a_pong_carries_the_shared_clock_and_ready_offers_it():
 
 
 def test_an_announcement_starts_with_its_play_at_and_a_speak_without():
-    from rtts.announcements import Announcement
+    from rtts.broadcast.announcements import Announcement
 
     session, _ = make()
     ann = Announcement("lobby", "Hello there.", "piper/a", None, 1.0, "normal", None, seq=4, published=UNIX0,

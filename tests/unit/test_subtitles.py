@@ -1,4 +1,4 @@
-"""rtts.subtitles: cues from timed words, and the WebVTT and SRT files they make, read
+"""rtts.sound.subtitles: cues from timed words, and the WebVTT and SRT files they make, read
 back by strict parsers of both formats (written here: neither format's library is part
 of the test install, and these check what players are strict about)."""
 
@@ -10,8 +10,8 @@ from collections.abc import Iterable
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rtts import subtitles
-from rtts.subtitles import Cue, Style, width
+from rtts.sound import subtitles
+from rtts.sound.subtitles import Cue, Style, width
 
 RATE = 24000
 

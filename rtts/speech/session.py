@@ -20,18 +20,20 @@ from typing import Protocol as TypingProtocol
 
 import numpy as np
 
-from . import audio, codecs, protocol, tokens, word_timing
-from .announcements import Announcement, Draft
-from .config import Config
-from .engines.base import Spoken, VoiceInfo
-from .jobs import Job, JobAudio, JobDone, JobEvent, JobFailed, JobWords
-from .protocol import ErrorCode, ProtocolError
-from .ratelimit import MessageRate, Verdict
-from .text import markup
-from .text.lexicon import Lexicon
-from .text.segment import LATIN, segment
-from .text.split import Unit, UnitBuffer, pause_ms, split_units
-from .track import Frame, Track
+from rtts import protocol, tokens
+from rtts.broadcast.announcements import Announcement, Draft
+from rtts.config import Config
+from rtts.engines.base import Spoken, VoiceInfo
+from rtts.protocol import ErrorCode, ProtocolError
+from rtts.sound import audio, codecs
+from rtts.sound.track import Frame, Track
+from rtts.speech import word_timing
+from rtts.speech.ratelimit import MessageRate, Verdict
+from rtts.synthesis.jobs import Job, JobAudio, JobDone, JobEvent, JobFailed, JobWords
+from rtts.text import markup
+from rtts.text.lexicon import Lexicon
+from rtts.text.segment import LATIN, segment
+from rtts.text.split import Unit, UnitBuffer, pause_ms, split_units
 
 log = logging.getLogger(__name__)
 

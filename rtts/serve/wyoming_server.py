@@ -41,13 +41,20 @@ from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.error import Error
 from wyoming.event import Event, write_event
 from wyoming.info import Attribution, Describe, Info, TtsProgram, TtsVoice
-from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped, SynthesizeVoice
+from wyoming.tts import (
+    Synthesize,
+    SynthesizeChunk,
+    SynthesizeStart,
+    SynthesizeStop,
+    SynthesizeStopped,
+    SynthesizeVoice,
+)
 
-from . import __version__, protocol
-from .access import LISTEN_BACKLOG, ConnectionCaps, Waiting
-from .outbox import cap_kernel_send_buffer
-from .runner import SessionRunner
-from .service import Service
+from rtts import __version__, protocol
+from rtts.serve.access import LISTEN_BACKLOG, ConnectionCaps, Waiting
+from rtts.serve.outbox import cap_kernel_send_buffer
+from rtts.serve.runner import SessionRunner
+from rtts.service import Service
 
 log = logging.getLogger(__name__)
 

@@ -57,9 +57,10 @@ from typing import Any
 
 import numpy as np
 
-from . import audio, codecs, protocol
-from .openai_api import AUTO, RATE, ApiError, SpeechFields, VoiceNames, bad_request
-from .text.markup import MAX_BREAK_MS
+from rtts import protocol
+from rtts.serve.openai_api import AUTO, RATE, ApiError, SpeechFields, VoiceNames, bad_request
+from rtts.sound import audio, codecs
+from rtts.text.markup import MAX_BREAK_MS
 
 # Kokoro's language letters (its pipeline's lang_code) → rtts's languages.
 KOKORO_LANGS = {"a": "en", "b": "en-gb", "e": "es", "f": "fr", "h": "hi", "i": "it", "j": "ja", "p": "pt-br", "z": "zh"}

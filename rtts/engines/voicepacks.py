@@ -368,7 +368,7 @@ def _data_dir() -> Path:
     packaged = Path(str(resources.files("rtts"))) / "_models"
     if (packaged / PACK_FILE).is_file():
         return packaged
-    return Path(__file__).resolve().parent.parent / "models"
+    return Path(__file__).resolve().parents[2] / "models"
 
 
 def builtin_pack() -> Path | None:

@@ -22,15 +22,14 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-
 from typing import TYPE_CHECKING
 
-from . import protocol
-from .connection import Connection
-from .outbox import Stalled, _Sink
+from rtts import protocol
+from rtts.serve.connection import Connection
+from rtts.serve.outbox import Stalled, _Sink
 
 if TYPE_CHECKING:
-    from .service import Service
+    from rtts.service import Service
 
 log = logging.getLogger(__name__)
 

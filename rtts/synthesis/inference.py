@@ -51,14 +51,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import audio, memory
-from .engines.base import EngineError, EngineKind, Memory, Timing, VoiceInfo
-from .estimates import fold
-from .host.client import Host
-from .jobs import Job, JobAudio, JobDone, JobEvent, JobFailed, JobWords
-from .phrase_cache import PhraseCache
-from .protocol import ErrorCode
-from .voices import VoiceRegistry
+from rtts.engines.base import EngineError, EngineKind, Memory, Timing, VoiceInfo
+from rtts.engines.estimates import fold
+from rtts.engines.voices import VoiceRegistry
+from rtts.host import memory
+from rtts.host.client import Host
+from rtts.protocol import ErrorCode
+from rtts.sound import audio
+from rtts.synthesis.jobs import Job, JobAudio, JobDone, JobEvent, JobFailed, JobWords
+from rtts.synthesis.phrase_cache import PhraseCache
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .engines.base import Spoken, VoiceInfo
+from rtts.engines.base import Spoken, VoiceInfo
 
 _ids = itertools.count(1)
 

@@ -9,7 +9,7 @@ made: each 20 ms frame goes through the response format's encoder and out.
 
 - ``model`` is accepted and ignored: the voice decides the engine.
 - ``voice`` is an rtts voice id, or one of OpenAI's names: a character (female or male,
-  ``rtts/openai_voices.json``, ``--openai-voices``) read with a voice of the text's own
+  ``rtts/serve/openai_voices.json``, ``--openai-voices``) read with a voice of the text's own
   language (``VoiceNames``). Absent, null or ``auto``: the server's choice, as for a
   WebSocket ``speak`` without a voice.
 - ``response_format``: wav (a streamed WAV: its sizes say "unknown"), pcm (raw 24 kHz
@@ -39,11 +39,12 @@ from typing import Any
 
 import numpy as np
 
-from . import audio, codecs, protocol
-from .engines.base import VoiceInfo
-from .protocol import ErrorCode
-from .text import markup
-from .text.segment import script_of, segment
+from rtts import protocol
+from rtts.engines.base import VoiceInfo
+from rtts.protocol import ErrorCode
+from rtts.sound import audio, codecs
+from rtts.text import markup
+from rtts.text.segment import script_of, segment
 
 RATE = 24000  # what OpenAI's formats are, and what its clients expect of `pcm`
 FRAME_MS = 20
@@ -116,8 +117,8 @@ class Character:
 
 
 def default_table() -> dict[str, Character]:
-    """OpenAI voice name → its character (``rtts/openai_voices.json``)."""
-    raw = json.loads((resources.files("rtts") / "openai_voices.json").read_text(encoding="utf-8"))
+    """OpenAI voice name → its character (``rtts/serve/openai_voices.json``)."""
+    raw = json.loads((resources.files("rtts.serve") / "openai_voices.json").read_text(encoding="utf-8"))
     return {name: Character(entry.get("gender"), tuple(entry["voices"]))
             for name, entry in raw.items() if not name.startswith("_")}
 

@@ -23,16 +23,19 @@ from typing import TYPE_CHECKING, Any
 
 import prometheus_client as prom
 
-from . import audio, captioned_api, codecs, memory, openai_api, protocol
-from .captioned_api import CaptionedBody, CaptionedRequest, Whole
-from .openai_api import ApiError, SpeechBody
-from .plain_http import HttpFront, HttpRequest, HttpResponse, is_json, json_response
-from .speech_stream import VOICE_HEADER, SpeechStream
+from rtts import protocol
+from rtts.host import memory
+from rtts.serve import captioned_api, openai_api
+from rtts.serve.captioned_api import CaptionedBody, CaptionedRequest, Whole
+from rtts.serve.openai_api import ApiError, SpeechBody
+from rtts.serve.plain_http import HttpFront, HttpRequest, HttpResponse, is_json, json_response
+from rtts.serve.speech_stream import VOICE_HEADER, SpeechStream
+from rtts.sound import audio, codecs
 
 if TYPE_CHECKING:
-    from .access import ConnectionCaps
-    from .config import Config
-    from .service import Service
+    from rtts.config import Config
+    from rtts.serve.access import ConnectionCaps
+    from rtts.service import Service
 
 log = logging.getLogger(__name__)
 

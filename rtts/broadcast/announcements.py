@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
-from . import protocol
-from .protocol import ErrorCode, ProtocolError
+from rtts import protocol
+from rtts.protocol import ErrorCode, ProtocolError
 
 # The fields a bus message carries (``Draft.to_json``), each required; and those it may
 # carry (absent when unset, so that an instance of an earlier version still reads it).

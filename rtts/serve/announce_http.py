@@ -18,12 +18,12 @@ import asyncio
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
-from . import protocol
-from .connection import Connection
-from .protocol import ErrorCode
+from rtts import protocol
+from rtts.protocol import ErrorCode
+from rtts.serve.connection import Connection
 
 if TYPE_CHECKING:
-    from .service import Service
+    from rtts.service import Service
 
 __all__ = ["announce"]
 

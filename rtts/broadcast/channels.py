@@ -44,13 +44,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from . import protocol, timeline
-from .announcements import Announcement, Draft
-from .bus import Bus, BusDown
-from .jobs import Job
-from .protocol import ErrorCode, ProtocolError
-from .shared_jobs import SharedJobs
-from .timeline import LeadEstimator
+from rtts import protocol
+from rtts.broadcast import timeline
+from rtts.broadcast.announcements import Announcement, Draft
+from rtts.broadcast.bus import Bus, BusDown
+from rtts.broadcast.shared_jobs import SharedJobs
+from rtts.broadcast.timeline import LeadEstimator
+from rtts.protocol import ErrorCode, ProtocolError
+from rtts.synthesis.jobs import Job
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ installed packs; then each file of the models directory, searched recursively, i
 offered to the kinds in turn until one takes it (see each engine's ``_Scan``).
 
 Discovery reads json files, array headers and the Kokoro styles found in the models
-directory (a few hundred KB each, checked as ``rtts.voicepacks`` says), never a model,
+directory (a few hundred KB each, checked as ``rtts.engines.voicepacks`` says), never a model,
 so listing voices is quick; a broken file is logged and skipped, and only regular files
 are opened. Models load on first use.
 """

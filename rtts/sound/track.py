@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import audio, codecs
+from rtts.sound import audio, codecs
 
 __all__ = ["Frame", "Track"]
 

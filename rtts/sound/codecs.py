@@ -30,7 +30,8 @@ from typing import Any, Final, Protocol
 import lameenc  # LAME, for mp3 (a base dependency; see the docstring)
 import numpy as np
 
-from . import audio
+from rtts.sound import audio
+
 
 # What each compressed format is made of: FFmpeg muxer, encoder, bit rate (None: lossless
 # or the encoder's own choice), and the Content-Type it is served as.

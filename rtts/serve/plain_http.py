@@ -36,8 +36,8 @@ from urllib.parse import parse_qs
 import h11
 from websockets.asyncio.server import ServerConnection
 
-from .access import Waiting
-from .outbox import cap_kernel_send_buffer
+from rtts.serve.access import Waiting
+from rtts.serve.outbox import cap_kernel_send_buffer
 
 log = logging.getLogger(__name__)
 

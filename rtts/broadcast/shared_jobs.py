@@ -19,8 +19,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .inference import InferenceWorker
-from .jobs import Job, JobAudio, JobDone, JobEvent, JobFailed
+from rtts.synthesis.inference import InferenceWorker
+from rtts.synthesis.jobs import Job, JobAudio, JobDone, JobEvent, JobFailed
 
 log = logging.getLogger(__name__)
 

@@ -18,10 +18,10 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .engines.base import Spoken
-from .text.markup import BREAK_CLOSE, BREAK_OPEN
-from .text.origins import Origins, aligned, identity
-from .text.written import CJK, atoms, wordy
+from rtts.engines.base import Spoken
+from rtts.text.markup import BREAK_CLOSE, BREAK_OPEN
+from rtts.text.origins import Origins, aligned, identity
+from rtts.text.written import CJK, atoms, wordy
 
 __all__ = ["Clock", "Entry", "locate"]
 

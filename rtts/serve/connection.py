@@ -15,18 +15,17 @@ all drive one of these; they differ only in where messages are delivered
 from __future__ import annotations
 
 import time
-
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from . import protocol
-from .announcements import Announcement
-from .jobs import Job, JobEvent
-from .outbox import Outbox
-from .session import Close, Drop, Effect, Join, Leave, Post, Send, Submit
+from rtts import protocol
+from rtts.broadcast.announcements import Announcement
+from rtts.serve.outbox import Outbox
+from rtts.speech.session import Close, Drop, Effect, Join, Leave, Post, Send, Submit
+from rtts.synthesis.jobs import Job, JobEvent
 
 if TYPE_CHECKING:
-    from .service import Service
+    from rtts.service import Service
 
 __all__ = ["Connection"]
 
