@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from rtts import protocol
 from rtts.broadcast.announcements import Announcement
 from rtts.serve.outbox import Outbox
-from rtts.speech.session import Close, Drop, Effect, Join, Leave, Post, Send, Submit
+from rtts.speech.effects import Close, Drop, Effect, Join, Leave, Post, Send, Submit
 from rtts.synthesis.jobs import Job, JobEvent
 
 if TYPE_CHECKING:

@@ -2,7 +2,9 @@
 
 ``Session.receive`` takes the bytes of one client frame (``handle`` a message made
 in this process), ``Session.job_event`` takes what the inference thread reported;
-each returns a list of effects for the driver (``connection.py``) to carry out: messages to send, jobs to submit or cancel, a close.
+each returns a list of effects (``effects.py``) for the driver (``serve/connection.py``) to
+carry out: messages to send, jobs to submit or cancel, a close. An utterance's state is in
+``utterance.py``, the languages a request may name in ``languages.py``.
 Everything about ordering, ids, limits, framing and stats lives here, so it is
 tested without a network (tests/unit/test_session.py).
 """
@@ -12,10 +14,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-import unicodedata
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Protocol as TypingProtocol
 
 import numpy as np
@@ -28,11 +28,14 @@ from rtts.protocol import ErrorCode, ProtocolError
 from rtts.sound import audio, codecs
 from rtts.sound.track import Frame, Track
 from rtts.speech import word_timing
+from rtts.speech.effects import Close, Drop, Effect, Join, Leave, Post, Send, Submit
+from rtts.speech.languages import SPOKEN_LANGS, implied_lang, spoken_lang
 from rtts.speech.ratelimit import MessageRate, Verdict
+from rtts.speech.utterance import Output, Part, Utterance, says_something, word_unit
 from rtts.synthesis.jobs import Job, JobAudio, JobDone, JobEvent, JobFailed, JobWords
 from rtts.text import markup
 from rtts.text.lexicon import Lexicon
-from rtts.text.segment import LATIN, segment
+from rtts.text.segment import segment
 from rtts.text.split import Unit, UnitBuffer, pause_ms, split_units
 
 log = logging.getLogger(__name__)
@@ -62,150 +65,6 @@ class Catalog(TypingProtocol):
 # The longest pause job (ms): a <break> is sent as silence jobs of at most this length,
 # so a client that is behind holds back the rest like it holds back speech.
 PAUSE_JOB_MS = 2000
-
-# Languages text can be read in; a request's ``lang`` may name them with a region.
-SPOKEN_LANGS = ("en", "en-gb", "zh", "ja", "es", "fr", "it", "pt-br")
-_LANG_ALIASES = {
-    "en-us": "en", "zh-cn": "zh", "zh-hans": "zh", "cmn": "zh", "ja-jp": "ja",
-    "pt": "pt-br", "es-es": "es", "fr-fr": "fr", "it-it": "it",
-}  # fmt: skip
-# Latin-script languages a voice made for them implies when the request names none:
-# script detection cannot tell Spanish from English (English stays the default).
-_IMPLIED_LANGS = frozenset(LATIN) - {"en"}
-
-
-def _spoken_lang(lang: str) -> str | None:
-    """A request's ``lang`` as one of SPOKEN_LANGS, or None: not offered."""
-    hint = _LANG_ALIASES.get(lang.lower(), lang.lower())
-    return hint if hint in SPOKEN_LANGS else None
-
-
-def _implied_lang(voice: VoiceInfo) -> str | None:
-    """The language a voice made for a Latin-script language other than English implies."""
-    return voice.langs[0] if voice.langs and voice.langs[0] in _IMPLIED_LANGS else None
-
-
-def _word_unit(asked: bool | str | None, default: str) -> str:
-    """``words`` as one of protocol.WORD_UNITS ("word", "char", "none")."""
-    if asked is None:
-        return default
-    if isinstance(asked, bool):
-        return "word" if asked else "none"
-    return asked
-
-
-def _says_something(text: str) -> bool:
-    """Whether a unit has anything to read or a pause: a letter, a digit or a <break>.
-    Punctuation, zero-width and direction marks alone make no sound."""
-    return markup.BREAK_OPEN in text or any(unicodedata.category(ch)[0] in "LN" for ch in text)
-
-
-# ---------------------------------------------------------------- effects
-
-
-@dataclass(frozen=True)
-class Send:
-    message: protocol.ServerMessage
-
-
-@dataclass(frozen=True)
-class Submit:
-    job: Job
-
-
-@dataclass(frozen=True)
-class Drop:
-    job: Job
-
-
-@dataclass(frozen=True)
-class Close:
-    code: int
-    reason: str
-
-
-@dataclass(frozen=True)
-class Join:
-    """Subscribe this connection to a channel (``channels.Channels.join``)."""
-
-    channel: str
-    after: int | None
-
-
-@dataclass(frozen=True)
-class Leave:
-    channel: str
-
-
-@dataclass(frozen=True)
-class Post:
-    """Publish an announcement, checked and with its voice resolved."""
-
-    draft: Draft
-
-
-Effect = Send | Submit | Drop | Close | Join | Leave | Post
-
-
-# ---------------------------------------------------------------- state
-
-
-@dataclass(frozen=True)
-class Output:
-    """The audio format of one utterance, fixed when it is created."""
-
-    sample_rate: int
-    format: str
-    frame_ms: int
-
-
-@dataclass(frozen=True)
-class Part:
-    """One language segment of a unit: one job, spoken by one voice."""
-
-    lang: str
-    text: str  # as the client wrote it (for marks)
-    speak: str  # after the lexicon (for the engine)
-    voice: VoiceInfo
-    unit: Unit
-    first: bool  # the unit's first part: the pause between units goes before it
-    timing: word_timing.Part | None = None  # where its text came from, when words are asked for
-
-
-@dataclass(eq=False)
-class Utterance:
-    id: str
-    voice: VoiceInfo
-    lang: str | None  # the request's language hint; None: guessed from the script
-    speed: float
-    out: Output
-    created: float
-    units: deque[Unit] = field(default_factory=deque)
-    parts: deque[Part | int] = field(default_factory=deque)  # the current unit's parts and pauses (ms)
-    buffer: UnitBuffer | None = None  # text still arriving by append; None once complete
-    markup: markup.MarkupStream | None = None
-    chars: int = 0
-    job: Job | None = None
-    job_part: Part | None = None  # None while a pause job runs
-    prev_unit: Unit | None = None
-    part_started: bool = False
-    pause_left_ms: int = 0  # <break> time this utterance may still hold (limits.max_pause_ms)
-    started: bool = False  # `start` sent
-    first_audio: float | None = None
-    first_job: float | None = None
-    compute_s: float = 0.0
-    track: Track | None = None  # from the first job on: resampling, frames, positions
-    # A channel's announcement: its synthesis is shared with every subscriber of this
-    # instance (Job.shared), so its jobs are numbered.
-    announcement: Announcement | None = None
-    shared_jobs: int = 0
-    clock: word_timing.Clock | None = None  # word timing, when asked for (``words``)
-
-    @property
-    def audio_s(self) -> float:
-        """Audio produced so far, pauses included."""
-        return self.track.audio_s if self.track is not None else 0.0
-
 
 class Session:
     def __init__(
@@ -396,7 +255,7 @@ class Session:
             text, origins = markup.render_mapped(raw)
             utt.clock.add(raw, text, origins)
         utt.units.extend(split_units(text, first_max_chars=self._first_unit_chars(utt, text)))
-        if not any(_says_something(u.text) for u in utt.units):
+        if not any(says_something(u.text) for u in utt.units):
             raise ProtocolError(ErrorCode.BAD_MESSAGE, "text has nothing to speak", utt.id)
         for seg in segment(text, utt.lang, utt.voice.langs[0]):
             self._voice_for(utt, seg.lang)  # refuse a language no voice speaks before any audio
@@ -415,7 +274,7 @@ class Session:
             )
         self._check_length(len(msg.text), None)
         text = markup.render(msg.text)
-        if not _says_something(text):
+        if not says_something(text):
             raise ProtocolError(ErrorCode.BAD_MESSAGE, "text has nothing to speak")
         voice = self._voice(msg.voice or self._catalog.default_voice, None)
         lang = self._spoken_lang(msg.lang, None) if msg.lang is not None else None
@@ -460,7 +319,7 @@ class Session:
         self.out = Output(rate, fmt, frame_ms)
         self.lang = self._spoken_lang(msg.lang, None) if msg.lang is not None else self.lang
         self.speed = msg.speed if msg.speed is not None else self.speed
-        self.words = _word_unit(msg.words, self.words)
+        self.words = word_unit(msg.words, self.words)
         return [Send(self._ready())]
 
     def _ready(self) -> protocol.Ready:
@@ -501,13 +360,13 @@ class Session:
         return Utterance(
             id=utt_id,
             voice=info,
-            lang=self._spoken_lang(lang, utt_id) if lang is not None else _implied_lang(info),
+            lang=self._spoken_lang(lang, utt_id) if lang is not None else implied_lang(info),
             speed=speed,
             out=self.out,
             created=self._clock(),
             chars=len(text),
             pause_left_ms=round(self._config.max_pause * 1000),
-            clock=None if (unit := _word_unit(words, self.words)) == "none" else word_timing.Clock(unit),
+            clock=None if (unit := word_unit(words, self.words)) == "none" else word_timing.Clock(unit),
         )
 
     def _pump(self) -> list[Effect]:
@@ -569,7 +428,7 @@ class Session:
         default (English) voice to the Mandarin one, and the first unit decides the time
         to first audio of the voice that actually speaks it.
         """
-        head = next((seg for seg in segment(text[:200], utt.lang, utt.voice.langs[0]) if _says_something(seg.text)), None)
+        head = next((seg for seg in segment(text[:200], utt.lang, utt.voice.langs[0]) if says_something(seg.text)), None)
         if head is None:
             return self._catalog.first_unit_chars(utt.voice.engine, utt.lang)
         voice = utt.voice
@@ -591,7 +450,7 @@ class Session:
 
     def _spoken_lang(self, lang: str, utt_id: str | None) -> str:
         """A request's ``lang`` as one of SPOKEN_LANGS, or ``unsupported_language``."""
-        spoken = _spoken_lang(lang)
+        spoken = spoken_lang(lang)
         if spoken is None:
             raise self.not_offered(lang.lower(), utt_id)
         return spoken

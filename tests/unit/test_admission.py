@@ -12,7 +12,8 @@ import pytest
 from rtts import protocol
 from rtts.config import Config
 from rtts.engines.base import VoiceInfo
-from rtts.speech.session import Close, Send, Session, Submit
+from rtts.speech.effects import Close, Send, Submit
+from rtts.speech.session import Session
 from rtts.synthesis.inference import YIELD_GUARD_S, can_yield
 from rtts.synthesis.jobs import Job
 from rtts.synthesis.phrase_cache import PhraseCache

@@ -15,7 +15,8 @@ from rtts import protocol
 from rtts.config import Config
 from rtts.engines.base import VoiceInfo
 from rtts.sound import audio
-from rtts.speech.session import Close, Drop, Send, Session, Submit
+from rtts.speech.effects import Close, Drop, Send, Submit
+from rtts.speech.session import Session
 from rtts.synthesis.jobs import JobAudio, JobDone, JobFailed
 from tests.catalogs import FixedCatalog
 
