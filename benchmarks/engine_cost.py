@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where the engines' time goes, and what they do about it (docs/benchmarks.md, issue 4).
+"""Where the engines' time goes, and what they do about it (docs/history/benchmarks.md, issue 4).
 
     python3 benchmarks/engine_cost.py [load] [silence] [cut] [float-convs] [spinning] [piper] [static-convs] [graph] [profile] [rewrites] [snake]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Can Kokoro's decoder stream? The experiment behind docs/benchmarks.md (issue 4).
+"""Can Kokoro's decoder stream? The experiment behind docs/history/benchmarks.md (issue 4).
 
     python3 benchmarks/kokoro_split.py
 

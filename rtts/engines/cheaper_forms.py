@@ -5,7 +5,7 @@
 square once) and runs vectorized: the decoder's audio is bit for bit the same, in about
 0.99x the time (benchmarks/engine_cost.py rewrites).
 
-Tried and not kept (docs/benchmarks.md, issue 14): the harmonic source's STFT as a
+Tried and not kept (docs/history/benchmarks.md, issue 14): the harmonic source's STFT as a
 strided Conv of 22 windowed cosines and sines. It matches ORT's STFT to 1e-5 and saved
 9 % of the decoder, but the source's phase is an arctangent of those bins, some near
 zero, and Mandarin's DNSMOS P.808 fell by 0.16.

@@ -90,14 +90,14 @@ _G2P, _WORDS, _WARM, _STUDENT = "kokoro.g2p", "kokoro.g2p_words", "kokoro.warm",
 # the shortest. Not Japanese: pyopenjtalk's words are morphemes, not accent phrases,
 # and a cut after "お会計" or "新宿" was misheard (CER 0.095 -> 0.130 on 16 sentences);
 # English units are short already (first_unit_chars), and a cut inside a Romance
-# phrase was heard as one word (docs/benchmarks.md, "Mandarin and Japanese (issue 21)").
+# phrase was heard as one word (docs/history/benchmarks.md, "Mandarin and Japanese (issue 21)").
 # Later units are paced instead (limit_run_compute): a quick run costs its ~0.1 s fixed
 # part for ~0.6 s of audio, which a loaded thread cannot spare.
 QUICK_START = {"zh": (8, 16)}
 QUICK_START_MIN_REST = 4  # symbols: a rest shorter than a syllable or two is not worth its own run
 # What one run adds to the inference process at its peak grows with the audio it makes
 # (the decoder's activations): measured with runs of 32-508 phonemes in Mandarin,
-# Japanese and English (docs/benchmarks.md, "Memory (issue 22)"), 21-33 MB per second of
+# Japanese and English (docs/history/benchmarks.md, "Memory (issue 22)"), 21-33 MB per second of
 # audio over ~10 MB. Under a memory budget (Engine.limit_run_memory) a unit is cut into
 # runs short enough for the room left, at phoneme boundaries split_phonemes prefers
 # (punctuation, then spaces). Seconds of audio per phoneme are learned per language;
@@ -117,7 +117,7 @@ RUN_S_PER_TOKEN = 0.008
 PACED_AT_BREAKS_ONLY = frozenset({"ja"})
 # A phoneme's sound begins (and ends) about one frame (25 ms) before the frames the
 # predictor gives it: word onsets after a silence were heard 20-30 ms before the frame
-# count says, and ends 40-55 ms before it (in en, zh and ja; docs/benchmarks.md, "Word
+# count says, and ends 40-55 ms before it (in en, zh and ja; docs/history/benchmarks.md, "Word
 # timing"), so word times are read one frame early.
 SOUND_LEAD_FRAMES = 1
 
@@ -801,7 +801,7 @@ class KokoroKind:
     name = "kokoro"
     # From docs/benchmarks.md: Kokoro int8 RTF ~0.6 on 2 cores; a unit is decoded whole
     # before its first chunk.
-    # Anonymous memory from benchmarks/memory_parts.py (docs/benchmarks.md, "Memory
+    # Anonymous memory from benchmarks/memory_parts.py (docs/history/benchmarks.md, "Memory
     # (issue 22)"): the predictor and decoder sessions (121 MB); the Mandarin and
     # Japanese front ends over their compact tables (rtts/g2p/compact.py: 13 and 32 MB;
     # their RSS, 17 and 61, is partly the memory-mapped tables and dictionary); a run of
@@ -818,11 +818,11 @@ class KokoroKind:
     # a cut inside a phrase ("train | pour Lyon" heard "Trampourlion"), so their first unit
     # is a clause or a whole sentence of up to 80 characters: with 60, a 61-character
     # sentence was still cut (French WER 0.083 -> 0.066, first audio +0-40 ms;
-    # docs/benchmarks.md, "Mandarin and Japanese (issue 21)"). A Mandarin unit starts with
+    # docs/history/benchmarks.md, "Mandarin and Japanese (issue 21)"). A Mandarin unit starts with
     # a run of its first words instead (QUICK_START), which needs no shorter unit here.
     first_unit_chars_by_lang = (("es", 80), ("fr", 80), ("it", 80), ("pt-br", 80))
     # zf_xiaoxiao, a native Mandarin voice, reads Mandarin best of those measured
-    # (docs/benchmarks.md, "Native voices").
+    # (docs/history/benchmarks.md, "Native voices").
     lang_voices = (("zh", "kokoro/zf_xiaoxiao"), ("ja", "kokoro/jf_alpha"))
     host_ops = {
         _G2P: "rtts.g2p.kokoro_langs:FrontEnds.phonemes",

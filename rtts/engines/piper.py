@@ -720,7 +720,7 @@ class PiperKind:
     name = "piper"
     # From docs/benchmarks.md: joe-medium RTF ~0.1 on 2 cores; before its first chunk a
     # unit pays its encoder and the first window only.
-    # Anonymous memory from benchmarks/memory_parts.py (docs/benchmarks.md, "Memory
+    # Anonymous memory from benchmarks/memory_parts.py (docs/history/benchmarks.md, "Memory
     # (issue 22)"): joe-medium's sessions (88 MB), and the peak a 250-character unit adds.
     costs = Costs(rtf=0.12, load_s=1.5, first_s_per_char=0.0025, memory=Memory(model_mb=90, run_mb=110))
     streams_in_unit = True  # decodes in windows, and can stop or yield after each

@@ -19,7 +19,7 @@ KINDS: tuple[EngineKind, ...] = (
     HIBARI,
 )
 
-# Hibari heart measured best of the English voices in one run (docs/benchmarks.md,
+# Hibari heart measured best of the English voices in one run (docs/history/benchmarks.md,
 # "English voices"): lower WER than Piper joe, first audio as soon or sooner, a tenth of
 # its compute, so more streams at once; Piper and Kokoro stay available.
 DEFAULT_VOICE = "hibari/heart"

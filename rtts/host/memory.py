@@ -16,7 +16,7 @@ What it can do about it, cheapest first:
   hold their dictionaries in Python objects, which a process does not give back when
   they are dropped (the zh front end's 126 MB stayed after ``del``), so ending the
   process is the one way to have that memory back. Parts reload in a fraction of a
-  second (docs/benchmarks.md, "Memory (issue 22)");
+  second (docs/history/benchmarks.md, "Memory (issue 22)");
 * refuse the job (``memory_budget``) when even alone it does not fit.
 
 This module decides (the cap itself is read by ``cgroup.py``); ``inference.py`` measures

@@ -182,7 +182,7 @@ def run_options() -> Any:
     Han characters through Kokoro) grows the arena by hundreds of MB, and without
     shrinkage the process keeps that until the idle unload (Hibari's session kept
     +100 MB after its longest units). Measured with benchmarks/hostile.py and
-    benchmarks/memory_parts.py (docs/benchmarks.md, "Hostile messages", "Memory")."""
+    benchmarks/memory_parts.py (docs/history/benchmarks.md, "Hostile messages", "Memory")."""
     if os.environ.get("RTTS_ORT_ARENA_SHRINK", "1") == "0":
         return None
     import onnxruntime as ort

@@ -285,7 +285,7 @@ def max_bytes_per_second(fmt: str, rate: int) -> float:
     """At most how many bytes one second of mono audio at ``rate`` makes in ``fmt``, for
     sizing a body before it is made: PCM's own, FLAC's (on noise, which it cannot shrink,
     its frames come to 4.5% over PCM), the compressed formats their bit rate with their
-    framing's share and a margin (docs/benchmarks.md, "Formats": mp3 6,008 B/s at 48
+    framing's share and a margin (docs/history/benchmarks.md, "Formats": mp3 6,008 B/s at 48
     kbit/s, Ogg Opus 4,434 at 24, ADTS AAC 6,471 at 48)."""
     if fmt in PLAIN:
         return 2.0 * rate

@@ -127,12 +127,22 @@ def test_the_readme_is_a_landing_page() -> None:
     assert not missing, missing
 
 
+def _anchors(doc: Path) -> set[str]:
+    """The anchors of a Markdown file's headings, as GitHub makes them."""
+    heads = re.findall(r"^#+ (.+)$", doc.read_text(), flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
+
+
 def test_the_guides_links_are_alive() -> None:
-    """Every relative link in docs/*.md names a file that exists (the guides were cut out
-    of the README and moved a folder down)."""
+    """Every relative link in docs/ (the guides, cut out of the README and moved a folder
+    down, and the benchmarks' history) names a file that exists, and a heading of it where
+    the link names one."""
     dead = []
-    for guide in sorted((ROOT / "docs").glob("*.md")):
-        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", guide.read_text()):
-            if not (guide.parent / target).exists():
+    for guide in sorted((ROOT / "docs").rglob("*.md")):
+        for target, anchor in re.findall(r"\]\(([^)#:]*)(?:#([^)]*))?\)", guide.read_text()):
+            path = guide.parent / target if target else guide
+            if not path.exists():
                 dead.append(f"{guide.name}: {target}")
+            elif anchor and path.suffix == ".md" and anchor not in _anchors(path):
+                dead.append(f"{guide.name}: {target}#{anchor}")
     assert not dead, dead
