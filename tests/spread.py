@@ -236,7 +236,7 @@ class Kiosk:
         wait_settled) a settled clock estimate."""
         self.page.wait_for_function(
             "ch => window.rtts && window.rtts.stats.state === 'ready' && window.rtts.player.ctx"
-            " && window.rtts.broadcast.channels.get(ch) != null", arg=self.channel, timeout=timeout_s * 1000)
+            " && window.rtts.channels.get(ch) != null", arg=self.channel, timeout=timeout_s * 1000)
         install(self.page)
         if settled:
             self.wait_settled(timeout_s)

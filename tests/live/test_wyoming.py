@@ -28,8 +28,7 @@ from wyoming.tts import (
     SynthesizeVoice,
 )
 
-from rtts import protocol
-from rtts.serve import access
+from rtts import protocol, tokens
 from rtts.sound import audio
 from tests.conftest import Client, ServerThread, make_config
 from tests.live.test_http import server_send_buffer
@@ -238,7 +237,7 @@ async def test_idle_wyoming_sockets_lock_nobody_out(tmp_path) -> None:  # type: 
         # The 12 oldest silent ones were closed at once to make room (16 + 4 > 8 places).
         assert sum([await _closed(r, 1.0) for r, _ in silent[:12]]) == 12
         # An authorized WebSocket, and /tts, from the same address are served.
-        with Client(srv.url, subprotocols=["rtts.v1", access.encode_token(TOKEN)]) as ws:
+        with Client(srv.url, subprotocols=["rtts.v1", tokens.encode_token(TOKEN)]) as ws:
             assert isinstance(ws.recv(), protocol.Ready)
             status, _, _ = await asyncio.to_thread(fetch, srv.http + f"/tts?text=Hi.&token={TOKEN}&voice={PIPER}")
             assert status == 200
@@ -254,7 +253,7 @@ async def test_idle_wyoming_sockets_lock_nobody_out(tmp_path) -> None:  # type: 
 
 async def test_a_request_takes_a_slot_and_refuses_busy_when_there_is_none(tmp_path) -> None:  # type: ignore[no-untyped-def]
     with _token_server(tmp_path, max_connections_per_ip=1) as srv:
-        with Client(srv.url, subprotocols=["rtts.v1", access.encode_token(TOKEN)]) as ws:
+        with Client(srv.url, subprotocols=["rtts.v1", tokens.encode_token(TOKEN)]) as ws:
             assert isinstance(ws.recv(), protocol.Ready)  # the address's one slot
             async with client(srv) as c:
                 await c.write_event(Synthesize(text="Hi.", voice=SynthesizeVoice(name=PIPER)).event())

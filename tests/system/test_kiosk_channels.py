@@ -51,7 +51,7 @@ def test_kiosk_hears_its_channel_and_resubscribes(server: ServerThread, new_page
     query = urlencode([("channel", "lobby"), ("title", "Lobby"), ("gap", "300")])
     page.goto(f"{server.http}/kiosk?{query}")
     wait_ready(page)
-    page.wait_for_function("window.rtts.broadcast.channels.get('lobby') !== null")
+    page.wait_for_function("window.rtts.channels.get('lobby') !== null")
     assert page.locator("#channel").inner_text() == "Channel: lobby"
 
     first = publish(server, "The gallery closes in ten minutes.")
@@ -86,4 +86,4 @@ def test_kiosk_hears_its_channel_and_resubscribes(server: ServerThread, new_page
     assert page.evaluate("id => window.rtts.stats.utterances[id] === undefined", missed.id)
     after = publish(server, "Welcome back.")
     caption_is(page, "Welcome back.")
-    assert page.evaluate("window.rtts.broadcast.channels.get('lobby')") == after.seq
+    assert page.evaluate("window.rtts.channels.get('lobby')") == after.seq

@@ -252,7 +252,7 @@ def kiosk(server: ServerThread, new_page, **params: str) -> Page:  # type: ignor
     page = new_page()
     page.goto(f"{server.http}/kiosk?{urlencode({'channel': 'hall', **params})}")
     wait_ready(page)
-    page.wait_for_function("window.rtts.broadcast.channels.get('hall') !== null")
+    page.wait_for_function("window.rtts.channels.get('hall') !== null")
     return page
 
 
@@ -264,7 +264,7 @@ def test_kiosk_plays_an_announcement_at_its_time(server: ServerThread, new_page)
     pages = [kiosk(server, new_page), kiosk(server, new_page, clock_skew_ppm="200")]
     for page in pages:
         assert page.evaluate("window.rtts.conn.ready.clock.source") == "host"
-        page.wait_for_function("window.rtts.broadcast.clock.usable", timeout=10_000)
+        page.wait_for_function("window.rtts.clock.usable", timeout=10_000)
     # The burst at connect meets a page busy opening its AudioContext: its samples can be
     # tens of ms one way. A few more exchanges (every 2 s) give the filter better ones.
     time.sleep(6)
@@ -311,7 +311,7 @@ def test_a_high_priority_announcement_cuts_in_at_its_time(server: ServerThread, 
     """A timed high-priority announcement does not flush what plays: the one it cuts goes
     on until the high one's play_at (the same instant on every kiosk) and stops there."""
     page = kiosk(server, new_page)
-    page.wait_for_function("window.rtts.broadcast.clock.usable", timeout=10_000)
+    page.wait_for_function("window.rtts.clock.usable", timeout=10_000)
     normal, _ = publish(server, LONG_TEXT)
     page.wait_for_function(
         "id => { const u = window.rtts.stats.utterances[id]; return u && u.played > 2 * 24000; }", arg=normal.id,
@@ -371,10 +371,10 @@ def test_a_late_start_joins_the_timeline_and_the_caption_follows_it(hurried: Ser
     dropped, lateMs), and the word lit follows the timeline, not the count of samples
     played, which is behind it by what was dropped."""
     page = kiosk(hurried, new_page)
-    page.wait_for_function("window.rtts.broadcast.clock.usable", timeout=10_000)
+    page.wait_for_function("window.rtts.clock.usable", timeout=10_000)
     page.evaluate("""() => { window.__heard = [];
         window.rtts.addEventListener('heard', (e) => window.__heard.push(
-            [e.detail.id, e.detail.pos, window.rtts.broadcast.clock.sharedS(performance.now())])); }""")
+            [e.detail.id, e.detail.pos, window.rtts.clock.sharedS(performance.now())])); }""")
     ann, _ = publish(hurried, "Passengers for the coast should change at the central station.")
     page.wait_for_function(
         "id => { const u = window.rtts.stats.utterances[id]; return u && u.reason && window.rtts.player.status.id === null"
