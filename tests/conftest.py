@@ -32,11 +32,38 @@ from rtts.service import Service
 _TIERS = ("unit", "live", "system")
 
 
+# ``python -m pytest`` runs on two workers (pyproject.toml: ``-n 2 --dist loadgroup
+# --no-loadscope-reorder``, by pytest-xdist), each test module on one of them, in the order
+# set here. The modules that keep devices in step to the ms (kiosks, sync.js, the headless
+# players) failed beside another worker's load, so they are one group and come last: the
+# other worker has at most a couple of short unit modules left when it starts, then none.
+# The modules that load the whole box by design (the container build, the capped soak,
+# the soak) are one group too, so they never run together, and come first. Between them,
+# the longest modules first (system, then live, then unit), so the two workers end together.
+_IN_STEP = frozenset({"test_player_live.py", "test_headless_players.py", "test_kiosk_sync.py", "test_sync_js.py"})
+_WHOLE_BOX = frozenset({"test_container.py", "test_capped_soak.py", "test_soak.py"})
+_ORDER = {"system": 1, "live": 2, "unit": 3}
+
+
+def _rank(item: pytest.Item) -> int:
+    name = item.path.name
+    return 0 if name in _WHOLE_BOX else 4 if name in _IN_STEP else _ORDER.get(item.path.parent.name, 3)
+
+
+# Before xdist's own hook, which reads the group marks (and names each item by its group).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         tier = item.path.parent.name
         if tier in _TIERS:
             item.add_marker(getattr(pytest.mark, tier))
+        # Every other module is a group of its own, so its module-scoped fixtures (a
+        # browser, a server) are set up once, on one worker.
+        name = item.path.name
+        group = ("in_step" if name in _IN_STEP else "whole_box" if name in _WHOLE_BOX
+                 else item.path.relative_to(_ROOT).as_posix())
+        item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=_rank)  # stable: each module's own order is kept
 
 
 # Hypothesis' per-example deadline is a timing assertion: on a busy 2-core machine it fails
@@ -97,8 +124,15 @@ def _tree_state() -> dict[str, str] | None:
     return state
 
 
+def _is_worker(config: pytest.Config) -> bool:
+    """An xdist worker: the controller alone compares the tree, before any worker starts and
+    after every one has ended (a worker's end would see another's test still writing)."""
+    return hasattr(config, "workerinput")
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
-    session.config.stash[_TREE_BEFORE] = _tree_state()
+    if not _is_worker(session.config):
+        session.config.stash[_TREE_BEFORE] = _tree_state()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
