@@ -223,6 +223,9 @@ def test_kokoro_runs_are_as_long_as_the_other_listeners_allow(worker: InferenceW
     _wait_done(worker, {"paced", "other"})
     paced, other = chunks("paced"), chunks("other")
     assert len(paced) >= 2, paced
-    assert paced[0] < other[0] < paced[-1]  # served between the runs, not after the unit
+    # Served before the unit's last run, not after the whole unit. On a loaded box (the
+    # suite's other worker) the thread may serve it before the first run too: the cost
+    # line it learnt says that run would leave it dry.
+    assert other[0] < paced[-1], (paced, other)
     whole = sum(len(e.samples) for _, n, e in worker.events if n == "paced" and isinstance(e, JobAudio))  # type: ignore[attr-defined]
     assert whole / 24000 > 4.0  # every word of it, in pieces
