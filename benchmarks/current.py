@@ -23,8 +23,9 @@ checkout, and puts each result into its block of docs/benchmarks.md:
 Before each part it prints the CPU model and the host probe (``latency.probe_ms``: a fixed
 numpy workload; a higher figure is a slower or busier box), and each block records its
 command, date, CPU and probes. **Time only with the box quiet**: nothing else running,
-no training, no test suite. The whole run takes about an hour on a 2-core box (memory
-and wake ~5 min each, first audio ~10, streams ~25, quality ~20).
+no training, no test suite. The whole run takes over an hour on a 2-core box: first audio
+3 min, memory 25 or more (the longest requests the server allows, 5,000 characters, in
+three languages), wake ~5, streams ~25, quality ~20; ``--parts`` runs some.
 """
 
 from __future__ import annotations
