@@ -38,10 +38,16 @@ _TIERS = ("unit", "live", "system")
 # players) failed beside another worker's load, so they are one group and come last: the
 # other worker has at most a couple of short unit modules left when it starts, then none.
 # The modules that load the whole box by design (the container build, the capped soak,
-# the soak) are one group too, so they never run together, and come first. Between them,
-# the longest modules first (system, then live, then unit), so the two workers end together.
+# the soak) are one group too, so they never run together, and come first. The other pages
+# in Chromium join them: podman adds a network interface when it starts a container, and
+# Chromium then aborts the page loads in flight (net::ERR_NETWORK_CHANGED; a kiosk test
+# failed so on the other worker). Between them, the longest modules first (system, then
+# live, then unit), so the two workers end together.
 _IN_STEP = frozenset({"test_player_live.py", "test_headless_players.py", "test_kiosk_sync.py", "test_sync_js.py"})
-_WHOLE_BOX = frozenset({"test_container.py", "test_capped_soak.py", "test_soak.py"})
+_WHOLE_BOX = frozenset({
+    "test_container.py", "test_capped_soak.py", "test_soak.py",
+    "test_browser.py", "test_word_highlight.py", "test_kiosk_layout.py", "test_kiosk_channels.py",
+})
 _ORDER = {"system": 1, "live": 2, "unit": 3}
 
 
