@@ -133,8 +133,10 @@ def test_a_fast_stream_keeps_its_order_under_jitter(echo: EchoServer) -> None:
         t.start()
         for i in range(0, len(data), 1000):
             s.sendall(data[i:i + 1000])
-            if i % 32000 == 0:
-                time.sleep(0.002)  # now and then a pause, so the proxy reads it in many chunks
+            if i % 16000 == 0:
+                # Now and then a pause, so the proxy reads it in many chunks: 32 pauses of 5 ms
+                # (16 of 2 ms gave 10 chunks beside the suite's other worker, not the 11 asked).
+                time.sleep(0.005)
         t.join(30)
     assert bytes(got) == data
     assert len(echo.arrivals) > 10  # it did arrive in many chunks, each with its own draw
