@@ -44,7 +44,7 @@ _TIERS = ("unit", "live", "system")
 # failed so on the other worker). Between them, the longest modules first (system, then
 # live, then unit), so the two workers end together.
 _IN_STEP = frozenset({"test_player_live.py", "test_headless_players.py", "test_kiosk_sync.py", "test_sync_js.py"})
-_WHOLE_BOX = frozenset({
+_FIRST_IN_TURN = frozenset({
     "test_container.py", "test_capped_soak.py", "test_soak.py",
     "test_browser.py", "test_word_highlight.py", "test_kiosk_layout.py", "test_kiosk_channels.py",
 })
@@ -53,7 +53,7 @@ _ORDER = {"system": 1, "live": 2, "unit": 3}
 
 def _rank(item: pytest.Item) -> int:
     name = item.path.name
-    return 0 if name in _WHOLE_BOX else 4 if name in _IN_STEP else _ORDER.get(item.path.parent.name, 3)
+    return 0 if name in _FIRST_IN_TURN else 4 if name in _IN_STEP else _ORDER.get(item.path.parent.name, 3)
 
 
 # Before xdist's own hook, which reads the group marks (and names each item by its group).
@@ -66,7 +66,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # Every other module is a group of its own, so its module-scoped fixtures (a
         # browser, a server) are set up once, on one worker.
         name = item.path.name
-        group = ("in_step" if name in _IN_STEP else "whole_box" if name in _WHOLE_BOX
+        group = ("in_step" if name in _IN_STEP else "first_in_turn" if name in _FIRST_IN_TURN
                  else item.path.relative_to(_ROOT).as_posix())
         item.add_marker(pytest.mark.xdist_group(group))
     items.sort(key=_rank)  # stable: each module's own order is kept

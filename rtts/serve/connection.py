@@ -7,7 +7,7 @@ worker, a close to the outbox. Whatever reaches the session, a WebSocket frame
 (``receive``), a message made in this process (``handle``) or an event of the
 inference thread, takes the same path back out.
 
-A WebSocket connection (``server.py``), ``rtts say`` and ``/tts`` (``Service.speak``)
+A WebSocket connection (``server.py``), ``rtts say`` and ``/tts`` (``speech_stream.speak``)
 all drive one of these; they differ only in where messages are delivered
 (``deliver``) and who sends the outbox.
 """

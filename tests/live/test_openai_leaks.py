@@ -30,22 +30,14 @@ FORMATS = ("flac", "mp3", "aac", "opus")
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
+    # The server runs in the test process, whose encoder count is the process's: encoders
+    # that tests run earlier in the same process still hold are not this server's. Each
+    # count is taken against those (once the collector has run), in any order of the suite.
+    gc.collect()
+    base = codecs.open_encoders()
     with ServerThread(make_config(tmp_path_factory.mktemp("oai-leaks"), phrase_cache_mb=0)) as srv:
+        srv.encoders_before = base  # type: ignore[attr-defined]
         yield srv
-
-
-# The server runs in the test process, whose encoder count is the process's: encoders that
-# tests run earlier in the same process still hold (a unit test's own, which the collector
-# frees when it gets to them) are not this server's. Each count is taken against those
-# (once the collector has run), so the module means the same in any order of the suite.
-_BASE: list[float] = []
-
-
-def base() -> float:
-    if not _BASE:
-        gc.collect()
-        _BASE.append(codecs.open_encoders())
-    return _BASE[0]
 
 
 def open_encoders(srv: ServerThread) -> float:
@@ -57,9 +49,9 @@ def open_encoders(srv: ServerThread) -> float:
 def settled(srv: ServerThread, timeout: float = 30) -> float:
     """The server's own encoders still open once it is idle (or ``timeout`` passed)."""
     deadline = time.monotonic() + timeout
-    while (open_encoders(srv) > base() or srv.service.active) and time.monotonic() < deadline:
+    while (open_encoders(srv) > srv.encoders_before or srv.service.active) and time.monotonic() < deadline:
         time.sleep(0.05)
-    return open_encoders(srv) - base()
+    return open_encoders(srv) - srv.encoders_before
 
 
 def test_refused_requests_leave_no_encoder_open(server: ServerThread) -> None:
@@ -75,7 +67,7 @@ def test_refused_requests_leave_no_encoder_open(server: ServerThread) -> None:
         assert info.value.response.json()["error"]["code"] in ("bad_message", "unsupported_language")
         refused += 1
     assert refused == 60
-    assert settled(server) == 0 and codecs.open_encoders() == base()
+    assert settled(server) == 0 and codecs.open_encoders() == server.encoders_before
 
 
 def test_aborted_and_finished_requests_leave_no_encoder_open(server: ServerThread) -> None:
@@ -124,4 +116,4 @@ def test_captioned_requests_leave_no_encoder_open(server: ServerThread) -> None:
                                         "stream": bool(i % 2)}, timeout=120)
         lines = [json.loads(line) for line in done.text.splitlines()]
         assert done.status_code == 200 and lines and all(line["audio_format"] for line in lines)
-    assert settled(server) == 0 and codecs.open_encoders() == base()
+    assert settled(server) == 0 and codecs.open_encoders() == server.encoders_before
