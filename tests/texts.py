@@ -11,8 +11,8 @@ LONG_TEXT = (
     "of comparison only."
 )
 
-# Station announcements for the kiosks-in-step test and benchmark (tests/system/test_kiosk_sync.py,
-# benchmarks/sync.py). About 15 s of Hibari (English, the default voice):
+# Station announcements for the kiosks-in-step tests and benchmark (tests/system/test_kiosk_sync.py,
+# tests/system/test_in_step_across_instances.py, benchmarks/sync.py). About 15 s of Hibari (English, the default voice):
 STATION_EN_SHORT = (
     "The first train to the airport leaves from platform two at eleven fifteen. "
     "Passengers for the coast should change at the central station. "
