@@ -2,7 +2,7 @@
 real time (the Snapcast path, no sound server needed): it hears an announcement, survives
 the server going away (reconnect with backoff, subscribing again with ``after``), and hears
 the next one from the server that came back. In step on sound devices:
-tests/system/test_headless_players.py."""
+tests/system/test_in_step_across_instances.py."""
 
 from __future__ import annotations
 
