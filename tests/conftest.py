@@ -38,10 +38,10 @@ _TIERS = ("unit", "live", "system")
 # players) failed beside another worker's load, so they are one group and come last: the
 # other worker has at most a couple of short unit modules left when it starts, then none.
 # (Giving them a higher CPU priority did not help: beside a busy core, at nice -10, a page's
-# output timestamps still wandered by tens of ms.) They are kept short: the minute of
-# Mandarin across two instances is heard by the kiosk pages and the headless players at
-# once (test_in_step_across_instances.py), and `rtts play` writing to a file, which keeps
-# no device in step, runs with the others (test_player_live.py).
+# output timestamps still wandered by tens of ms.) They are kept short: the kiosk pages
+# and the headless players share one Redis and two instances for their minutes of Mandarin
+# (test_in_step_across_instances.py), and `rtts play` writing to a file, which keeps no
+# device in step, runs with the others (test_player_live.py).
 # The modules that load the whole box by design (the container build, the capped soak,
 # the soak) are one group too, so they never run together, and come first. The other pages
 # in Chromium join them: podman adds a network interface when it starts a container, and

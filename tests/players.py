@@ -89,7 +89,6 @@ class Heard:
     audio_s: float
     at: dict[str, list[float]] = field(default_factory=dict)  # position name -> per player, when pts 0 was heard
     metrics: list[dict[str, float]] = field(default_factory=list)
-    ann_id: str = ""  # the announcement's id, for whatever else heard it (kiosk pages)
 
     def spread_ms(self, name: str, players: list[int] | None = None) -> float:
         times = [t for i, t in enumerate(self.at[name]) if players is None or i in players]
@@ -131,7 +130,7 @@ def announce(tmp: Path, speakers: Speakers, players: list[PlayerProcess], ref: C
         audio_s = end.stats["audio_ms"] / 1000
         time.sleep(max(0.0, start.play_at + audio_s + 1.0 - time.time()))
     take = recording.take()
-    result = Heard(sent, start.play_at, audio_s, ann_id=published.id)
+    result = Heard(sent, start.play_at, audio_s)
     first = int(np.argmax(np.abs(pcm) > 0.05))  # the first sound, past any leading silence
     for offset in positions_s:
         pos = first + int(offset * RATE)

@@ -5,8 +5,8 @@ with capture timestamps).
 
 The players' own path (``rtts play`` processes on two instances sharing a Redis bus,
 through network delays, a minute of Mandarin, the spread at its first sound and 60 s in)
-is tests/system/test_in_step_across_instances.py, beside kiosk pages hearing the same
-announcement, with this file's bounds. The benchmark with more links and its table is
+is tests/system/test_in_step_across_instances.py, on the instances the kiosk pages' test
+uses, with this file's bounds. The benchmark with more links and its table is
 benchmarks/players.py, on the same harness (tests/players.py).
 """
 
