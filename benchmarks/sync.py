@@ -15,13 +15,14 @@ the phrase cache off; each instance synthesizes each announcement itself.
     python benchmarks/sync.py                    # prints the table (~40 min)
     python benchmarks/sync.py --short            # a ~15 s announcement, one round: a quick check
     python benchmarks/sync.py --write            # and puts it into docs/benchmarks.md
+    python benchmarks/sync.py --stalls 1,20,100  # on a host whose CPUs are held up now and then
+                                                 # (benchmarks/stalls.py: every ~1 s, 20-100 ms; root)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import sys
 import tempfile
@@ -38,7 +39,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from latency import ServerProcess, cpu_times, probe_ms, steal_share, write_block  # noqa: E402
+from latency import ServerProcess, cpu_model, cpu_times, probe_ms, steal_share, write_block  # noqa: E402
+from stalls import stalls  # noqa: E402
 
 from tests import spread  # noqa: E402
 from tests.conftest import Client, RedisServer  # noqa: E402
@@ -272,7 +274,10 @@ def table(results: list[Result], machine: dict, command: str, args: argparse.Nam
         f"Measured {machine['when']} on {machine['cpus']} CPUs ({machine['cpu']}); host probe "
         f"{machine['probe_before']:.0f} ms before, {machine['probe_after']:.0f} ms after; CPU stolen by "
         f"other guests {machine['steal']:.0%}. The kiosks' Chromium, the relays and the rtts instances "
-        "all share these cores.",
+        "all share these cores." + (
+            f" Every core was held up at random moments (benchmarks/stalls.py: every ~{args.stalls.split(',')[0]} s "
+            f"on average, {args.stalls.split(',')[1]}–{args.stalls.split(',')[2]} ms at real-time priority), as a "
+            "busy VM host's steal does." if args.stalls else ""),
         "",
         f"Command: `{command}`. {args.kiosks} kiosks, {args.rounds} round(s) per row of a ~{audio:.0f} s "
         "announcement published to instance A with no voice named (Mandarin: Kokoro zf_xiaoxiao; "
@@ -306,6 +311,7 @@ def main() -> int:
     parser.add_argument("--only", help="one row, named as in the table, e.g. 'one instance, none, zh'")
     parser.add_argument("--sync-lead", type=float, help="the instances' --sync-lead (default: learnt)")
     parser.add_argument("--workdir", help="keep the servers' logs here (default: a temporary folder)")
+    parser.add_argument("--stalls", help="EVERY_S,LO_MS,HI_MS: hold every core up now and then (benchmarks/stalls.py)")
     parser.add_argument("--write", action="store_true", help="put the table into docs/benchmarks.md")
     args = parser.parse_args()
     args.setups = args.setups.split(",")
@@ -315,17 +321,21 @@ def main() -> int:
         f" {flag}" for flag, on in ((f"--rounds {args.rounds}", args.rounds != 3 and not args.short),
                                     (f"--kiosks {args.kiosks}", args.kiosks != 6), ("--short", args.short),
                                     (f"--only '{args.only}'", args.only is not None),
-                                    (f"--sync-lead {args.sync_lead}", args.sync_lead is not None)) if on)
+                                    (f"--sync-lead {args.sync_lead}", args.sync_lead is not None),
+                                    (f"--stalls {args.stalls}", args.stalls is not None)) if on)
     machine = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": psutil.cpu_count(),
-               "cpu": platform.processor() or platform.machine(), "probe_before": probe_ms()}
-    print(f"host probe {machine['probe_before']:.0f} ms before", flush=True)
+               "cpu": cpu_model(), "probe_before": probe_ms()}
+    print(f"host: {machine['cpu']}; host probe {machine['probe_before']:.0f} ms before", flush=True)
     stat = cpu_times()
-    if args.workdir:
-        Path(args.workdir).mkdir(parents=True, exist_ok=True)
-        results = measure(args, Path(args.workdir))
-    else:
-        with tempfile.TemporaryDirectory() as tmp:
-            results = measure(args, Path(tmp))
+    with ExitStack() as stack:
+        if args.stalls:
+            every, lo, hi = (float(x) for x in args.stalls.split(","))
+            stack.enter_context(stalls(every, lo, hi))
+        if args.workdir:
+            Path(args.workdir).mkdir(parents=True, exist_ok=True)
+            results = measure(args, Path(args.workdir))
+        else:
+            results = measure(args, Path(stack.enter_context(tempfile.TemporaryDirectory())))
     machine["steal"] = steal_share(stat, cpu_times())
     machine["probe_after"] = probe_ms()
     section = table(results, machine, command, args)

@@ -43,6 +43,8 @@ const HARD_S = 0.015; // ...unless it is off by more than this, when it jumps (h
 const PLACED_UTTERANCES = 8; // placements kept for window.rtts.sync
 const PLACED_ROWS = 4000;
 const KEEP_AWAKE = 2 ** -26; // -156 dBFS
+const READINGS = 3; // output timestamps the output line is the median of...
+const READINGS_S = 0.5; // ...within this long of the newest
 
 export function decodeFrame(data, format) {
   // msgpack hands back a view into the message buffer that may sit at an odd offset;
@@ -77,6 +79,7 @@ export class Player extends EventTarget {
     this.mapping = null; // the last `clock` posted: {frame, shared, r}
     this._mappings = []; // recent ones, with the frame rendered when each was posted
     this._history = []; // [[frame, perf]]: output timestamps, for the rate
+    this._readings = []; // [[performanceTime, perf - frame time]]: the last few distinct output timestamps
     this._ticker = null;
     // id -> {first, end: pos of its first and past its last sample, rows: [[pos, frame]]
     // (the last few placed), chunks: [{pos, len, first: pos of its first sample placed}]}
@@ -132,6 +135,7 @@ export class Player extends EventTarget {
     this.mapping = null;
     this._mappings = [];
     this._history = [];
+    this._readings = [];
     this._release();
     this._emit("state", { state: ctx.state });
   }
@@ -312,13 +316,30 @@ export class Player extends EventTarget {
   }
 
   // Which context frame is heard when, on the page's performance.now() clock, by the
-  // output timestamp where there is one (see the top of this file), plus the trim.
+  // output timestamps where there are any (see the top of this file), plus the trim.
+  // A loaded box's timestamp is now and then a callback late and back at the next (its
+  // callback ran late, not its output: 2-8 ms, one reading in 20 ms, with the host's CPUs
+  // held up for 10-50 ms at a time), while a callback the output missed moves every later
+  // one (a slip of 10 ms or more): so a frame's time is the newest frame's by the median
+  // offset of the last READINGS distinct timestamps within READINGS_S. A single odd
+  // reading moves neither the mapping nor what the page reports; a slip is followed from
+  // the second reading that shows it (~40 ms while a timed utterance plays: every status
+  // reads one). (Five readings in 1 s followed slips too slowly where the host was held
+  // up every ~0.5 s: benchmarks.md, "Kiosks on a box held up".)
   _outputNow() {
     const ctx = this.ctx;
     const rate = this.sampleRate;
     const ts = ctx.getOutputTimestamp ? ctx.getOutputTimestamp() : null;
     if (ts && ts.contextTime > 0 && ts.performanceTime > 0) {
-      return { frame: ts.contextTime * rate, perf: ts.performanceTime + this.outputMs, stamped: true };
+      const frame = ts.contextTime * rate;
+      const readings = this._readings;
+      const last = readings[readings.length - 1];
+      if (!last || last[0] !== ts.performanceTime) {
+        readings.push([ts.performanceTime, ts.performanceTime - ts.contextTime * 1000]);
+        if (readings.length > READINGS) readings.shift();
+      }
+      while (readings[0][0] < ts.performanceTime - READINGS_S * 1000) readings.shift();
+      return { frame, perf: ts.contextTime * 1000 + median(readings.map((x) => x[1])) + this.outputMs, stamped: true };
     }
     const latency = (ctx.baseLatency || 0) + (ctx.outputLatency || 0);
     return { frame: ctx.currentTime * rate, perf: performance.now() + latency * 1000 + this.outputMs, stamped: false };
@@ -439,6 +460,12 @@ export function fitRate(history, rate) {
   if (span < RATE_MIN_SPAN_S) return rate;
   const bound = rate * RATE_MAX_PPM * 1e-6;
   return Math.max(rate - bound, Math.min(rate + bound, sfs / sss));
+}
+
+function median(xs) {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const m = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[m] : (sorted[m - 1] + sorted[m]) / 2;
 }
 
 // A placed sample at `pos`: the first of its chunk, unless that chunk has one already

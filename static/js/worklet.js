@@ -15,8 +15,8 @@
 // time has passed are dropped, never played late, so every kiosk stays on one timeline:
 // a late start or an underrun joins at the right position with a fade-in. While playing,
 // each quantum measures how far the output is from the mapping: a small error is
-// corrected one sample at a time at the quietest point of a quantum (at most one per
-// SOFT_EVERY samples), a large one by a fade-out and a jump to the right position.
+// corrected one sample at a time at the quietest point of a quantum (one per 1024 to 240
+// samples, sooner the larger the error: drift.js softEvery), a large one by a fade-out and a jump to the right position.
 //
 // Port messages in:  {type:"audio", id, samples: Float32Array, pos?}  {type:"end", id}
 //                    {type:"flush"}  {type:"prebuffer", samples}

@@ -556,7 +556,8 @@ DRIFT = """async () => {
     const f = d.targetFrame(clock, 1.8e9 + 0.5, 2400, 24000);
     return {
         frame: f, back: d.posAt(clock, 1.8e9 + 0.5, f, 24000),
-        decide: [[0, 5000], [12, 5000], [13, 5000], [-13, 5000], [13, 1023], [360, 0], [361, 0], [-361, 5000]]
+        decide: [[0, 5000], [12, 5000], [13, 5000], [-13, 5000], [13, 1023], [360, 0], [361, 0], [-361, 5000],
+                 [48, 499], [48, 500], [-240, 239], [-240, 240], [360, 240]]
             .map(([e, since]) => d.decide(e, since, 24000)),
         quietest: [[[0.5, 0.3, 0.01, 0.02, 0.4], 0, 5], [[0.5, 0.3, 0.01, 0.3, 0.0, 0.0], 1, 4],
                    [[0, 0, 0], 0, 3], [[0.2, -0.01, 0.01, 0.3], 0, 4]].map((args) => d.quietest(...args)),
@@ -567,13 +568,16 @@ DRIFT = """async () => {
 def test_drift_arithmetic(blank: Page) -> None:
     """drift.js, pure: the target frame of a sample and its inverse, the decision
     thresholds (0.5 ms and 15 ms at 24 kHz: 12 and 360 samples; one soft correction per
-    1024 samples), and the quietest point (near zero and flat; the first of equals)."""
+    1024 samples for a small error, sooner for a larger one: an error of e samples is made
+    up at e a second, at most one per 240), and the quietest point (near zero and flat;
+    the first of equals)."""
     got = blank.evaluate(DRIFT)
     assert got["frame"] == pytest.approx(1000 + 0.6 * 24012)
     assert got["back"] == pytest.approx(2400)
     assert [(d["kind"], d["n"]) for d in got["decide"]] == [
         ("none", 0), ("none", 0), ("drop", 1), ("dup", -1),
         ("none", 0), ("none", 0), ("hard", 361), ("hard", -361),
+        ("none", 0), ("drop", 1), ("none", 0), ("dup", -1), ("drop", 1),
     ]
     # [0.5, 0.3, 0.01, 0.02, 0.4]: k=2 costs 0.01 + 0.01; within [1, 5) of the second,
     # k=4 (0 and flat) is not reached, k=2 is (0.01 + 0.29) against k=3 (0.3 + 0.3);
@@ -629,9 +633,11 @@ def test_a_mapping_500_ppm_off_is_followed_within_1_ms(blank: Page, ppm: int) ->
     assert st["softDrops" if ppm > 0 else "softDups"] == 0 and st["hardSyncs"] == 0, st
 
 
-def test_an_8_ms_step_is_made_up_softly_within_10_s(blank: Page) -> None:
-    """The mapping moves 8 ms at 3 s (a new clock estimate): 192 samples behind, made up
-    one at a time (no jump) in under 10 s, and then held."""
+def test_an_8_ms_step_is_made_up_softly_within_4_s(blank: Page) -> None:
+    """The mapping moves 8 ms at 3 s (a new clock estimate, or the output slipping by a
+    callback on a loaded box): 192 samples behind, made up one at a time (no jump), one
+    per 240 samples while more than 100 are left and then at the error a second, so in
+    about 3 s (under 10 s when every correction waited 1024 samples), and then held."""
     play_at = SHARED0 + 0.2
     m0 = clock(0, SHARED0)
     t_step = 3.0
@@ -651,7 +657,7 @@ def test_an_8_ms_step_is_made_up_softly_within_10_s(blank: Page) -> None:
     assert max(abs(e) for e in before) <= 1 / RATE * 1000, before  # on its frame, ±1 sample
     assert after[0][1] > 7, after[:3]  # the step was felt
     settled = next(t for t, e in after if abs(e) < 0.6)
-    assert settled - t_step < 10, after[::10]
+    assert settled - t_step < 4, after[::10]
     assert all(abs(e) < 0.6 for t, e in after if t >= settled), after[::10]
     st = status(msgs)
     assert st["hardSyncs"] == 0 and st["softDups"] == 0, st
@@ -893,30 +899,49 @@ def test_status_placements_are_bounded(blank: Page) -> None:
     assert all(f == round(target(m, play_at, p)) for p, f in rows)
 
 
-# Records, every 50 ms, how far the output timestamp's frame is from the context's frame
-# counter (contextTime against performanceTime, both in s): it steps when the output moves
-# from the device to a timer and back.
-TIMESTAMPS = """() => { const ctx = window.rtts.player.ctx; window.stamps = [];
-    setInterval(() => { const ts = ctx.getOutputTimestamp();
-        if (ts.contextTime > 0) window.stamps.push([ctx.currentTime, ts.performanceTime / 1000 - ts.contextTime]); },
-    50); }"""
+# Records, every 20 ms, how far the output timestamp's frame is from the context's frame
+# counter (contextTime against performanceTime, both in s), when on the host's clock, and
+# how old the timestamp is (ms; renewed every device callback, ~10 ms): it steps when the
+# output moves from the device to a timer and back.
+TIMESTAMPS = """(ctx) => { ctx = ctx || window.rtts.player.ctx; window.stamps = [];
+    setInterval(() => { const ts = ctx.getOutputTimestamp(), now = performance.now();
+        if (ts.contextTime > 0) window.stamps.push([ctx.currentTime, ts.performanceTime / 1000 - ts.contextTime,
+                                                    (performance.timeOrigin + now) / 1000, now - ts.performanceTime]); },
+    20); }"""
+
+# A context that is never silent (a tone at -40 dBFS), so never handed to the timer: what
+# the host's stalls alone do to output timestamps.
+AUDIBLE = """async () => { const ctx = new AudioContext({ sampleRate: 24000, latencyHint: 'interactive' });
+    const osc = new OscillatorNode(ctx, { frequency: 440 });
+    osc.connect(new GainNode(ctx, { gain: 0.01 })).connect(ctx.destination);
+    osc.start(); await ctx.resume(); window.audible = ctx; }"""
 
 
 @pytest.fixture(scope="module", autouse=True)
 def quiet_kiosks(server: ServerThread, browser) -> Iterator[dict[str, tuple[Page, PageErrors]]]:  # type: ignore[no-untyped-def]  # noqa: F811
-    """Two kiosks on a channel nobody announces on, one in step and one with sync=0, opened
-    as the module starts and recording their output timestamps: the module's last test
-    reads them once they have been silent for 33 s, which the tests before it fill."""
+    """Two kiosks on a channel nobody announces on, one in step and one with sync=0, and a
+    page playing a tone, opened as the module starts and recording their output
+    timestamps: the module's last test reads them once they have been silent for 33 s,
+    which the tests before it fill."""
     ctx = browser.new_context()
     pages = {}
     for name, params in (("in step", {}), ("sync=0", {"sync": "0"})):
         page = ctx.new_page()
         pages[name] = (page, PageErrors(page, server_goes_away=False))
         page.goto(f"{server.http}/kiosk?{urlencode({'channel': 'quiet', **params})}")
-    for page, _ in pages.values():
+    page = ctx.new_page()
+    pages["audible"] = (page, PageErrors(page, server_goes_away=False))
+    url = f"{server.http}/sync-test"
+    page.route(url, lambda route: route.fulfill(content_type="text/html", body=BLANK))
+    page.goto(url)
+    for name, (page, _) in pages.items():
+        if name == "audible":
+            page.evaluate(AUDIBLE)
+            page.evaluate(f"({TIMESTAMPS})(window.audible)")
+            continue
         wait_ready(page)
         page.wait_for_function("window.rtts.player.node !== null")
-        page.evaluate(TIMESTAMPS)
+        page.evaluate(f"({TIMESTAMPS})()")
     yield pages
     ctx.close()
 
@@ -925,22 +950,46 @@ def test_a_kiosk_in_step_keeps_its_output_awake(quiet_kiosks: dict[str, tuple[Pa
     """After 30 s of exact silence Chromium moves a context's output from the device to a
     timer (and back when it sounds): the output timestamps step by ~10 ms, and a kiosk's
     next announcement would begin that far out of step. A kiosk in step keeps its output
-    awake (static/js/player.js, KEEP_AWAKE); one with sync=0, silent, is moved, as before."""
+    awake (static/js/player.js, KEEP_AWAKE); one with sync=0, silent, is moved, as before.
+    A loaded host that holds up Chromium's audio thread makes outputs miss a callback or
+    more (a slip of +10 ms or more; CI once read the kiosk in step +10.0 ms and the one
+    with sync=0 +1.9 ms from 30 s on): so the kiosk in step is judged second by second,
+    on the seconds in which the host held nothing up, as a page playing a tone (never
+    moved to a timer) and every page's timestamps' age say. A slip lands on other pages
+    too, but not always by as many callbacks (10 ms apart, with the host's CPUs held for
+    20-100 ms every 0.5 s), so no page is a reference for another's level."""
     for page, _ in quiet_kiosks.values():
         page.wait_for_function("window.stamps.length && window.stamps.at(-1)[0] > 40", timeout=50_000)
-    moved = {}
+    stamps = {}
     for name, (page, errors) in quiet_kiosks.items():
         assert not errors.errors, (name, errors.errors)
-        stamps = page.evaluate("window.stamps")
-        # Each second's median against that of 25-29.5 s: a loaded box's odd late callback
-        # moves single readings, not these. Once moved, the timer's output does not keep
-        # time on a loaded box either: at 30 s it stepped by 2-30 ms (10 on a quiet box),
-        # then fell behind by tens to thousands of ms within a minute (so one window a few
-        # seconds on is no measure of the move: under load it once read 1.6 ms there).
-        before = median(off for t, off in stamps if 25 <= t <= 29.5)
-        seconds = sorted({int(t) for t, _ in stamps if 30 <= t < 60})
-        moved[name] = {s: round((median(o for t, o in stamps if int(t) == s) - before) * 1000, 2) for s in seconds}
-    # In step: never moved, second by second, for as long as it was silent.
-    assert all(abs(v) < 2 for v in moved["in step"].values()), moved
+        stamps[name] = page.evaluate("window.stamps")
+
+    def bins(rows: list[list[float]]) -> dict[int, float]:  # half-second of the host's clock -> median offset
+        out: dict[int, list[float]] = {}
+        for _, off, wall, _ in rows:
+            out.setdefault(int(wall * 2), []).append(off)
+        return {b: median(offs) for b, offs in out.items()}
+
+    # A half-second the host held the audio thread up in: the tone stepped, or a timestamp
+    # read on any page was more than a callback and a half old.
+    tone = bins(stamps["audible"])
+    held = {b for b in tone if b - 1 in tone and abs(tone[b] - tone[b - 1]) > 0.002}
+    held |= {int(wall * 2) for rows in stamps.values() for _, _, wall, age in rows if age > 15}
+    steps = {}
+    for name in ("in step", "sync=0"):
+        rows = stamps[name]
+        levels = bins(rows)
+        # Its 30th second of silence on, by the host's clock.
+        silent = sorted({int(wall * 2) for t, _, wall, _ in rows if 30 <= t < 60})
+        steps[name] = {b: round((levels[b] - levels[b - 1]) * 1000, 2) for b in silent if b - 1 in levels}
+    calm = {b: v for b, v in steps["in step"].items() if b not in held and b - 1 not in held}
+    # Most half-seconds are calm on a box whose CPUs are held for 10-50 ms every 1-2 s (it
+    # passed so here); one held for 20-100 ms every ~0.5 s cannot say (seconds as bins: 1
+    # of 12 calm; it fails). If
+    # the one the timer would take over in is held up, it says nothing; the others do.
+    assert len(calm) >= 5, (sorted(held), steps)
+    # In step: never moved, half-second by half-second, for as long as it was silent.
+    assert all(abs(v) < 2 for v in calm.values()), (sorted(held), steps)
     # sync=0 is moved (the step this guards against, seen in the same run).
-    assert max(abs(v) for v in moved["sync=0"].values()) > 4, moved
+    assert max(abs(v) for v in steps["sync=0"].values()) > 4, (sorted(held), steps)
