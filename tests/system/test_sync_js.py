@@ -323,9 +323,14 @@ def test_a_high_priority_announcement_cuts_in_at_its_time(server: ServerThread, 
     play_at = rec["playAt"]
     assert rec["priority"] == "high" and play_at > cut["playAt"]
     # Played up to the high one's time, less its fade-out (64 samples), and no further
-    # (what came too late to be played counts: the timeline went on through it).
+    # (what came too late to be played counts: the timeline went on through it). Each
+    # sample a soft correction dropped or doubled moved the count off the timeline by one:
+    # none on a quiet box, ~12 ms' worth once on a box held up for 10-50 ms every second.
+    sync = page.evaluate("(({ softDrops, softDups, hardSyncs, late }) => ({ softDrops, softDups, hardSyncs, late }))"
+                         "(window.rtts.sync)")
+    fixes = (sync["softDrops"] + sync["softDups"]) / RATE
     heard_until = cut["playAt"] + cut["played"] / RATE + cut["lateMs"] / 1000
-    assert -0.010 <= heard_until - play_at <= 0.001, (heard_until - play_at, {k: (cut[k], rec[k]) for k in ("playAt", "played", "received", "lateMs", "ttfaMs", "firstSoundMs")})
+    assert -0.010 - fixes <= heard_until - play_at <= 0.001 + fixes, (heard_until - play_at, sync, {k: (cut[k], rec[k]) for k in ("playAt", "played", "received", "lateMs", "ttfaMs", "firstSoundMs")})
     last = page.evaluate("id => window.rtts.sync.placed.get(id).at(-1)", normal.id)
     assert last[2] < play_at
     for pos, _, true, _ in page.evaluate("id => window.rtts.sync.placed.get(id)", high.id):
