@@ -44,7 +44,7 @@ const PLACED_UTTERANCES = 8; // placements kept for window.rtts.sync
 const PLACED_ROWS = 4000;
 const KEEP_AWAKE = 2 ** -26; // -156 dBFS
 const READINGS = 3; // output timestamps the output line is the median of...
-const READINGS_S = 0.5; // ...within this long of the newest
+const READINGS_S = 1; // ...within this long of the newest (what is older is from before a silence)
 
 export function decodeFrame(data, format) {
   // msgpack hands back a view into the message buffer that may sit at an odd offset;
@@ -324,8 +324,10 @@ export class Player extends EventTarget {
   // offset of the last READINGS distinct timestamps within READINGS_S. A single odd
   // reading moves neither the mapping nor what the page reports; a slip is followed from
   // the second reading that shows it (~40 ms while a timed utterance plays: every status
-  // reads one). (Five readings in 1 s followed slips too slowly where the host was held
-  // up every ~0.5 s: benchmarks.md, "Kiosks on a box held up".)
+  // reads one; 250 ms while one waits for its time, when only the clock ticks read, which
+  // is why the window is 1 s: within 0.5 s a tick had two, and one odd one moved it by
+  // half). (Five readings followed slips too slowly where the host was held up every
+  // ~0.5 s: benchmarks.md, "Kiosks on a box held up".)
   _outputNow() {
     const ctx = this.ctx;
     const rate = this.sampleRate;
