@@ -3,7 +3,7 @@ box with a real-time job: on every core, at random moments (on average every ``e
 a real-time busy loop takes the core for ``lo_ms``-``hi_ms``, so nothing else on it runs,
 Chromium's audio thread included. What a kiosk on a loaded box meets; not what a CPU-bound
 job beside it does (Linux's scheduler keeps the audio thread on time beside a plain busy
-loop: benchmarks/sync.py's notes).
+loop: docs/benchmarks.md, "Kiosks on a box held up").
 
 Needs the right to run SCHED_FIFO (root, or CAP_SYS_NICE); the kernel's real-time
 throttling (95 % of each second) keeps a runaway loop from locking the box.

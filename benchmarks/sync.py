@@ -275,8 +275,8 @@ def table(results: list[Result], machine: dict, command: str, args: argparse.Nam
         f"{machine['probe_before']:.0f} ms before, {machine['probe_after']:.0f} ms after; CPU stolen by "
         f"other guests {machine['steal']:.0%}. The kiosks' Chromium, the relays and the rtts instances "
         "all share these cores." + (
-            f" Every core was held up at random moments (benchmarks/stalls.py: every ~{args.stalls.split(',')[0]} s "
-            f"on average, {args.stalls.split(',')[1]}–{args.stalls.split(',')[2]} ms at real-time priority), as a "
+            f" Every core was held up at random moments (benchmarks/stalls.py: every ~{args.stalls[0]:g} s "
+            f"on average, {args.stalls[1]:g}–{args.stalls[2]:g} ms at real-time priority), as a "
             "busy VM host's steal does." if args.stalls else ""),
         "",
         f"Command: `{command}`. {args.kiosks} kiosks, {args.rounds} round(s) per row of a ~{audio:.0f} s "
@@ -315,6 +315,8 @@ def main() -> int:
     parser.add_argument("--write", action="store_true", help="put the table into docs/benchmarks.md")
     args = parser.parse_args()
     args.setups = args.setups.split(",")
+    if args.stalls:
+        args.stalls = tuple(float(x) for x in args.stalls.split(","))
     if args.short and "--rounds" not in sys.argv:
         args.rounds = 1
     command = "python benchmarks/sync.py" + "".join(
@@ -322,15 +324,14 @@ def main() -> int:
                                     (f"--kiosks {args.kiosks}", args.kiosks != 6), ("--short", args.short),
                                     (f"--only '{args.only}'", args.only is not None),
                                     (f"--sync-lead {args.sync_lead}", args.sync_lead is not None),
-                                    (f"--stalls {args.stalls}", args.stalls is not None)) if on)
+                                    ("--stalls " + ",".join(f"{x:g}" for x in args.stalls or ()), args.stalls is not None)) if on)
     machine = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": psutil.cpu_count(),
                "cpu": cpu_model(), "probe_before": probe_ms()}
     print(f"host: {machine['cpu']}; host probe {machine['probe_before']:.0f} ms before", flush=True)
     stat = cpu_times()
     with ExitStack() as stack:
         if args.stalls:
-            every, lo, hi = (float(x) for x in args.stalls.split(","))
-            stack.enter_context(stalls(every, lo, hi))
+            stack.enter_context(stalls(*args.stalls))
         if args.workdir:
             Path(args.workdir).mkdir(parents=True, exist_ok=True)
             results = measure(args, Path(args.workdir))

@@ -333,15 +333,8 @@ export class Player extends EventTarget {
     const rate = this.sampleRate;
     const ts = ctx.getOutputTimestamp ? ctx.getOutputTimestamp() : null;
     if (ts && ts.contextTime > 0 && ts.performanceTime > 0) {
-      const frame = ts.contextTime * rate;
-      const readings = this._readings;
-      const last = readings[readings.length - 1];
-      if (!last || last[0] !== ts.performanceTime) {
-        readings.push([ts.performanceTime, ts.performanceTime - ts.contextTime * 1000]);
-        if (readings.length > READINGS) readings.shift();
-      }
-      while (readings[0][0] < ts.performanceTime - READINGS_S * 1000) readings.shift();
-      return { frame, perf: ts.contextTime * 1000 + median(readings.map((x) => x[1])) + this.outputMs, stamped: true };
+      const offset = outputOffset(this._readings, ts.performanceTime, ts.performanceTime - ts.contextTime * 1000);
+      return { frame: ts.contextTime * rate, perf: ts.contextTime * 1000 + offset + this.outputMs, stamped: true };
     }
     const latency = (ctx.baseLatency || 0) + (ctx.outputLatency || 0);
     return { frame: ctx.currentTime * rate, perf: performance.now() + latency * 1000 + this.outputMs, stamped: false };
@@ -462,6 +455,19 @@ export function fitRate(history, rate) {
   if (span < RATE_MIN_SPAN_S) return rate;
   const bound = rate * RATE_MAX_PPM * 1e-6;
   return Math.max(rate - bound, Math.min(rate + bound, sfs / sss));
+}
+
+// The output's offset (performanceTime less the frame's context time, ms) by the median
+// of the last READINGS distinct timestamps within READINGS_S, `readings` ([[performanceTime,
+// offset]], kept by the caller) taking this one in (see _outputNow).
+export function outputOffset(readings, performanceTime, offset) {
+  const last = readings[readings.length - 1];
+  if (!last || last[0] !== performanceTime) {
+    readings.push([performanceTime, offset]);
+    if (readings.length > READINGS) readings.shift();
+  }
+  while (readings[0][0] < performanceTime - READINGS_S * 1000) readings.shift();
+  return median(readings.map((x) => x[1]));
 }
 
 function median(xs) {

@@ -16,7 +16,8 @@
 // a late start or an underrun joins at the right position with a fade-in. While playing,
 // each quantum measures how far the output is from the mapping: a small error is
 // corrected one sample at a time at the quietest point of a quantum (one per 1024 to 240
-// samples, sooner the larger the error: drift.js softEvery), a large one by a fade-out and a jump to the right position.
+// samples, sooner the larger the error: drift.js softEvery), a large one by a fade-out
+// and a jump to the right position.
 //
 // Port messages in:  {type:"audio", id, samples: Float32Array, pos?}  {type:"end", id}
 //                    {type:"flush"}  {type:"prebuffer", samples}

@@ -140,6 +140,21 @@ def test_fit_rate(blank: Page) -> None:
 # samples of a made-up server clock: shared = local * (1 + ppm) + C + step. Its `clock`
 # messages are recorded as posted, each with what the clock says of the frame named, by
 # the output timestamp read then.
+def test_output_offset_ignores_one_odd_timestamp_and_follows_a_slip(blank: Page) -> None:
+    """The output's offset is the median of the last three distinct timestamps within 1 s:
+    one read a callback late (+8 ms) moves nothing; a slip (+10 ms from then on) is taken
+    from its second reading; a repeated timestamp is one reading; after a silence of over
+    1 s only what came since counts."""
+    got = blank.evaluate("""async () => {
+        const { outputOffset } = await import('/js/player.js');
+        const readings = [];
+        return [[0, 5], [40, 5], [80, 13], [120, 5], [160, 5], [200, 15], [200, 15], [240, 15],
+                [2000, 21], [2040, 15], [2080, 21]]
+            .map(([perf, off]) => outputOffset(readings, perf, off));
+    }""")
+    assert got == [5, 5, 5, 5, 5, 5, 5, 15, 21, 18, 21], got
+
+
 MAPPING = """async ({ sr, phases }) => {
     const { ClockSync } = await import('/js/clock.js');
     const { Player } = await import('/js/player.js');
