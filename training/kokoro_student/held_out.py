@@ -5,7 +5,11 @@ still gains, without Whisper or DNSMOS (benchmarks/student_quality.py is the ver
 Every utterance is taken whole (no crop) and the noise is seeded, so two models are
 scored on exactly the same audio.
 
-    python -m training.kokoro_student.held_out SHARD.npz [SHARD.npz ...] --model A.onnx --model B.pt
+    python -m training.kokoro_student.held_out SHARD.npz [SHARD.npz ...] --model A.onnx --model B.pt [--wavs DIR]
+
+With ``--wavs`` the audio is written too, a folder per model and one for the teacher
+(DIR/0-A, DIR/1-B, DIR/teacher), for ../shared/tools/dnsmos_score.py: a quick look at
+artifacts on unseen units while a run goes on, with no Kokoro run and no Whisper.
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ def predictor(path: Path):
     return run
 
 
-def score(path: Path, data: list[tuple[np.ndarray, ...]]) -> dict[str, float]:
+def score(path: Path, data: list[tuple[np.ndarray, ...]], wavs: Path | None = None) -> dict[str, float]:
     from hibari import dsp
 
     run = predictor(path)
@@ -69,20 +73,33 @@ def score(path: Path, data: list[tuple[np.ndarray, ...]]) -> dict[str, float]:
         with torch.no_grad():
             y = dsp_synth(parts, pulses, win, win_src)
             total, bits = loss_fn(y, torch.from_numpy(audio[None]), mel)
+        if wavs is not None:
+            write_wav(wavs / f"{len(list(wavs.glob('*.wav'))):03d}.wav", y[0].numpy())
         for key, value in {"loss": float(total), **bits}.items():
             totals[key] = totals.get(key, 0.0) + value / len(data)
     return totals
+
+
+def write_wav(path: Path, audio: np.ndarray) -> None:
+    import soundfile as sf
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sf.write(path, np.clip(audio, -1, 1), 24000, subtype="PCM_16")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("shards", type=Path, nargs="+")
     ap.add_argument("--model", type=Path, action="append", required=True)
+    ap.add_argument("--wavs", type=Path, help="write every unit's audio under this folder")
     args = ap.parse_args()
     data = units(args.shards)
     print(f"{len(data)} utterances, {sum(u[1].size for u in data) / 80 / 60:.1f} min of teacher audio")
-    for path in args.model:
-        figures = score(path, data)
+    if args.wavs:
+        for j, unit in enumerate(data):
+            write_wav(args.wavs / "teacher" / f"{j:03d}.wav", unit[3])
+    for k, path in enumerate(args.model):
+        figures = score(path, data, args.wavs / f"{k}-{path.stem}" if args.wavs else None)
         print(f"{path}: " + "  ".join(f"{k} {v:.4f}" for k, v in figures.items()))
 
 

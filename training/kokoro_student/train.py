@@ -8,7 +8,13 @@ loss goes to ``OUT/loss.csv``.
 
     python -m training.kokoro_student.train DATA_DIR OUT_DIR [--steps N] [--threads 1]
     python -m training.kokoro_student.train DATA_DIR OUT_DIR --init models/kokoro-student.onnx  # go on from the shipped weights
-    python -m training.kokoro_student.train --smoke          # a few steps on made-up data
+    python -m training.kokoro_student.train DATA_DIR OUT_DIR --gan --init models/kokoro-student.onnx  # the adversarial fine-tune
+    python -m training.kokoro_student.train --smoke [--gan]  # a few steps on made-up data
+
+With ``--gan`` the same reconstruction loss, weighted by ``--rec-weight``, is joined by
+``adversarial``'s discriminators (least squares, feature matching ×2), whose weight ramps
+up over the first ``--gan-ramp`` steps of the run so that the untrained discriminators'
+first opinions do not knock the student off what it has learnt.
 """
 
 from __future__ import annotations
@@ -110,6 +116,25 @@ def loss_fn(y: torch.Tensor, t: torch.Tensor, mel: MelBank) -> tuple[torch.Tenso
     return total, {"sc": float(sc.detach()), "logmag": float(lm.detach()), "mel": float(mel_l1.detach())}
 
 
+def gan_step(disc, opt_d, y: torch.Tensor, audio: torch.Tensor, rec: torch.Tensor, parts: dict, args, ramp: float, lr: float) -> torch.Tensor:
+    """One discriminator update on this batch, then the student's loss: the reconstruction
+    weighted, plus the adversarial and feature-matching terms scaled by ``ramp``."""
+    from training.kokoro_student.adversarial import disc_loss, gen_losses
+
+    for group in opt_d.param_groups:
+        group["lr"] = lr
+    real = disc(audio)
+    d_loss = disc_loss(real, disc(y.detach()))
+    opt_d.zero_grad(set_to_none=True)
+    d_loss.backward()
+    torch.nn.utils.clip_grad_norm_(disc.parameters(), 10.0)
+    opt_d.step()
+    # The teacher's features as the discriminators saw them a moment ago: one pass fewer.
+    adv, fm = gen_losses(real, disc(y))
+    parts |= {"disc": float(d_loss.detach()), "adv": float(adv.detach()), "fm": float(fm.detach())}
+    return args.rec_weight * rec + ramp * (adv + 2 * fm)
+
+
 def smoke_data(folder: Path, units: int = 4, frames: int = 160) -> None:
     """Made-up teacher data in the shard format: enough to run the loop, not to learn."""
     rng = np.random.default_rng(0)
@@ -137,6 +162,9 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=0, help="stop after this many minutes (0: steps only)")
     ap.add_argument("--init", type=Path, help="start from this ONNX export (from_onnx) when OUT_DIR has no checkpoint")
     ap.add_argument("--smoke", action="store_true", help="3 steps on made-up data in a temporary folder")
+    ap.add_argument("--gan", action="store_true", help="fine-tune against discriminators (adversarial.py)")
+    ap.add_argument("--rec-weight", type=float, default=15.0, help="the reconstruction loss's weight with --gan")
+    ap.add_argument("--gan-ramp", type=int, default=400, help="steps over which the adversarial terms ramp up")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     if args.smoke:
@@ -149,13 +177,25 @@ def main() -> None:
     data = Data(args.data, args.crop)
     model = Student()
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.8, 0.99), weight_decay=0.01)
+    disc = opt_d = None
+    if args.gan:
+        from training.kokoro_student.adversarial import Discriminators
+
+        disc = Discriminators()
+        opt_d = torch.optim.AdamW(disc.parameters(), lr=args.lr, betas=(0.8, 0.99), weight_decay=0.01)
     ckpt = args.out / "student.pt"
-    step = 0
+    step = gan_start = 0
     if ckpt.exists():
         state = torch.load(ckpt, map_location="cpu")
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         step = state["step"]
+        if disc is not None and "disc" in state:
+            disc.load_state_dict(state["disc"])
+            opt_d.load_state_dict(state["opt_d"])
+            gan_start = state["gan_start"]
+        else:
+            gan_start = step
         print(f"resumed at step {step}", flush=True)
     elif args.init:
         from training.kokoro_student.from_onnx import state_dict
@@ -177,18 +217,25 @@ def main() -> None:
         gen_in, f0, style, audio, pulses = data.batch(args.batch)
         y = dsp_synth(model(gen_in, f0, style), pulses, win, win_src)
         loss, parts = loss_fn(y, audio, mel)
+        parts["rec"] = float(loss.detach())  # the column plot.py draws, comparable with or without --gan
+        if disc is not None:
+            loss = gan_step(disc, opt_d, y, audio, loss, parts, args, min(1.0, (step - gan_start + 1) / args.gan_ramp), lr)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         step += 1
-        log.write(f"{step},{time.time():.1f},{float(loss.detach()):.4f},{parts['sc']:.4f},{parts['logmag']:.4f},{parts['mel']:.4f},{lr:.6f}\n")
+        extra = "".join(f",{parts[k]:.4f}" for k in ("disc", "adv", "fm") if k in parts)
+        log.write(f"{step},{time.time():.1f},{parts['rec']:.4f},{parts['sc']:.4f},{parts['logmag']:.4f},{parts['mel']:.4f},{lr:.6f}{extra}\n")
         if step % 20 == 0:
             log.flush()
             print(f"step {step} loss {float(loss.detach()):.3f} {parts} {(time.time() - started) / 60:.1f} min", flush=True)
         out_of_time = args.minutes and time.time() - started > args.minutes * 60
         if step % args.save_every == 0 or step == args.steps or out_of_time:
-            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step}, ckpt.with_suffix(".tmp"))
+            state = {"model": model.state_dict(), "opt": opt.state_dict(), "step": step}
+            if disc is not None:
+                state |= {"disc": disc.state_dict(), "opt_d": opt_d.state_dict(), "gan_start": gan_start}
+            torch.save(state, ckpt.with_suffix(".tmp"))
             ckpt.with_suffix(".tmp").rename(ckpt)
         if out_of_time:
             break
