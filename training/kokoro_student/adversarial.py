@@ -18,6 +18,16 @@ from torch.nn.utils.parametrizations import weight_norm
 SLOPE = 0.1
 
 
+def layers(convs: nn.ModuleList, post: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """A discriminator's convolutions in turn: its verdict map, flattened, and every layer's
+    output for feature matching."""
+    feats = []
+    for conv in convs:
+        x = nn.functional.leaky_relu(conv(x), SLOPE)
+        feats.append(x)
+    return post(x).flatten(1), feats
+
+
 class PeriodDisc(nn.Module):
     def __init__(self, period: int, widths: tuple[int, ...] = (16, 32, 64, 128)) -> None:
         super().__init__()
@@ -31,11 +41,7 @@ class PeriodDisc(nn.Module):
         b, t = x.shape
         pad = (-t) % self.period
         x = nn.functional.pad(x, (0, pad), mode="reflect").view(b, 1, (t + pad) // self.period, self.period)
-        feats = []
-        for conv in self.convs:
-            x = nn.functional.leaky_relu(conv(x), SLOPE)
-            feats.append(x)
-        return self.post(x).flatten(1), feats
+        return layers(self.convs, self.post, x)
 
 
 class ResolutionDisc(nn.Module):
@@ -56,11 +62,7 @@ class ResolutionDisc(nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
         spec = torch.stft(x, self.n_fft, self.hop, window=self.window, return_complex=True).abs()
         y = torch.log(spec.clamp(min=1e-5))[:, None].transpose(2, 3)  # [B, 1, frames, bins]
-        feats = []
-        for conv in self.convs:
-            y = nn.functional.leaky_relu(conv(y), SLOPE)
-            feats.append(y)
-        return self.post(y).flatten(1), feats
+        return layers(self.convs, self.post, y)
 
 
 class Discriminators(nn.Module):

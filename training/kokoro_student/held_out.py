@@ -8,8 +8,10 @@ scored on exactly the same audio.
     python -m training.kokoro_student.held_out SHARD.npz [SHARD.npz ...] --model A.onnx --model B.pt [--wavs DIR]
 
 With ``--wavs`` the audio is written too, a folder per model and one for the teacher
-(DIR/0-A, DIR/1-B, DIR/teacher), for ../shared/tools/dnsmos_score.py: a quick look at
-artifacts on unseen units while a run goes on, with no Kokoro run and no Whisper.
+(DIR/0-A, DIR/1-B, DIR/teacher), each with an items.json giving every file's language,
+so that ``../shared/tools/dnsmos_score.py DIR/teacher`` (and each model's folder) prints
+its means per language: a quick look at artifacts on unseen units while a run goes on,
+with no Kokoro run and no Whisper.
 """
 
 from __future__ import annotations
@@ -23,6 +25,21 @@ import torch
 
 from training.kokoro_student.model import Student, dsp_synth, windows
 from training.kokoro_student.train import MelBank, loss_fn
+
+
+def langs(shards: list[Path]) -> list[str]:
+    """Each unit's language, in the order ``units`` gives them."""
+    out = []
+    for path in shards:
+        with np.load(path) as z:
+            out.extend(m["lang"] for m in json.loads(str(z["meta"])))
+    return out
+
+
+def write_items(folder: Path, langs: list[str]) -> None:
+    """dnsmos_score.py's items.json for a folder of NNN.wav: each file's language."""
+    items = [{"lang": lang, "text": "", "wav": str(folder / f"{j:03d}.wav")} for j, lang in enumerate(langs)]
+    (folder / "items.json").write_text(json.dumps(items))
 
 
 def units(shards: list[Path]) -> list[tuple[np.ndarray, ...]]:
@@ -98,8 +115,12 @@ def main() -> None:
     if args.wavs:
         for j, unit in enumerate(data):
             write_wav(args.wavs / "teacher" / f"{j:03d}.wav", unit[3])
+        write_items(args.wavs / "teacher", langs(args.shards))
     for k, path in enumerate(args.model):
-        figures = score(path, data, args.wavs / f"{k}-{path.stem}" if args.wavs else None)
+        folder = args.wavs / f"{k}-{path.stem}" if args.wavs else None
+        figures = score(path, data, folder)
+        if folder is not None:
+            write_items(folder, langs(args.shards))
         print(f"{path}: " + "  ".join(f"{k} {v:.4f}" for k, v in figures.items()))
 
 
