@@ -45,7 +45,7 @@ from rtts.engines.run_pacing import RunCost, paced_run
 from rtts.engines.trim import PAD_S, silence_bounds
 from rtts.g2p import espeak, kokoro_langs
 from rtts.g2p.split import first_words, split_phonemes
-from rtts.g2p.words import Word, front_end_words, spoken, squeeze, with_lexicon, words_of
+from rtts.g2p.words import Word, front_end_words, inside_words, spoken, squeeze, with_lexicon, words_of
 from rtts.host.client import Host, RemoteSession
 from rtts.native import snake_library
 from rtts.text.normalize_en import normalize_en
@@ -570,8 +570,14 @@ class KokoroEngine:
         style = self._style(style_name)
         vocab = self._get_vocab()
         pieces = deque(split_phonemes(phonemes, self.run_tokens(lang, speed)))
+
+        def joined(piece: str, at: int) -> frozenset[int]:
+            # The piece's spaces inside one written word: timed words lose a reading cut there.
+            return frozenset() if words is None else inside_words(words, at, at + len(piece))
+
         if first is not None and pieces:
-            head, rest = first_words(pieces[0], first[1], first[0])
+            start = phonemes.index(pieces[0])
+            head, rest = first_words(pieces[0], first[1], first[0], joined(pieces[0], start))
             if len(rest) >= QUICK_START_MIN_REST:
                 pieces.popleft()
                 pieces.extendleft((rest, head))
@@ -581,14 +587,16 @@ class KokoroEngine:
         paced = lead_s > 0
         while pieces:
             piece = pieces.popleft()
+            at = phonemes.index(piece, at)
             if paced and self._run_s is not None:
                 # Read as each run starts: the thread sets it afresh between runs.
                 most = self._run_cost.tokens_within(lang, self._run_s, speed)
-                piece, rest = paced_run(piece, most, MIN_RUN_TOKENS, lang not in PACED_AT_BREAKS_ONLY)
+                piece, rest = paced_run(
+                    piece, most, MIN_RUN_TOKENS, lang not in PACED_AT_BREAKS_ONLY, joined(piece, at)
+                )
                 if rest:
                     pieces.appendleft(rest)
             paced = True
-            at = phonemes.index(piece, at)
             tokens = [vocab[ch] for ch in piece]
             t0 = time.perf_counter()
             audio, bounds = self._run(tokens, style, speed, lang)

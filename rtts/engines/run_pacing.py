@@ -13,6 +13,7 @@ load the runs are as long as the others' buffers allow, and grow as buffers grow
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass, field
 
 from rtts.g2p.split import BREAKS
@@ -77,10 +78,13 @@ class RunCost:
             sums[i] += v
 
 
-def paced_run(phonemes: str, most: int, shortest: int, words: bool = True) -> tuple[str, str]:
+def paced_run(
+    phonemes: str, most: int, shortest: int, words: bool = True, joined: Container[int] = frozenset()
+) -> tuple[str, str]:
     """``phonemes`` as (this run, the rest): the longest run up to ``most`` symbols that
     ends at a word boundary (preferring one after punctuation; with ``words`` False, only
-    after punctuation), else the shortest such run of at least ``shortest``; the whole
+    after punctuation; never at a space in ``joined``, positions in ``phonemes`` stripped:
+    inside one written word's reading), else the shortest such run of at least ``shortest``; the whole
     when it fits, has no place to cut, or would leave a rest under ``shortest`` (a cut
     costs the phrase its intonation: it must buy time)."""
     text = phonemes.strip()
@@ -90,7 +94,8 @@ def paced_run(phonemes: str, most: int, shortest: int, words: bool = True) -> tu
     # Where a cut leaves at least ``shortest`` on both sides.
     cuts = [
         i for i, ch in enumerate(text)
-        if ch == " " and (words or text[i - 1] in BREAKS) and shortest <= i <= len(text) - shortest - 1
+        if ch == " " and i not in joined and (words or text[i - 1] in BREAKS)
+        and shortest <= i <= len(text) - shortest - 1
     ]  # fmt: skip
     fitting = [i for i in cuts if i <= limit]
     after_breaks = [i for i in fitting if text[i - 1] in BREAKS]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Container
+
 __all__ = ["BREAKS", "first_words", "split_phonemes"]
 
 # A space after one of these is a prosodic break, the best place to cut.
@@ -29,12 +31,12 @@ def split_phonemes(phonemes: str, limit: int) -> list[str]:
     return pieces
 
 
-def _cut_position(text: str, limit: int) -> int:
+def _cut_position(text: str, limit: int, joined: Container[int] = frozenset()) -> int:
     # A space at index ``limit`` still leaves ``limit`` symbols before it.
     window = text[: limit + 1]
     fallback = 0
     for i in range(len(window) - 1, 0, -1):
-        if window[i] != " ":
+        if window[i] != " " or i in joined:
             continue
         if window[i - 1] in BREAKS:
             return i
@@ -43,17 +45,20 @@ def _cut_position(text: str, limit: int) -> int:
     return fallback or limit
 
 
-def first_words(phonemes: str, limit: int, shortest: int = 1) -> tuple[str, str]:
+def first_words(
+    phonemes: str, limit: int, shortest: int = 1, joined: Container[int] = frozenset()
+) -> tuple[str, str]:
     """``phonemes`` as (its first words, the rest), the first ``shortest`` to ``limit`` symbols.
 
-    Cuts only at a space (between words, never inside one), preferring one after
-    punctuation; (``phonemes``, "") when it is short already, or when no space leaves
-    a first part of that length.
+    Cuts only at a space (between words, never inside one) but those in ``joined``
+    (positions in ``phonemes`` stripped: inside one written word's reading), preferring
+    one after punctuation; (``phonemes``, "") when it is short already, or when no space
+    leaves a first part of that length.
     """
     text = phonemes.strip()
     if len(text) <= limit:
         return text, ""
-    cut = _cut_position(text, limit)
+    cut = _cut_position(text, limit, joined)
     if cut >= len(text) or text[cut] != " " or len(text[:cut].rstrip()) < shortest:
         return text, ""
     return text[:cut].rstrip(), text[cut:].lstrip()

@@ -20,8 +20,8 @@ from rtts.text.origins import Origins, aligned
 from rtts.text.written import atoms
 
 __all__ = [
-    "Spoken", "Word", "front_end_words", "kept", "locate", "split_span", "spoken", "squeeze", "with_lexicon", "with_origins",
-    "words_of",
+    "Spoken", "Word", "front_end_words", "inside_words", "kept", "locate", "split_span", "spoken", "squeeze",
+    "with_lexicon", "with_origins", "words_of",
 ]  # fmt: skip
 
 
@@ -198,6 +198,18 @@ def spoken(
         last = max(first, int(ends[max(start, end)]))
         out.append(Spoken(w.text_start, w.text_end, w.said, first, last, w.word))
     return tuple(out)
+
+
+def inside_words(words: Sequence[Word], start: int, end: int) -> frozenset[int]:
+    """The spaces of the phonemes ``start`` … ``end`` that a run must not be cut at, as
+    positions from ``start``: those between two items read for one written word ("$23.50"
+    read "twenty-three dollars and fifty cents"). Word timing gives a written word the
+    items of the run it starts in, so a cut there would lose the rest of its reading."""
+    out = set()
+    for a, b in itertools.pairwise(words):
+        if a.text_end > b.text_start:
+            out.update(p - start for p in range(max(a.end, start), min(b.start, end)))
+    return frozenset(out)
 
 
 def with_lexicon(text: str, piece_words: Callable[[str], tuple[str, list[Word]]]) -> tuple[str, list[Word]]:

@@ -383,7 +383,7 @@ function refresh() {
   });
 }
 
-for (const type of ["status", "state", "utterance", "firstaudio", "end", "stopped", "sounddone", "audiostate"]) {
+for (const type of ["status", "state", "utterance", "start", "firstaudio", "end", "stopped", "sounddone", "audiostate"]) {
   client.addEventListener(type, refresh);
 }
 

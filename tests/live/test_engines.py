@@ -8,6 +8,7 @@ between runs) unless RTTS_TEST_CACHE points elsewhere.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -17,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rtts.engines.base import Engine, EngineError, VoiceInfo
+from rtts.engines.base import Engine, EngineError, Timing, VoiceInfo
 from rtts.engines.kokoro import MAX_TOKENS, KokoroEngine, KokoroPack, StyleFile, assemble_model
 from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES, cached_kokoro_cut, cut_kokoro, drop_pad_frames
 from rtts.engines.kokoro_quant import STATIC
@@ -551,3 +552,22 @@ def test_a_waiting_listener_gets_the_first_words_of_a_mandarin_unit_first(kokoro
     # Japanese is decoded whole either way (its words are morphemes: a cut there was misheard).
     japanese = list(kokoro.synthesize("まもなく一番線に電車がまいります。", registry.get("kokoro/jf_alpha"), "ja", 1.0, lead_s=0.0))
     assert len(japanese) == 1
+
+
+def test_paced_runs_never_cut_one_written_words_reading(kokoro: KokoroEngine, registry: VoiceRegistry) -> None:
+    """A busy inference thread cuts a unit into short runs (issue 32); "$23.50" is read as
+    five words, and a cut among them cost its caption all but "twenty-three" (stop 39's CI)."""
+    text = "The 10:30 train to Boston costs $23.50. Please mind the gap, and have a good trip!"
+    kokoro.limit_run_compute(0.0)  # as short as a run may be: every word boundary is a candidate
+    try:
+        voice = registry.get("kokoro/af_bella")
+        out = list(kokoro.synthesize(text, voice, "en", 1.0, lead_s=5.0, words=True))
+    finally:
+        kokoro.limit_run_compute(None)
+    runs = [c.spoken for c in out if isinstance(c, Timing)]
+    assert len(runs) >= 3  # it was cut, and more than once
+    spans = [{(w.text_start, w.text_end) for w in run} for run in runs]
+    for a, b in itertools.pairwise(spans):
+        assert not any(x[1] > y[0] for x in a for y in b), (a, b)  # no written word in two runs
+    said = [w.said for run in runs for w in run]
+    assert said[said.index("twenty-three") :][:5] == ["twenty-three", "dollars", "and", "fifty", "cents."]

@@ -185,6 +185,7 @@ def test_first_words_cut_only_between_words() -> None:
     assert first_words("aa bb, cc dd", 9) == ("aa bb,", "cc dd")
     assert first_words("xwa→ni↗ŋkwa→ŋli↗n.", 10) == ("xwa→ni↗ŋkwa→ŋli↗n.", "")  # one word: never split
     assert first_words(" short ", 10) == ("short", "")
+    assert first_words("aa bb cc dd", 6, joined={5}) == ("aa", "bb cc dd")  # "bb cc" is one written word's reading
 
 
 @given(st.lists(st.text(alphabet="abəˈɪ↘,", min_size=1, max_size=9), min_size=1, max_size=8), st.integers(1, 20))

@@ -12,6 +12,7 @@ import pytest
 
 from rtts.engines.registry import KINDS
 from rtts.engines.run_pacing import RunCost, paced_run
+from rtts.g2p.words import Word, inside_words
 from rtts.engines.voices import VoiceRegistry
 from rtts.synthesis.inference import RUN_GUARD_S, InferenceWorker, _Entry
 from rtts.synthesis.jobs import Job
@@ -114,3 +115,23 @@ def test_two_clients_with_the_same_utterance_id_are_two_streams(worker: Inferenc
         _queue(worker, Job("u", "hello", voice, "en", 1.0, now + 1, sink=lambda job, event, s=session: None))
     _, load = worker.estimate(Job("u", "hello", voice, "en", 1.0, now + 1))
     assert load == pytest.approx(3 * worker.rtf["toy"])
+
+
+def test_a_paced_run_is_never_cut_inside_one_written_words_reading() -> None:
+    # "costs $23.50." read as six words: the cut after "costs" or after "cents.", never between.
+    text = "ðə tˈɛn θˈɜɹTi tɹˈAn kˈɔsts twˈɛntiθɹˈi dˈɑləɹz ænd fˈɪfti sˈɛnts. plˈiz mˈInd ðə ɡˈæp"
+    words = [
+        Word(0, 3, "The", 0, 2), Word(4, 9, "ten", 3, 7), Word(4, 9, "thirty", 8, 14), Word(10, 15, "train", 15, 20),
+        Word(16, 21, "costs", 21, 27), Word(22, 28, "twenty-three", 28, 39), Word(22, 28, "dollars", 40, 47),
+        Word(22, 28, "and", 48, 51), Word(22, 28, "fifty", 52, 58), Word(22, 29, "cents.", 59, 65),
+        Word(30, 36, "Please", 67, 72),
+    ]  # fmt: skip
+    joined = inside_words(words, 0, len(text))
+    assert sorted(joined) == [7, 39, 47, 51, 58]  # ten|thirty and the four inside the money
+    for most in range(0, len(text)):
+        head, rest = paced_run(text, most, 6, True, joined)
+        assert f"{head} {rest}".strip() == text
+        assert len(head) not in joined
+    assert paced_run(text, 45, 6, True, joined)[0].endswith("kˈɔsts")  # not "twˈɛntiθɹˈi"
+    # Positions are from ``start``: a piece later in the unit.
+    assert inside_words(words, 28, 66) == frozenset({11, 19, 23, 30})
