@@ -80,6 +80,18 @@ class Metrics:
         prom.Gauge("rtts_queue_depth", "jobs waiting for the inference thread", registry=r).set_function(
             lambda: service.worker.queue_depth
         )
+        # What the inference thread can carry, by this box's measurements (issue 32).
+        worker, max_load = service.worker, service.config.admission_max_load
+        rtf = prom.Gauge("rtts_engine_rtf", "the inference thread's running estimate of an engine's compute "
+                         "seconds per second of audio, on this box", ["engine"], registry=r)
+        streams = prom.Gauge("rtts_capacity_streams", "streams of an engine the inference thread keeps playing at "
+                             "once within --admission-max-load, by its measured RTF", ["engine"], registry=r)
+        for engine in worker.rtf:
+            rtf.labels(engine).set_function(lambda e=engine: worker.rtf[e])
+            streams.labels(engine).set_function(lambda e=engine: worker.streams(e, max_load))
+        prom.Gauge("rtts_inference_load", "the streams with work on the inference thread, their RTFs summed "
+                   "(1: its whole time; new utterances are late above --admission-max-load)",
+                   registry=r).set_function(worker.load)
         prom.Gauge("rtts_models_loaded", "models loaded in memory", registry=r).set_function(
             lambda: sum(1 for e in service.registry.engines.values() if e.loaded)
         )

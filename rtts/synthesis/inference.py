@@ -43,6 +43,7 @@ from __future__ import annotations
 import gc
 import heapq
 import logging
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -250,20 +251,15 @@ class InferenceWorker:
         engine = self._registry.engines.get(voice.model)
         if engine is not None and not engine.loaded:
             wait += self.load_s.get(voice.engine, 2.0)
-        with self._cond:
-            entries = [e for e in self._heap if e.job is not None and not e.job.cancelled]
-            current = self._current_entry
-        # By utterance and the session it is for (its sink): ids are the clients' own and
-        # two clients may both send "u1".
-        busy: dict[tuple[str, object], VoiceInfo] = {}
+        entries, current = self._live()
+        busy = self._busy(entries, current)
         for entry in entries:
             assert entry.job is not None
-            busy[(entry.job.utterance, entry.job.sink)] = entry.job.voice
             if entry.deadline <= deadline:
                 wait += max(0.0, self._cost(entry.job) - entry.compute_s)
-        if current is not None and current.job is not None and not current.job.cancelled:
+        if current is not None:
+            assert current.job is not None
             job = current.job
-            busy[(job.utterance, job.sink)] = job.voice
             remaining = max(0.0, self._cost(job) - current.compute_s - (now - self._current_since))
             # A job of an engine that streams inside a unit yields after its current piece;
             # any other runs its unit to the end.
@@ -275,6 +271,43 @@ class InferenceWorker:
             # no --admission-max-load makes it late.
             load = 0.0
         return wait, load
+
+    def capacity(self, max_load: float) -> dict[str, object]:
+        """What the thread can carry by this box's measurements (issue 32), for /readyz: per
+        engine its real-time factor and ``streams``; ``load`` now."""
+        engines = {name: {"rtf": round(rtf, 4), "streams": self.streams(name, max_load)}
+                   for name, rtf in sorted(self.rtf.items())}
+        return {"max_load": max_load, "load": round(self.load(), 4), "engines": engines}
+
+    def streams(self, engine: str, max_load: float) -> int:
+        """Streams of ``engine`` the thread keeps playing at once within ``max_load`` (the
+        admission bound, ``--admission-max-load``) at its real-time factor (compute seconds
+        per second of audio, learned as units run); one at least: a stream alone is never
+        late by load."""
+        return max(1, math.floor(max_load / max(self.rtf.get(engine, 1.0), 1e-3)))
+
+    def load(self) -> float:
+        """The streams with work on the thread now, their real-time factors summed."""
+        return sum(self._rtf(v) for v in self._busy(*self._live()).values())
+
+    def _live(self) -> tuple[list[_Entry], _Entry | None]:
+        """The queued entries with a job still wanted, and the running one (None: none)."""
+        with self._cond:
+            entries = [e for e in self._heap if e.job is not None and not e.job.cancelled]
+            current = self._current_entry
+        if current is None or current.job is None or current.job.cancelled:
+            current = None
+        return entries, current
+
+    @staticmethod
+    def _busy(entries: list[_Entry], current: _Entry | None) -> dict[tuple[str, object], VoiceInfo]:
+        """The utterances with work on the thread, and their voices. By utterance and the
+        session it is for (its sink): ids are the clients' own and two may both send "u1"."""
+        busy = {}
+        for entry in [*entries, *([current] if current is not None else [])]:
+            assert entry.job is not None
+            busy[(entry.job.utterance, entry.job.sink)] = entry.job.voice
+        return busy
 
     def _rtf(self, voice: VoiceInfo) -> float:
         return self.rtf.get(voice.engine, 1.0)

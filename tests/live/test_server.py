@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import re
 import time
 import urllib.error
@@ -264,6 +265,28 @@ def test_metrics_count_what_happened(server: ServerThread, client: Client):
     rss = re.search(r"^rtts_inference_process_resident_bytes (\S+)$", text, re.M)
     assert rss is not None and float(rss.group(1)) > 50 * 2**20
     assert re.search(r"^rtts_inference_process_starts_total [1-9]", text, re.M)
+
+
+
+def test_the_box_says_what_it_can_carry(server: ServerThread, client: Client):
+    """Issue 32: /metrics and /readyz give each engine's measured RTF and the streams of it
+    the inference thread carries within --admission-max-load, from what ran on this box."""
+    client.send(type="speak", id="c", text="Measure me, a sentence long enough to say a rate.", voice=PIPER)
+    client.utterance("c")
+    text = fetch(server.http + "/metrics")[2].decode()
+    metric = {m.group(1): float(m.group(2))
+              for m in re.finditer(r'^(rtts_(?:engine_rtf|capacity_streams)\{engine="piper"\}) (\S+)$', text, re.M)}
+    rtf, streams = metric['rtts_engine_rtf{engine="piper"}'], metric['rtts_capacity_streams{engine="piper"}']
+    worker, max_load = server.service.worker, server.config.admission_max_load
+    assert 0 < rtf < 1 and rtf == pytest.approx(worker.rtf["piper"], rel=0.05)  # measured: joe-medium is ~0.05-0.2
+    assert streams == max(1, math.floor(max_load / rtf))
+    status, _, body = fetch(server.http + "/readyz")
+    capacity = json.loads(body)["capacity"]
+    assert status == 200 and capacity["max_load"] == max_load
+    assert capacity["engines"]["piper"]["streams"] == worker.streams("piper", max_load)
+    assert set(capacity["engines"]) == set(worker.rtf) >= {"piper", "kokoro"}
+    assert capacity["load"] == 0  # nothing is being made now
+    assert re.search(r"^rtts_inference_load 0\.0$", text, re.M)
 
 
 def test_token_is_required_when_set(tmp_path):
