@@ -213,6 +213,9 @@ class Ready:
     # The shared clock announcements are timed on (an extension of v1, "Playing in step"):
     # {"source": "host" | "bus", "max_lead_ms": the most play_at is ever set ahead}.
     clock: dict[str, Any] | None = None
+    # Streams of each engine the inference thread carries at once by this box's measurements
+    # (an extension of v1, issue 32): {"kokoro": 3, "piper": 10, ...}; /readyz's capacity.
+    capacity: dict[str, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -411,6 +411,10 @@ class _CatalogView:
             worker.preload(job.voice.model, lang=job.lang)
         return worker.estimate(job)
 
+    def capacity(self) -> dict[str, int]:
+        worker, max_load = self._service.worker, self._service.config.admission_max_load
+        return {engine: worker.streams(engine, max_load) for engine in sorted(worker.rtf)}
+
 
 class _LiveCounter:
     """A Prometheus counter whose value is read from elsewhere at scrape time."""

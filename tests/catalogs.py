@@ -37,3 +37,6 @@ class FixedCatalog:
 
     def estimate(self, job: Job) -> tuple[float, float]:
         return 0.0, 0.0  # an idle inference thread
+
+    def capacity(self) -> dict[str, int]:
+        return {name: 1 for name in sorted({v.engine for v in self.voices.values()})}

@@ -61,6 +61,11 @@ class Catalog(TypingProtocol):
         ``InferenceWorker.estimate``."""
         ...
 
+    def capacity(self) -> dict[str, int]:
+        """Streams of each engine the inference thread carries at once within the admission
+        bound, by this box's measurements; ``InferenceWorker.streams``."""
+        ...
+
 
 # The longest pause job (ms): a <break> is sent as silence jobs of at most this length,
 # so a client that is behind holds back the rest like it holds back speech.
@@ -334,6 +339,7 @@ class Session:
             limits=self._config.limits,
             formats=[f for f in protocol.FORMATS if f != "opus" or codecs.available("opus")],
             clock={"source": self._config.shared_clock, "max_lead_ms": round(self._config.sync_max_lead * 1000)},
+            capacity=self._catalog.capacity(),
         )
 
     # ------------------------------------------------------------ utterances

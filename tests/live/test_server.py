@@ -287,6 +287,9 @@ def test_the_box_says_what_it_can_carry(server: ServerThread, client: Client):
     assert set(capacity["engines"]) == set(worker.rtf) >= {"piper", "kokoro"}
     assert capacity["load"] == 0  # nothing is being made now
     assert re.search(r"^rtts_inference_load 0\.0$", text, re.M)
+    client.send(type="hello", v=1)  # a ready as of now
+    ready = client.recv()
+    assert isinstance(ready, protocol.Ready) and ready.capacity == {e: worker.streams(e, max_load) for e in worker.rtf}
 
 
 def test_token_is_required_when_set(tmp_path):
