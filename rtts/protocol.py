@@ -236,6 +236,11 @@ class Start:
     # seconds, on the shared clock, at which its sample at pts 0 is heard; the same on every
     # instance. The sample at ``pts`` p is heard at ``play_at + p / sample_rate``.
     play_at: float | None = None
+    # True: the server has no room for another stream now (its load is over
+    # --admission-max-load) and this one waits until a stream ends (an extension of v1,
+    # issue 32): its first audio comes later than ``expected_wait_ms``, which counts only
+    # the work already queued. Absent: it is being made now.
+    queued: bool | None = None
 
 
 @dataclass(frozen=True)

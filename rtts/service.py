@@ -92,6 +92,8 @@ class Metrics:
         prom.Gauge("rtts_inference_load", "the streams with work on the inference thread, their RTFs summed "
                    "(1: its whole time; new utterances are late above --admission-max-load)",
                    registry=r).set_function(worker.load)
+        prom.Gauge("rtts_streams_waiting", "streams waiting for room on the inference thread (start.queued)",
+                   registry=r).set_function(lambda: worker.waiting)
         prom.Gauge("rtts_models_loaded", "models loaded in memory", registry=r).set_function(
             lambda: sum(1 for e in service.registry.engines.values() if e.loaded)
         )

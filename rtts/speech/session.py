@@ -499,12 +499,19 @@ class Session:
             # An announcement is never refused: its synthesis is shared, and it was queued on its channel.
             if late and self._config.admission != "queue" and utt.announcement is None:
                 return self._refuse(utt, wait, load)
+            # No room on the thread: this stream waits for one to end rather than start at
+            # the cost of every stream there (issue 32). An announcement is never held: its
+            # kiosks play it at one time.
+            queued = load > self._config.admission_max_load and utt.announcement is None
+            if queued:
+                job.room = self._config.admission_max_load
             utt.started = True
             utt.first_job = now
             utt.track = Track(utt.out.sample_rate, utt.out.frame_ms, utt.out.format)
-            start = self._start(utt, voice.id, expected_wait_ms=round(wait * 1000))
+            start = self._start(utt, voice.id, expected_wait_ms=round(wait * 1000), queued=queued or None)
             effects.append(Send(start))
         utt.parts.popleft()
+        job.last = not utt.parts and not utt.units and utt.buffer is None
         utt.job = job
         utt.job_part = part
         utt.part_started = False
@@ -620,10 +627,12 @@ class Session:
             effects.extend(self._cancel(utt))
         return effects
 
-    def _start(self, utt: Utterance, voice: str, expected_wait_ms: int | None = None) -> protocol.Start:
+    def _start(
+        self, utt: Utterance, voice: str, expected_wait_ms: int | None = None, queued: bool | None = None
+    ) -> protocol.Start:
         ann = utt.announcement
         if ann is None:
-            return protocol.Start(utt.id, voice, utt.out.sample_rate, utt.out.format, expected_wait_ms)
+            return protocol.Start(utt.id, voice, utt.out.sample_rate, utt.out.format, expected_wait_ms, queued=queued)
         return protocol.Start(
             utt.id, voice, utt.out.sample_rate, utt.out.format, expected_wait_ms,
             channel=ann.channel, text=ann.text, priority=ann.priority, play_at=ann.play_at,

@@ -92,6 +92,10 @@ CHILD_BASE_MB = 20.0
 # A job that needs the inference process restarted waits this long (s) behind jobs
 # suspended between their chunks, whose state lives in that process.
 MEMORY_WAIT_S = 0.05
+# A stream whose job has just ended still counts as on the thread this long: its next
+# unit comes back from the event loop a moment later, and a stream waiting for room
+# must not take that moment for room (issue 32).
+STREAM_GAP_S = 1.0
 
 
 def can_yield(slack_s: float, ahead_s: list[float], own_next_s: float, guard_s: float = YIELD_GUARD_S) -> bool:
@@ -125,13 +129,14 @@ class InferenceWorker:
         budget_bytes: int | None = None,
         server_rss: Callable[[], int] = memory.anonymous_bytes,
         server_pending: Callable[[], int] = lambda: 0,
+        stream_gap_s: float = STREAM_GAP_S,
     ):
         """``host``: the inference process the engines use, ended when the last model is
         unloaded (``Host.release``). ``budget_bytes``: the anonymous memory the server
         (``server_rss``: its own, without the response bodies it holds for clients) and
         the inference process together may hold; None: no budget. ``server_pending``:
         what admitted response bodies are still about to take in the server
-        (``memory.WholeBodies``), counted as taken."""
+        (``memory.WholeBodies``), counted as taken. ``stream_gap_s``: STREAM_GAP_S."""
         self._registry = registry
         self._post = post
         self._host = host
@@ -167,6 +172,11 @@ class InferenceWorker:
         self._current_entry: _Entry | None = None
         self._current_since = 0.0
         self._heap: list[_Entry] = []
+        # Streams' first jobs waiting for room (Job.room), first come first served, and
+        # when each stream's latest job ended (the streams between two of their units).
+        self._waiting: list[Job] = []
+        self._gap_s = stream_gap_s
+        self._ended: dict[tuple[str, object], tuple[VoiceInfo, float]] = {}
         self._cond = threading.Condition()
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="rtts-inference", daemon=True)
@@ -197,6 +207,8 @@ class InferenceWorker:
             for entry in self._heap:
                 if entry.job is not None:
                     entry.job.cancelled = True
+            for job in self._waiting:
+                job.cancelled = True
             self._cond.notify()
         self._thread.join(timeout)
 
@@ -210,8 +222,25 @@ class InferenceWorker:
                 self._replay(job, cached)
                 return
         with self._cond:
-            heapq.heappush(self._heap, _Entry(job.deadline, job.seq, job))
+            if job.room is not None:
+                self._waiting.append(job)
+                self._admit()
+            else:
+                heapq.heappush(self._heap, _Entry(job.deadline, job.seq, job))
             self._cond.notify()
+
+    def _admit(self) -> None:
+        """Streams waiting for room go to the thread, first come first, while there is
+        room for the next one: the load of the streams there with its own at most its
+        ``room``, or none there. Called with the lock held."""
+        self._waiting = [j for j in self._waiting if not j.cancelled]
+        while self._waiting:
+            job = self._waiting[0]
+            busy = self._busy_locked()
+            if busy and sum(map(self._rtf, busy.values())) + self._rtf(job.voice) > (job.room or 0.0):
+                return
+            self._waiting.pop(0)
+            heapq.heappush(self._heap, _Entry(job.deadline, job.seq, job))
 
     def _replay(self, job: Job, chunks: tuple[np.ndarray | Timing, ...]) -> None:
         """Answer a job from the phrase cache, on the event loop, without queueing."""
@@ -274,10 +303,11 @@ class InferenceWorker:
 
     def capacity(self, max_load: float) -> dict[str, object]:
         """What the thread can carry by this box's measurements (issue 32), for /readyz: per
-        engine its real-time factor and ``streams``; ``load`` now."""
+        engine its real-time factor and ``streams``; ``load`` now and the streams ``waiting``
+        for room."""
         engines = {name: {"rtf": round(rtf, 4), "streams": self.streams(name, max_load)}
                    for name, rtf in sorted(self.rtf.items())}
-        return {"max_load": max_load, "load": round(self.load(), 4), "engines": engines}
+        return {"max_load": max_load, "load": round(self.load(), 4), "waiting": self.waiting, "engines": engines}
 
     def streams(self, engine: str, max_load: float) -> int:
         """Streams of ``engine`` the thread keeps playing at once within ``max_load`` (the
@@ -293,21 +323,30 @@ class InferenceWorker:
     def _live(self) -> tuple[list[_Entry], _Entry | None]:
         """The queued entries with a job still wanted, and the running one (None: none)."""
         with self._cond:
-            entries = [e for e in self._heap if e.job is not None and not e.job.cancelled]
-            current = self._current_entry
+            return self._live_locked()
+
+    def _live_locked(self) -> tuple[list[_Entry], _Entry | None]:
+        entries = [e for e in self._heap if e.job is not None and not e.job.cancelled]
+        current = self._current_entry
         if current is None or current.job is None or current.job.cancelled:
             current = None
         return entries, current
 
-    @staticmethod
-    def _busy(entries: list[_Entry], current: _Entry | None) -> dict[tuple[str, object], VoiceInfo]:
-        """The utterances with work on the thread, and their voices. By utterance and the
-        session it is for (its sink): ids are the clients' own and two may both send "u1"."""
-        busy = {}
+    def _busy(self, entries: list[_Entry], current: _Entry | None) -> dict[tuple[str, object], VoiceInfo]:
+        """The streams on the thread, and their voices: those with a job queued or running,
+        and those whose job ended less than STREAM_GAP_S ago (their next unit is on its
+        way). By utterance and the session it is for (its sink): ids are the clients' own
+        and two may both send "u1"."""
+        now = time.monotonic()
+        with self._cond:
+            busy = {key: voice for key, (voice, ended) in self._ended.items() if now - ended < self._gap_s}
         for entry in [*entries, *([current] if current is not None else [])]:
             assert entry.job is not None
             busy[(entry.job.utterance, entry.job.sink)] = entry.job.voice
         return busy
+
+    def _busy_locked(self) -> dict[tuple[str, object], VoiceInfo]:
+        return self._busy(*self._live_locked())
 
     def _rtf(self, voice: VoiceInfo) -> float:
         return self.rtf.get(voice.engine, 1.0)
@@ -430,6 +469,12 @@ class InferenceWorker:
         with self._cond:
             return sum(1 for e in self._heap if e.job is not None and not e.job.cancelled)
 
+    @property
+    def waiting(self) -> int:
+        """Streams waiting for room (``Job.room``)."""
+        with self._cond:
+            return sum(1 for j in self._waiting if not j.cancelled)
+
     # ------------------------------------------------------------ thread side
 
     def _control(self, action: Callable[[], None], deadline: float = float("-inf")) -> None:
@@ -442,11 +487,15 @@ class InferenceWorker:
 
     def _next(self) -> _Entry | None:
         with self._cond:
+            self._admit()
             while not self._heap and not self._stopping:
                 self.idle = True
-                self._cond.wait(timeout=5.0)
+                # A stream waiting for room is looked at again once the gap after the
+                # last job has passed (that stream may have ended).
+                self._cond.wait(timeout=self._gap_s / 4 if self._waiting else 5.0)
                 self.idle = False
                 self.last_progress = time.monotonic()
+                self._admit()
             if self._stopping:
                 return None
             return heapq.heappop(self._heap)
@@ -461,8 +510,23 @@ class InferenceWorker:
                     self._run_job(entry)
             except Exception:  # the thread must survive anything a model does
                 log.exception("inference thread: unexpected failure")
+            if entry.job is not None:
+                self._ended_job(entry.job)
             self.parts = self._resident_mb()
             self.last_progress = time.monotonic()
+
+    def _ended_job(self, job: Job) -> None:
+        """A job is off the thread (done, failed, or back on the heap between chunks, where
+        it counts anyway): its stream still counts as there for STREAM_GAP_S, unless it was
+        its utterance's last or was cancelled; older ends are forgotten."""
+        now = time.monotonic()
+        with self._cond:
+            self._ended = {k: v for k, v in self._ended.items() if now - v[1] < self._gap_s}
+            key = (job.utterance, job.sink)
+            if job.last or job.cancelled:
+                self._ended.pop(key, None)
+            else:
+                self._ended[key] = (job.voice, now)
 
     def _load(self, model: str) -> None:
         engine = self._registry.engines[model]

@@ -69,6 +69,13 @@ class Job:
     shared: tuple[str, int] | None = None
     # The client asked for word timing: the engine also reports ``JobWords``.
     words: bool = False
+    # A stream's first job that waits for room (issue 32, ``--admission queue``): it goes to
+    # the thread only once the load of the streams there, with its own, is at most this
+    # (or it would be alone). None: it goes at once.
+    room: float | None = None
+    # Nothing of its utterance follows (its text is complete and this is its last part):
+    # once it ends, its stream is off the thread at once, not STREAM_GAP_S later.
+    last: bool = False
     # Written by the event loop, read by the inference thread between chunks; a plain
     # bool is enough because it only ever goes False → True.
     cancelled: bool = False

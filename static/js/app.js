@@ -371,7 +371,8 @@ function refresh() {
     $("f-ttfa").textContent = ms(rec.ttfaMs);
     $("f-sound").textContent = ms(rec.firstSoundMs);
     $("f-sttfa").textContent = ms(rec.serverTtfaMs);
-    $("f-wait").textContent = ms(rec.expectedWaitMs);
+    // A stream the server had no room for waits until one ends: say so, not just the estimate.
+    $("f-wait").textContent = ms(rec.expectedWaitMs) + (rec.queued && !rec.sent ? " · waiting for room" : "");
     // Played of what came from the server, as the history's Played column says once
     // the sound is over (the worklet's `received`, counted at `end`, trails its messages).
     $("f-samples").textContent = rec.sent ? `${rec.played} of ${rec.sent} (${percent(rec.played, rec.sent)})` : "—";

@@ -270,6 +270,7 @@ export class RttsClient extends EventTarget {
               (err) => this._onOpusError(rec, err));
           }
           rec.expectedWaitMs = msg.expected_wait_ms ?? null;
+          rec.queued = msg.queued === true; // waiting for room on the server (issue 32)
           if (rec.playAt === null && this._timed(msg)) {
             // Before any of its audio: the worklet plays a chunk as it comes unless it
             // knows the chunk's utterance has a time.

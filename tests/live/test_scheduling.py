@@ -3,6 +3,7 @@ cache (its pure side is tests/unit/test_admission.py)."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -234,3 +235,41 @@ def test_kokoro_runs_are_as_long_as_the_other_listeners_allow(worker: InferenceW
     assert other[0] < paced[-1] or worker.held_on > held, (paced, other, worker.held_on - held)
     whole = sum(len(e.samples) for _, n, e in worker.events if n == "paced" and isinstance(e, JobAudio))  # type: ignore[attr-defined]
     assert whole / 24000 > 4.0  # every word of it, in pieces
+
+
+@pytest.mark.slow
+def test_a_stream_past_the_load_waits_for_room_and_then_speaks(tmp_path: Path) -> None:
+    """Issue 32: with no room on the thread (the load over --admission-max-load), a new
+    stream is not started at the others' cost: its start says `queued`, /readyz counts it
+    waiting, and it is made once the stream there has ended; within the load nothing waits."""
+    text = " ".join(["The morning train to Boston leaves from platform four at ten thirty."] * 6)
+    config = make_config(tmp_path, admission_max_load=0.01, default_voice=PIPER)
+    with ServerThread(config) as srv, Client(srv.url) as a, Client(srv.url) as b:
+        a.recv(), b.recv()
+        a.send(type="speak", id="warm", text="Hello.")
+        a.utterance("warm")  # the model is in memory and its rate measured
+        a.send(type="speak", id="long", text=text)
+        assert isinstance(a.recv(), protocol.Start)
+        b.send(type="speak", id="late", text="Doors closing.")
+        start = b.recv()
+        assert isinstance(start, protocol.Start) and start.queued is True
+        seen_waiting = False
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and srv.service.worker.waiting:
+            seen_waiting = seen_waiting or json.loads(fetch(srv.http + "/readyz")[2])["capacity"]["waiting"] == 1
+            time.sleep(0.02)
+        assert seen_waiting
+        late = b.utterance("late")
+        long = a.utterance("long")
+        assert isinstance(late[-1], protocol.End) and late[-1].reason == "done"
+        assert isinstance(long[-1], protocol.End) and long[-1].reason == "done"
+        # It waited for the long one's synthesis: its first audio came after most of it.
+        assert late[-1].stats["ttfa_ms"] > 0.5 * long[-1].stats["audio_ms"] * long[-1].stats["rtf"]
+    with ServerThread(make_config(tmp_path, default_voice=PIPER)) as srv, Client(srv.url) as a, Client(srv.url) as b:
+        a.recv(), b.recv()
+        a.send(type="speak", id="long", text=text)
+        assert isinstance(a.recv(), protocol.Start)
+        b.send(type="speak", id="next", text="Doors closing.")
+        start = b.recv()
+        assert isinstance(start, protocol.Start) and start.queued is None  # two Piper streams: within the load
+        b.utterance("next"), a.utterance("long")

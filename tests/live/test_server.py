@@ -285,7 +285,7 @@ def test_the_box_says_what_it_can_carry(server: ServerThread, client: Client):
     assert status == 200 and capacity["max_load"] == max_load
     assert capacity["engines"]["piper"]["streams"] == worker.streams("piper", max_load)
     assert set(capacity["engines"]) == set(worker.rtf) >= {"piper", "kokoro"}
-    assert capacity["load"] == 0  # nothing is being made now
+    assert capacity["load"] == 0 and capacity["waiting"] == 0  # nothing is being made now
     assert re.search(r"^rtts_inference_load 0\.0$", text, re.M)
     client.send(type="hello", v=1)  # a ready as of now
     ready = client.recv()

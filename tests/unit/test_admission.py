@@ -82,7 +82,14 @@ def test_start_carries_the_expected_wait() -> None:
 @pytest.mark.parametrize(("wait", "load"), [(5.0, 0.5), (0.1, 1.4)])
 def test_queue_policy_accepts_a_late_utterance(wait: float, load: float) -> None:
     effects = _speak(_session(BusyCatalog(wait, load), admission="queue"))
-    assert any(isinstance(e, Submit) for e in effects)
+    jobs = [e.job for e in effects if isinstance(e, Submit)]
+    start = next(e.message for e in effects if isinstance(e, Send) and isinstance(e.message, protocol.Start))
+    # Late by its wait alone: it starts at once. Over the load: it waits for room on the
+    # thread (issue 32), and its start says so.
+    over = load > 1.0
+    assert len(jobs) == 1 and jobs[0].room == (1.0 if over else None)
+    assert start.queued is (True if over else None)
+    assert protocol.decode_server(protocol.encode(start)) == start
 
 
 @pytest.mark.parametrize(("wait", "load"), [(5.0, 0.5), (0.1, 1.4)])

@@ -4,6 +4,7 @@ costed and warmed without any other module knowing its name."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -122,3 +123,56 @@ def test_an_error_in_control_work_reaches_its_caller(tmp_path: Path) -> None:
     assert done.wait(10)
     worker.stop()
     assert len(errors) == 1 and isinstance(errors[0], RuntimeError) and str(errors[0]) == "the model file is gone"
+
+
+def test_a_stream_without_room_waits_until_one_ends(tmp_path: Path) -> None:
+    """Issue 32: a stream's first job with ``room`` goes to the thread only while the load
+    of the streams there, its own with them, is within it; the others are served meanwhile,
+    and a stream between two of its units (its next job on its way) still counts."""
+    (tmp_path / "a.toy").write_text("")
+    registry = VoiceRegistry.discover(tmp_path, tmp_path, 1, default_voice="toy/a", kinds=(*KINDS, ToyKind()))
+    gap = 3.0  # longer than the module's: "still waits" must hold on a loaded box
+    worker = InferenceWorker(registry, lambda callback: callback(), host=registry.host, stream_gap_s=gap)
+    voice = registry.get("toy/a")
+    worker.rtf["toy"] = 0.4  # two streams fit in a load of 1.0, not three
+    order: list[str] = []
+    done = {name: threading.Event() for name in ("a", "b", "c", "a2")}
+
+    def job(name: str, room: float | None = None, last: bool = False) -> Job:
+        j = Job(name.rstrip("2"), "hello", voice, "en", 1.0, 0.0, room=room, last=last)
+        j.sink = lambda job, event: (order.append(name), done[name].set()) if type(event).__name__ == "JobDone" else None
+        return j
+
+    worker.submit(job("a"))
+    worker.submit(job("b"))
+    waiting = job("c", room=1.0)
+    worker.submit(waiting)  # a and b are queued: 0.4 + 0.4 + 0.4 > 1.0
+    assert worker.waiting == 1 and worker.queue_depth == 2
+    worker.start()
+    try:
+        assert done["a"].wait(10) and done["b"].wait(10)
+        # a and b ended a moment ago: their next units may be on their way, so c still waits.
+        assert not done["c"].wait(0.3) and worker.waiting == 1
+        worker.submit(job("a2"))  # a's next unit: a stream goes on, c waits on
+        assert done["a2"].wait(10)
+        assert not done["c"].wait(0.3)
+        # Then nothing more comes from b: after the gap it has room (a alone: 0.8 <= 1.0).
+        assert done["c"].wait(10 * gap)
+        assert order == ["a", "b", "a2", "c"] and worker.waiting == 0
+        # A stream's last unit takes it off the thread as soon as it ends: no gap.
+        done["d"], done["e"] = threading.Event(), threading.Event()
+        time.sleep(gap)  # c's gap is over
+        worker.submit(job("d", last=True))
+        assert done["d"].wait(10)
+        worker.submit(job("e", room=0.5))  # d + e would be 0.8: but d is over
+        assert done["e"].wait(gap / 2)
+        # A cancelled waiting stream is forgotten, never run.
+        gone = job("c", room=0.1)
+        worker.submit(job("b"))
+        worker.submit(gone)
+        worker.drop(gone)
+        assert worker.waiting == 0
+    finally:
+        worker.stop()
+        if registry.host is not None:
+            registry.host.stop()
