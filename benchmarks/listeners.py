@@ -9,8 +9,8 @@ it in real time from its own first frame (``latency.Stream``: an underrun is a f
 arrives more than 5 ms after the audio before it ran out). A stream the server refuses
 (``error busy``, with ``--admission refuse``) counts as refused, not as a gap; one it
 queues says so in ``start.expected_wait_ms``. Per (path, N), over ``--repeats`` rounds:
-streams that underran / admitted, total gap, first audio p50/p95, refused, queued (an
-expected wait above 0.3 s), the RTF of the admitted streams (``end.stats.rtf``) summed —
+streams that underran / admitted, total gap, first audio p50/p95, refused, queued
+(``start.queued``: held back for room, or an expected wait above 0.3 s), the RTF of the admitted streams (``end.stats.rtf``) summed —
 what share of the box's compute the load took — and the largest N with no gap in any
 round.
 
@@ -61,6 +61,7 @@ PATHS = {
 class Listener:
     stream: latency.Stream = field(default_factory=latency.Stream)
     expected_s: float = 0.0
+    queued: bool = False  # start.queued: the server held it back for room (issue 32)
     refused: bool = False
 
 
@@ -76,6 +77,7 @@ async def listen(ws, text: str, voice: str | None) -> Listener:  # type: ignore[
         kind = msg["type"]
         if kind == "start":
             got.expected_s = (msg.get("expected_wait_ms") or 0) / 1000
+            got.queued = msg.get("queued") is True
         elif kind == "audio":
             got.stream.frame(time.perf_counter(), len(msg["data"]) / 2 / latency.RATE)
         elif kind == "error":
@@ -113,7 +115,7 @@ def summary(rounds: list[list[Listener]]) -> dict:
         "gap_s": sum(x.stream.gap_s for x in admitted),
         "ttfa": [x.stream.ttfa for x in admitted if x.stream.first is not None],
         "refused": sum(1 for r in rounds for x in r if x.refused),
-        "queued": sum(1 for x in admitted if x.expected_s > QUEUED_S),
+        "queued": sum(1 for x in admitted if x.queued or x.expected_s > QUEUED_S),
         # The load each round put on the box: the admitted streams' RTFs summed, median over rounds.
         "load": statistics.median(
             sum(x.stream.stats.get("rtf", 0.0) for x in r if not x.refused) for r in rounds
