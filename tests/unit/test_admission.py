@@ -137,3 +137,20 @@ def test_a_job_yields_only_with_enough_audio_in_hand() -> None:
     # Seven newcomers' first chunks (50 ms each) outlast a first window of 116 ms.
     assert not can_yield(0.116, [0.05] * 7, 0.02)
     assert can_yield(1.0, [0.05] * 7, 0.1)
+
+
+def test_a_streams_last_unit_is_marked_and_an_open_append_never_is() -> None:
+    """The worker takes a stream off the thread as its last unit ends (``Job.last``), and
+    counts it there for a moment after any other (its next unit is on its way)."""
+    from rtts.synthesis.jobs import JobDone
+
+    session = _session(BusyCatalog(0.0, 0.2))
+    jobs = [e.job for e in _speak(session) if isinstance(e, Submit)]  # "Hello there. Again."
+    assert [j.last for j in jobs] == [False]
+    jobs += [e.job for e in session.job_event(jobs[0], JobDone(0.01)) if isinstance(e, Submit)]
+    assert [(j.text, j.last) for j in jobs] == [("Hello there.", False), ("Again.", True)]
+    # Text still coming (append, no flush): no unit is its last.
+    streaming = _session(BusyCatalog(0.0, 0.2))
+    effects = streaming.receive(msgpack.packb({"type": "append", "id": "llm", "text": "First sentence. Then more"}))
+    appended = [e.job for e in effects if isinstance(e, Submit)]
+    assert [(j.text, j.last) for j in appended] == [("First sentence.", False)]
