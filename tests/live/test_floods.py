@@ -129,9 +129,16 @@ def test_a_message_flood_is_rate_limited_and_costs_others_nothing(srv: RttsProce
     assert sent > 100 * len(blob) // 64  # a real flood: thousands of messages offered
     worst_http, worst_ws = max(prober.healthz), max(prober.pings)
     assert worst_http < WORST_S and worst_ws < WORST_S, (worst_http, worst_ws)
-    # Told once, then dropped, then closed with 1008 once it owed a whole burst (64).
+    # Told, then dropped, then closed with 1008 once it owed a whole burst (64). On a loaded
+    # box the server reads the flood slower than the rate, so the bucket refills between
+    # reads and a few more messages are taken (CI's full suite: a cancel whose speak had been
+    # dropped, answered unknown_id, and the warning again): the rate is the server's pace
+    # of reading, which is what it protects.
     errors = [m for m in messages if isinstance(m, protocol.Error)]
-    assert [e.code for e in errors] == ["rate_limited", "rate_limited"], errors
+    codes = [e.code for e in errors]
+    assert codes[0] == "rate_limited" and codes[-1] == "rate_limited" and len(codes) >= 2, errors
+    assert errors[-1].message.endswith("closing"), errors
+    assert set(codes) <= {"rate_limited", "unknown_id"} and ("unknown_id" not in codes or kind != "ping"), errors
     assert code == protocol.CloseCode.POLICY
     assert len(messages) < 200  # the burst's answers, not the flood's
     # What was queued for the client that never read stayed small.
