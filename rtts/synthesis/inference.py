@@ -236,8 +236,8 @@ class InferenceWorker:
         self._waiting = [j for j in self._waiting if not j.cancelled]
         while self._waiting:
             job = self._waiting[0]
-            busy = self._busy_locked()
-            if busy and sum(map(self._rtf, busy.values())) + self._rtf(job.voice) > (job.room or 0.0):
+            busy = self._busy(*self._live())  # the lock is reentrant (Condition's RLock)
+            if busy and self._load_of(busy) + self._rtf(job.voice) > (job.room or 0.0):
                 return
             self._waiting.pop(0)
             heapq.heappush(self._heap, _Entry(job.deadline, job.seq, job))
@@ -293,7 +293,7 @@ class InferenceWorker:
             # A job of an engine that streams inside a unit yields after its current piece;
             # any other runs its unit to the end.
             wait += min(remaining, 0.1) if self._streams.get(job.voice.engine, False) else remaining
-        load = self._rtf(voice) + sum(self._rtf(v) for v in busy.values())
+        load = self._rtf(voice) + self._load_of(busy)
         if not busy:
             # Alone on the thread it delays nobody, and refusing it would keep a cost
             # estimate from a bad moment forever: estimates only move when jobs run. So
@@ -318,16 +318,16 @@ class InferenceWorker:
 
     def load(self) -> float:
         """The streams with work on the thread now, their real-time factors summed."""
-        return sum(self._rtf(v) for v in self._busy(*self._live()).values())
+        return self._load_of(self._busy(*self._live()))
+
+    def _load_of(self, busy: dict[tuple[str, object], VoiceInfo]) -> float:
+        return sum(self._rtf(v) for v in busy.values())
 
     def _live(self) -> tuple[list[_Entry], _Entry | None]:
         """The queued entries with a job still wanted, and the running one (None: none)."""
         with self._cond:
-            return self._live_locked()
-
-    def _live_locked(self) -> tuple[list[_Entry], _Entry | None]:
-        entries = [e for e in self._heap if e.job is not None and not e.job.cancelled]
-        current = self._current_entry
+            entries = [e for e in self._heap if e.job is not None and not e.job.cancelled]
+            current = self._current_entry
         if current is None or current.job is None or current.job.cancelled:
             current = None
         return entries, current
@@ -344,9 +344,6 @@ class InferenceWorker:
             assert entry.job is not None
             busy[(entry.job.utterance, entry.job.sink)] = entry.job.voice
         return busy
-
-    def _busy_locked(self) -> dict[tuple[str, object], VoiceInfo]:
-        return self._busy(*self._live_locked())
 
     def _rtf(self, voice: VoiceInfo) -> float:
         return self.rtf.get(voice.engine, 1.0)
