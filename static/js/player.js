@@ -41,7 +41,10 @@ const STEP_S = 0.002; // neighbours further apart than this, beyond the rate: a 
 const SLEW_S = 0.002; // the mapped time moves at most this much per tick...
 const HARD_S = 0.015; // ...unless it is off by more than this, when it jumps (hard sync)
 const PLACED_UTTERANCES = 8; // placements kept for window.rtts.sync
-const PLACED_ROWS = 4000;
+// A row is a chunk's first sample or a correction: a minute of speech on a loaded box made
+// 4,000 of them in 58.5 s (a CI run whose page stopped recording short of 60 s). 16,000
+// rows keep ~4 minutes of such speech, for ~1 MB an utterance.
+const PLACED_ROWS = 16000;
 const KEEP_AWAKE = 2 ** -26; // -156 dBFS
 const READINGS = 3; // output timestamps the output line is the median of...
 const READINGS_S = 1; // ...within this long of the newest (what is older is from before a silence)

@@ -21,6 +21,7 @@ from urllib.parse import urlencode
 
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Error as PlaywrightError
 
 from tests.conftest import ServerThread, make_config
 
@@ -159,7 +160,21 @@ _CJK = re.compile(r"[\u3000-\u30ff\u3400-\u9fff\uff00-\uffef]")
 def caption_fonts(page: Page, selector: str = "#caption") -> dict[str, int]:
     """The fonts Chromium drew ``selector``'s text with: family → glyphs (DevTools' CSS
     domain). Without a CJK font, Han and kana are drawn as boxes by a Latin one. A caption
-    with word timing holds its text in one span per word: their glyphs count too."""
+    with word timing holds its text in one span per word: their glyphs count too.
+
+    The page goes on playing while it is read: a caption replaced between the query and
+    the fonts' read leaves a node id that is gone ("Could not find node with given id"),
+    and the whole read is made again on the new nodes."""
+    for _ in range(4):
+        try:
+            return _fonts_once(page, selector)
+        except PlaywrightError as e:
+            if "Could not find node" not in str(e):
+                raise
+    return _fonts_once(page, selector)
+
+
+def _fonts_once(page: Page, selector: str) -> dict[str, int]:
     cdp = page.context.new_cdp_session(page)
     glyphs: dict[str, int] = {}
     try:
