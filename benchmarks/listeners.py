@@ -116,6 +116,9 @@ def summary(rounds: list[list[Listener]]) -> dict:
         "ttfa": [x.stream.ttfa for x in admitted if x.stream.first is not None],
         "refused": sum(1 for r in rounds for x in r if x.refused),
         "queued": sum(1 for x in admitted if x.queued or x.expected_s > QUEUED_S),
+        # Streams held back for room: the wait their start told them, and their first audio.
+        "told": [x.expected_s for x in admitted if x.queued],
+        "waited": [x.stream.ttfa for x in admitted if x.queued and x.stream.first is not None],
         # The load each round put on the box: the admitted streams' RTFs summed, median over rounds.
         "load": statistics.median(
             sum(x.stream.stats.get("rtf", 0.0) for x in r if not x.refused) for r in rounds
@@ -145,8 +148,15 @@ def measure(servers: dict[str, latency.ServerProcess], paths: list[str], ns: lis
                 print(f"  {name:10} {key:6} N={n}: underran {s['underran']}/{s['admitted']}, gap {s['gap_s']:.2f} s, "
                       f"first audio p50 {latency.ms(latency.pct(s['ttfa'], 50))} p95 {latency.ms(latency.pct(s['ttfa'], 95))}, "
                       f"refused {s['refused']}, queued {s['queued']}, load {s['load']:.2f}"
-                      + (f", failed {s['failed'][:2]}" if s["failed"] else ""), flush=True)
+                      + told(s) + (f", failed {s['failed'][:2]}" if s["failed"] else ""), flush=True)
     return results
+
+
+def told(s: dict) -> str:
+    """The streams held back for room: the wait they were told and their first audio, p50."""
+    if not s["told"] or not s["waited"]:
+        return ""
+    return f", told {statistics.median(s['told']):.1f} s / first audio {statistics.median(s['waited']):.1f} s"
 
 
 def report(results: dict, builds: list[str], paths: list[str], ns: list[int], command: str, probes: list[float],
@@ -158,7 +168,8 @@ def report(results: dict, builds: list[str], paths: list[str], ns: list[int], co
         f"{busy} busy loop(s) beside the server. Each cell: {repeats} rounds of N clients sending the same text at "
         "once, each playing from its own first frame; streams that underran / admitted, the total gap, first audio "
         "p50 / p95 over every admitted stream of every round, refused and queued streams, and the load (the admitted "
-        "streams' RTFs summed, median of the rounds: 1.0 is the whole of the one inference thread).",
+        "streams' RTFs summed, median of the rounds: 1.0 is the whole of the one inference thread); for the streams "
+        "held back for room, the wait their `start` told them and their first audio (p50).",
         "",
         "| path | N | " + " | ".join(f"{b}: underran, gap, first audio p50 / p95, refused, queued, load" for b in builds) + " |",
         "|---|---|" + "---|" * len(builds),
@@ -169,7 +180,7 @@ def report(results: dict, builds: list[str], paths: list[str], ns: list[int], co
             for b in builds:
                 s = results[(key, n, b)]
                 cells.append(f"{s['underran']}/{s['admitted']}, {s['gap_s']:.2f} s, {ms(pct(s['ttfa'], 50))} / "
-                             f"{ms(pct(s['ttfa'], 95))}, {s['refused']}, {s['queued']}, {s['load']:.2f}")
+                             f"{ms(pct(s['ttfa'], 95))}, {s['refused']}, {s['queued']}, {s['load']:.2f}{told(s)}")
             lines.append(f"| {PATHS[key][0]} | {n} | " + " | ".join(cells) + " |")
     lines += ["", "Largest N with no gap in any round (of those tried):", ""]
     for b in builds:

@@ -237,9 +237,9 @@ class Start:
     # instance. The sample at ``pts`` p is heard at ``play_at + p / sample_rate``.
     play_at: float | None = None
     # True: the server has no room for another stream now (its load is over
-    # --admission-max-load) and this one waits until a stream ends (an extension of v1,
-    # issue 32): its first audio comes later than ``expected_wait_ms``, which counts only
-    # the work already queued. Absent: it is being made now.
+    # --admission-max-load) and this one waits until streams end (an extension of v1,
+    # issue 32); ``expected_wait_ms`` counts that wait, from what the streams ahead of it
+    # still have to say (``rtts.synthesis.room``). Absent: it is being made now.
     queued: bool | None = None
 
 

@@ -404,14 +404,14 @@ class _CatalogView:
     def loaded_voices(self) -> list[str]:
         return self._service.loaded_voices()
 
-    def estimate(self, job: Job) -> tuple[float, float]:
+    def estimate(self, job: Job, room: float | None = None) -> tuple[float, float]:
         worker = self._service.worker
         engine = self._service.registry.engines.get(job.voice.model)
         if engine is not None and not engine.loaded and job.voice.model not in worker.loading:
             # Load what was asked for now: if admission refuses the utterance for the wait,
             # its retry finds the model in memory instead of being refused again.
             worker.preload(job.voice.model, lang=job.lang)
-        return worker.estimate(job)
+        return worker.estimate(job, room)
 
     def capacity(self) -> dict[str, int]:
         worker, max_load = self._service.worker, self._service.config.admission_max_load

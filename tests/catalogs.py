@@ -35,7 +35,7 @@ class FixedCatalog:
         own = dict(kind(engine).first_unit_chars_by_lang).get(lang or "", kind(engine).first_unit_chars)
         return self._first_unit.get(engine, own)
 
-    def estimate(self, job: Job) -> tuple[float, float]:
+    def estimate(self, job: Job, room: float | None = None) -> tuple[float, float]:
         return 0.0, 0.0  # an idle inference thread
 
     def capacity(self) -> dict[str, int]:

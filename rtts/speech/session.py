@@ -56,8 +56,9 @@ class Catalog(TypingProtocol):
         time to first audio."""
         ...
 
-    def estimate(self, job: Job) -> tuple[float, float]:
-        """(expected seconds before ``job`` starts, load of the inference thread with it);
+    def estimate(self, job: Job, room: float | None = None) -> tuple[float, float]:
+        """(expected seconds before ``job`` starts, load of the inference thread with it;
+        with ``room``, the wait of a stream that would wait for room counts that wait);
         ``InferenceWorker.estimate``."""
         ...
 
@@ -493,8 +494,14 @@ class Session:
             if utt.announcement is not None:
                 job.shared = (utt.announcement.id, utt.shared_jobs)
                 utt.shared_jobs += 1
+        job.rest_chars = sum(len(p.speak) for p in list(utt.parts)[1:] if not isinstance(p, int)) + sum(
+            len(u.text) for u in utt.units
+        )
         if not utt.started:
-            wait, load = self._catalog.estimate(job)
+            # A stream that would wait for room is told when it gets some, by what the
+            # streams ahead of it still have to say.
+            holds = self._config.admission == "queue" and utt.announcement is None
+            wait, load = self._catalog.estimate(job, self._config.admission_max_load if holds else None)
             late = wait > self._config.admission_max_wait or load > self._config.admission_max_load
             # An announcement is never refused: its synthesis is shared, and it was queued on its channel.
             if late and self._config.admission != "queue" and utt.announcement is None:
@@ -502,7 +509,7 @@ class Session:
             # No room on the thread: this stream waits for one to end rather than start at
             # the cost of every stream there (issue 32). An announcement is never held: its
             # kiosks play it at one time.
-            queued = load > self._config.admission_max_load and utt.announcement is None
+            queued = holds and load > self._config.admission_max_load
             if queued:
                 job.room = self._config.admission_max_load
             utt.started = True

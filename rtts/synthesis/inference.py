@@ -61,6 +61,7 @@ from rtts.protocol import ErrorCode
 from rtts.sound import audio
 from rtts.synthesis.jobs import Job, JobAudio, JobDone, JobEvent, JobFailed, JobWords
 from rtts.synthesis.phrase_cache import PhraseCache
+from rtts.synthesis.room import Stream, Waiting, wait_for_room
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +177,7 @@ class InferenceWorker:
         # when each stream's latest job ended (the streams between two of their units).
         self._waiting: list[Job] = []
         self._gap_s = stream_gap_s
-        self._ended: dict[tuple[str, object], tuple[VoiceInfo, float]] = {}
+        self._ended: dict[tuple[str, object], tuple[Job, float]] = {}
         self._cond = threading.Condition()
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="rtts-inference", daemon=True)
@@ -263,7 +264,7 @@ class InferenceWorker:
 
         self._post(turn)
 
-    def estimate(self, job: Job) -> tuple[float, float]:
+    def estimate(self, job: Job, room: float | None = None) -> tuple[float, float]:
         """(seconds until ``job`` would start if submitted now, load of the thread with it).
 
         The wait is the model load if the model is not in memory, the estimated compute
@@ -271,15 +272,17 @@ class InferenceWorker:
         before it can yield. The load is the sum of the RTFs of every utterance with
         work queued or running, this one included: above 1 the thread cannot keep all
         of them playing in real time (an utterance alone counts 0: it delays nobody).
+        With ``room`` (the job would wait for room, ``Job.room``) and a load above it, the
+        wait is until the streams there, and those waiting ahead, leave it room
+        (``room.wait_for_room``).
         """
         now = time.monotonic()
         voice, deadline = job.voice, job.deadline
         if self.cache.cacheable(job.text) and self.cache.peek(self._cache_key(job)):
             return 0.0, 0.0
-        wait = 0.0
         engine = self._registry.engines.get(voice.model)
-        if engine is not None and not engine.loaded:
-            wait += self.load_s.get(voice.engine, 2.0)
+        loading = self.load_s.get(voice.engine, 2.0) if engine is not None and not engine.loaded else 0.0
+        wait = loading
         entries, current = self._live()
         busy = self._busy(entries, current)
         for entry in entries:
@@ -288,18 +291,46 @@ class InferenceWorker:
                 wait += max(0.0, self._cost(entry.job) - entry.compute_s)
         if current is not None:
             assert current.job is not None
-            job = current.job
-            remaining = max(0.0, self._cost(job) - current.compute_s - (now - self._current_since))
+            remaining = self._left_s(current, now)
             # A job of an engine that streams inside a unit yields after its current piece;
             # any other runs its unit to the end.
-            wait += min(remaining, 0.1) if self._streams.get(job.voice.engine, False) else remaining
+            wait += min(remaining, 0.1) if self._streams.get(current.job.voice.engine, False) else remaining
         load = self._rtf(voice) + self._load_of(busy)
+        if room is not None and busy and load > room:
+            wait = loading + self._room_wait(job, room, entries, current, now)
         if not busy:
             # Alone on the thread it delays nobody, and refusing it would keep a cost
             # estimate from a bad moment forever: estimates only move when jobs run. So
             # no --admission-max-load makes it late.
             load = 0.0
         return wait, load
+
+    def _room_wait(self, job: Job, room: float, entries: list[_Entry], current: _Entry | None, now: float) -> float:
+        """Seconds until ``job``, waiting for room behind the streams already waiting, goes
+        to the thread: each stream there by what it still has to say (its queued or
+        running unit's compute left and the rest of its utterance, ``Job.rest_chars``)."""
+        left: dict[tuple[str, object], Stream] = {}
+        with self._cond:
+            gap = [j for j, ended in self._ended.values() if now - ended < self._gap_s]
+            ahead = [Waiting(self._rtf(j.voice), self._cost(j) + self._rest_s(j), j.room or 0.0)
+                     for j in self._waiting if not j.cancelled]
+        for j in gap:
+            left[(j.utterance, j.sink)] = Stream(self._rtf(j.voice), self._rest_s(j))
+        for entry in [*entries, *([current] if current is not None else [])]:
+            assert entry.job is not None
+            j = entry.job
+            left[(j.utterance, j.sink)] = Stream(self._rtf(j.voice), self._left_s(entry, now) + self._rest_s(j))
+        return wait_for_room(list(left.values()), ahead, self._rtf(job.voice), room)
+
+    def _left_s(self, entry: _Entry, now: float) -> float:
+        """Compute seconds a queued or running entry's job still needs, by estimate."""
+        assert entry.job is not None
+        running = now - self._current_since if entry is self._current_entry else 0.0
+        return max(0.0, self._cost(entry.job) - entry.compute_s - running)
+
+    def _rest_s(self, job: Job) -> float:
+        """Compute seconds of what ``job``'s utterance says after it (as far as it is known)."""
+        return self._rtf(job.voice) * job.rest_chars * self._audio_s_per_char(job) / job.speed
 
     def capacity(self, max_load: float) -> dict[str, object]:
         """What the thread can carry by this box's measurements (issue 32), for /readyz: per
@@ -339,7 +370,7 @@ class InferenceWorker:
         and two may both send "u1"."""
         now = time.monotonic()
         with self._cond:
-            busy = {key: voice for key, (voice, ended) in self._ended.items() if now - ended < self._gap_s}
+            busy = {key: job.voice for key, (job, ended) in self._ended.items() if now - ended < self._gap_s}
         for entry in [*entries, *([current] if current is not None else [])]:
             assert entry.job is not None
             busy[(entry.job.utterance, entry.job.sink)] = entry.job.voice
@@ -523,7 +554,7 @@ class InferenceWorker:
             if job.last or job.cancelled:
                 self._ended.pop(key, None)
             else:
-                self._ended[key] = (job.voice, now)
+                self._ended[key] = (job, now)
 
     def _load(self, model: str) -> None:
         engine = self._registry.engines[model]

@@ -76,6 +76,10 @@ class Job:
     # Nothing of its utterance follows (its text is complete and this is its last part):
     # once it ends, its stream is off the thread at once, not STREAM_GAP_S later.
     last: bool = False
+    # Characters of its utterance after it, as far as they are known when it is made (text
+    # still to come by append is not): what its stream still has to say, by which a stream
+    # waiting for room is told when it gets some (``room.wait_for_room``).
+    rest_chars: int = 0
     # Written by the event loop, read by the inference thread between chunks; a plain
     # bool is enough because it only ever goes False → True.
     cancelled: bool = False

@@ -54,9 +54,11 @@ class BusyCatalog(FixedCatalog):
         super().__init__({"piper/a": VOICE}, "piper/a", loaded=["piper/a"])
         self.answer = (wait, load)
         self.asked: list[Job] = []
+        self.rooms: list[float | None] = []
 
-    def estimate(self, job: Job) -> tuple[float, float]:
+    def estimate(self, job: Job, room: float | None = None) -> tuple[float, float]:
         self.asked.append(job)
+        self.rooms.append(room)
         return self.answer
 
 
@@ -90,6 +92,22 @@ def test_queue_policy_accepts_a_late_utterance(wait: float, load: float) -> None
     assert len(jobs) == 1 and jobs[0].room == (1.0 if over else None)
     assert start.queued is (True if over else None)
     assert protocol.decode_server(protocol.encode(start)) == start
+    # The worker was asked with the room (the wait a queued stream is told counts its wait
+    # for room), and told what the stream says after its first unit.
+    assert session_rooms(load) == [1.0]
+
+
+def session_rooms(load: float) -> list[float | None]:
+    catalog = BusyCatalog(0.1, load)
+    _speak(_session(catalog, admission="queue"))
+    assert catalog.asked[0].text == "Hello there." and catalog.asked[0].rest_chars == len("Again.")
+    return catalog.rooms
+
+
+def test_only_a_stream_that_may_wait_is_asked_about_room() -> None:
+    refusing = BusyCatalog(0.1, 0.5)
+    _speak(_session(refusing, admission="refuse"))
+    assert refusing.rooms == [None]
 
 
 @pytest.mark.parametrize(("wait", "load"), [(5.0, 0.5), (0.1, 1.4)])

@@ -9,6 +9,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, VoiceInfo
 from rtts.engines.registry import KINDS
@@ -123,6 +124,40 @@ def test_an_error_in_control_work_reaches_its_caller(tmp_path: Path) -> None:
     assert done.wait(10)
     worker.stop()
     assert len(errors) == 1 and isinstance(errors[0], RuntimeError) and str(errors[0]) == "the model file is gone"
+
+
+def test_a_stream_that_waits_for_room_is_told_how_long_by_what_the_others_still_say(tmp_path: Path) -> None:
+    """Issue 32: ``start.expected_wait_ms`` of a queued stream counts the wait for room, from
+    each stream's unit left and the rest of its utterance (``Job.rest_chars``)."""
+    (tmp_path / "a.toy").write_text("")
+    registry = VoiceRegistry.discover(tmp_path, tmp_path, 1, default_voice="toy/a", kinds=(*KINDS, ToyKind()))
+    worker = InferenceWorker(registry, lambda callback: callback(), host=registry.host)
+    voice = registry.get("toy/a")
+    worker.rtf["toy"] = 0.4
+    worker.audio_s_per_char["toy:en"] = 0.05  # a unit of "hello": 0.4 * 5 * 0.05 = 0.1 s of compute
+    registry.engines[voice.model].loaded = True  # no load to wait for
+    try:
+        def wait_behind(rest_a: int, rest_b: int) -> float:
+            for name, rest in (("a", rest_a), ("b", rest_b)):
+                worker.submit(Job(name, "hello", voice, "en", 1.0, 0.0, rest_chars=rest))
+            wait, load = worker.estimate(Job("c", "hello", voice, "en", 1.0, 0.0), room=1.0)
+            assert load == pytest.approx(1.2)
+            with worker._cond:  # the thread is not started: the queue is emptied by hand
+                worker._heap.clear()
+            return wait
+
+        # b has nothing after its unit: it ends after 0.2 s (a and b share the thread), and
+        # a with c is 0.8.
+        assert wait_behind(1000, 0) == pytest.approx(0.2)
+        # b says 200 characters more (4 s of compute): c waits until b ends, 2 x 4.1 s.
+        assert wait_behind(1000, 200) == pytest.approx(8.2)
+        # Without room asked for, the wait is the queue's alone (two units of 0.1 s).
+        worker.submit(Job("a", "hello", voice, "en", 1.0, 0.0, rest_chars=1000))
+        worker.submit(Job("b", "hello", voice, "en", 1.0, 0.0, rest_chars=1000))
+        assert worker.estimate(Job("c", "hello", voice, "en", 1.0, 0.0))[0] == pytest.approx(0.2)
+    finally:
+        if registry.host is not None:
+            registry.host.stop()
 
 
 def test_a_stream_without_room_waits_until_one_ends(tmp_path: Path) -> None:
