@@ -497,6 +497,10 @@ class Session:
         job.rest_chars = sum(len(p.speak) for p in list(utt.parts)[1:] if not isinstance(p, int)) + sum(
             len(u.text) for u in utt.units
         )
+        known = {p.voice.id: p.voice for p in utt.parts if not isinstance(p, int)}
+        if utt.job is not None:
+            known |= {v.id: v for v in (utt.job.voice, *utt.job.voices)}
+        job.voices = tuple(v for v in known.values() if v.id != job.voice.id)
         if not utt.started:
             # A stream that would wait for room is told when it gets some, by what the
             # streams ahead of it still have to say.

@@ -238,7 +238,7 @@ class InferenceWorker:
         while self._waiting:
             job = self._waiting[0]
             busy = self._busy(*self._live())  # the lock is reentrant (Condition's RLock)
-            if busy and self._load_of(busy) + self._rtf(job.voice) > (job.room or 0.0):
+            if busy and self._load_of(busy) + self._stream_rtf(job) > (job.room or 0.0):
                 return
             self._waiting.pop(0)
             heapq.heappush(self._heap, _Entry(job.deadline, job.seq, job))
@@ -295,7 +295,7 @@ class InferenceWorker:
             # A job of an engine that streams inside a unit yields after its current piece;
             # any other runs its unit to the end.
             wait += min(remaining, 0.1) if self._streams.get(current.job.voice.engine, False) else remaining
-        load = self._rtf(voice) + self._load_of(busy)
+        load = self._stream_rtf(job) + self._load_of(busy)
         if room is not None and busy and load > room:
             wait = loading + self._room_wait(job, room, entries, current, now)
         if not busy:
@@ -312,15 +312,15 @@ class InferenceWorker:
         left: dict[tuple[str, object], Stream] = {}
         with self._cond:
             gap = [j for j, ended in self._ended.values() if now - ended < self._gap_s]
-            ahead = [Waiting(self._rtf(j.voice), self._cost(j) + self._rest_s(j), j.room or 0.0)
+            ahead = [Waiting(self._stream_rtf(j), self._cost(j) + self._rest_s(j), j.room or 0.0)
                      for j in self._waiting if not j.cancelled]
         for j in gap:
-            left[(j.utterance, j.sink)] = Stream(self._rtf(j.voice), self._rest_s(j))
+            left[(j.utterance, j.sink)] = Stream(self._stream_rtf(j), self._rest_s(j))
         for entry in [*entries, *([current] if current is not None else [])]:
             assert entry.job is not None
             j = entry.job
-            left[(j.utterance, j.sink)] = Stream(self._rtf(j.voice), self._left_s(entry, now) + self._rest_s(j))
-        return wait_for_room(list(left.values()), ahead, self._rtf(job.voice), room)
+            left[(j.utterance, j.sink)] = Stream(self._stream_rtf(j), self._left_s(entry, now) + self._rest_s(j))
+        return wait_for_room(list(left.values()), ahead, self._stream_rtf(job), room)
 
     def _left_s(self, entry: _Entry, now: float) -> float:
         """Compute seconds a queued or running entry's job still needs, by estimate."""
@@ -329,8 +329,12 @@ class InferenceWorker:
         return max(0.0, self._cost(entry.job) - entry.compute_s - running)
 
     def _rest_s(self, job: Job) -> float:
-        """Compute seconds of what ``job``'s utterance says after it (as far as it is known)."""
-        return self._rtf(job.voice) * job.rest_chars * self._audio_s_per_char(job) / job.speed
+        """Compute seconds of what ``job``'s utterance says after it (as far as it is known):
+        a mixed-language stream's rest at its costliest voice and wordiest language (the
+        English part that starts it is the cheapest)."""
+        per_char = max(self._speech_s_per_char(v.engine, lang) for v, lang in
+                       ((job.voice, job.lang), *((v, v.langs[0]) for v in job.voices)))
+        return self._stream_rtf(job) * job.rest_chars * per_char / job.speed
 
     def capacity(self, max_load: float) -> dict[str, object]:
         """What the thread can carry by this box's measurements (issue 32), for /readyz: per
@@ -351,8 +355,8 @@ class InferenceWorker:
         """The streams with work on the thread now, their real-time factors summed."""
         return self._load_of(self._busy(*self._live()))
 
-    def _load_of(self, busy: dict[tuple[str, object], VoiceInfo]) -> float:
-        return sum(self._rtf(v) for v in busy.values())
+    def _load_of(self, busy: dict[tuple[str, object], Job]) -> float:
+        return sum(self._stream_rtf(j) for j in busy.values())
 
     def _live(self) -> tuple[list[_Entry], _Entry | None]:
         """The queued entries with a job still wanted, and the running one (None: none)."""
@@ -363,18 +367,23 @@ class InferenceWorker:
             current = None
         return entries, current
 
-    def _busy(self, entries: list[_Entry], current: _Entry | None) -> dict[tuple[str, object], VoiceInfo]:
+    def _busy(self, entries: list[_Entry], current: _Entry | None) -> dict[tuple[str, object], Job]:
         """The streams on the thread, and their voices: those with a job queued or running,
         and those whose job ended less than STREAM_GAP_S ago (their next unit is on its
         way). By utterance and the session it is for (its sink): ids are the clients' own
         and two may both send "u1"."""
         now = time.monotonic()
         with self._cond:
-            busy = {key: job.voice for key, (job, ended) in self._ended.items() if now - ended < self._gap_s}
+            busy = {key: job for key, (job, ended) in self._ended.items() if now - ended < self._gap_s}
         for entry in [*entries, *([current] if current is not None else [])]:
             assert entry.job is not None
-            busy[(entry.job.utterance, entry.job.sink)] = entry.job.voice
+            busy[(entry.job.utterance, entry.job.sink)] = entry.job
         return busy
+
+    def _stream_rtf(self, job: Job) -> float:
+        """What ``job``'s stream costs the thread a second of its audio: its costliest voice's
+        RTF (a unit in English and Mandarin holds the thread as its Mandarin does)."""
+        return max(self._rtf(v) for v in (job.voice, *job.voices))
 
     def _rtf(self, voice: VoiceInfo) -> float:
         return self.rtf.get(voice.engine, 1.0)
@@ -384,8 +393,11 @@ class InferenceWorker:
         return self._rtf(job.voice) * len(job.text) * self._audio_s_per_char(job) / job.speed
 
     def _audio_s_per_char(self, job: Job) -> float:
-        prior = _SPEECH_S_PER_CJK_CHAR.get(job.lang, _SPEECH_S_PER_CHAR)
-        return self.audio_s_per_char.get(f"{job.voice.engine}:{job.lang}", prior)
+        return self._speech_s_per_char(job.voice.engine, job.lang)
+
+    def _speech_s_per_char(self, engine: str, lang: str) -> float:
+        prior = _SPEECH_S_PER_CJK_CHAR.get(lang, _SPEECH_S_PER_CHAR)
+        return self.audio_s_per_char.get(f"{engine}:{lang}", prior)
 
     def _first_s_per_char(self, job: Job) -> float:
         engine = job.voice.engine

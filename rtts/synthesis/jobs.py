@@ -80,6 +80,10 @@ class Job:
     # still to come by append is not): what its stream still has to say, by which a stream
     # waiting for room is told when it gets some (``room.wait_for_room``).
     rest_chars: int = 0
+    # The other voices its utterance speaks with, as far as the session knows them (the
+    # parts of a mixed-language unit, and those before): the stream's load on the thread is
+    # its costliest voice's, not the voice of the part that happens to come first.
+    voices: tuple[VoiceInfo, ...] = ()
     # Written by the event loop, read by the inference thread between chunks; a plain
     # bool is enough because it only ever goes False → True.
     cancelled: bool = False

@@ -12,6 +12,7 @@ import pytest
 from rtts import protocol
 from rtts.config import Config
 from rtts.engines.base import VoiceInfo
+from rtts.engines.voices import routes
 from rtts.speech.effects import Close, Send, Submit
 from rtts.speech.session import Session
 from rtts.synthesis.inference import YIELD_GUARD_S, can_yield
@@ -88,13 +89,14 @@ def test_queue_policy_accepts_a_late_utterance(wait: float, load: float) -> None
     start = next(e.message for e in effects if isinstance(e, Send) and isinstance(e.message, protocol.Start))
     # Late by its wait alone: it starts at once. Over the load: it waits for room on the
     # thread (issue 32), and its start says so.
-    over = load > 1.0
-    assert len(jobs) == 1 and jobs[0].room == (1.0 if over else None)
+    default = Config.admission_max_load  # 0.7: issue 32's listeners stayed gapless there
+    over = load > default
+    assert len(jobs) == 1 and jobs[0].room == (default if over else None)
     assert start.queued is (True if over else None)
     assert protocol.decode_server(protocol.encode(start)) == start
     # The worker was asked with the room (the wait a queued stream is told counts its wait
     # for room), and told what the stream says after its first unit.
-    assert session_rooms(load) == [1.0]
+    assert session_rooms(load) == [default]
 
 
 def session_rooms(load: float) -> list[float | None]:
@@ -142,7 +144,7 @@ def test_close_policy_closes_with_1013() -> None:
 
 def test_in_time_utterances_pass_every_policy() -> None:
     for policy in ("queue", "refuse", "close"):
-        assert any(isinstance(e, Submit) for e in _speak(_session(BusyCatalog(0.5, 0.9), admission=policy)))
+        assert any(isinstance(e, Submit) for e in _speak(_session(BusyCatalog(0.5, 0.6), admission=policy)))
 
 
 # ---------------------------------------------------------------- the worker with a real voice
@@ -172,3 +174,20 @@ def test_a_streams_last_unit_is_marked_and_an_open_append_never_is() -> None:
     effects = streaming.receive(msgpack.packb({"type": "append", "id": "llm", "text": "First sentence. Then more"}))
     appended = [e.job for e in effects if isinstance(e, Submit)]
     assert [(j.text, j.last) for j in appended] == [("First sentence.", False)]
+
+
+def test_a_mixed_unit_names_every_voice_it_speaks_with() -> None:
+    """Issue 32: a unit in English and Mandarin holds the thread as its Mandarin does; the
+    job of its first part carries the other part's voice, so the worker counts the stream
+    at its costliest voice's RTF (a mixed burst underran 2 of 4 streams when it did not)."""
+    hibari = VoiceInfo("hibari/heart", "heart", ("en",), "hibari", 24000, "hibari/heart")
+    kokoro = VoiceInfo("kokoro/zf", "zf", ("zh",), "kokoro", 24000, "kokoro", "zf")
+    catalog = BusyCatalog(0.0, 0.0)
+    catalog.voices = {"hibari/heart": hibari, "kokoro/zf": kokoro}
+    catalog.default_voice = "hibari/heart"
+    catalog.lang_voices = routes(catalog.voices, "hibari/heart", (("zh", "kokoro/zf"),))
+    session = Session("s1", Config(cache_dir=Path("/tmp/rtts-test"), models_dir=Path("/tmp/rtts-test")), catalog,
+                      lambda: 50.0)
+    session.receive(msgpack.packb({"type": "speak", "id": "u", "text": "Hello, 欢迎来到杭州。"}))
+    first = catalog.asked[0]
+    assert first.voice.id == "hibari/heart" and [v.id for v in first.voices] == ["kokoro/zf"]
