@@ -148,6 +148,10 @@ class InferenceWorker:
         kinds = registry.kinds
         self._streams = {k.name: k.streams_in_unit for k in kinds}
         self.rtf = {k.name: k.costs.rtf for k in kinds}
+        # The same per language ("kokoro:zh"), once a unit of it has run: Kokoro's Mandarin
+        # costs more a second of audio than its English (0.37-0.52 against 0.28-0.43 here),
+        # and two Mandarin streams let in at the engine's mean underran.
+        self.lang_rtf: dict[str, float] = {}
         self.load_s = {k.name: k.costs.load_s for k in kinds}
         self.first_s_per_char = {k.name: k.costs.first_s_per_char for k in kinds}
         # Measured per engine and language ("kokoro:zh"): a Chinese character is a syllable,
@@ -347,9 +351,10 @@ class InferenceWorker:
     def streams(self, engine: str, max_load: float) -> int:
         """Streams of ``engine`` the thread keeps playing at once within ``max_load`` (the
         admission bound, ``--admission-max-load``) at its real-time factor (compute seconds
-        per second of audio, learned as units run); one at least: a stream alone is never
-        late by load."""
-        return max(1, math.floor(max_load / max(self.rtf.get(engine, 1.0), 1e-3)))
+        per second of audio, learned as units run) in its costliest language; one at least:
+        a stream alone is never late by load."""
+        costliest = max([self.rtf.get(engine, 1.0), *(v for k, v in self.lang_rtf.items() if k.split(":")[0] == engine)])
+        return max(1, math.floor(max_load / max(costliest, 1e-3)))
 
     def load(self) -> float:
         """The streams with work on the thread now, their real-time factors summed."""
@@ -383,14 +388,15 @@ class InferenceWorker:
     def _stream_rtf(self, job: Job) -> float:
         """What ``job``'s stream costs the thread a second of its audio: its costliest voice's
         RTF (a unit in English and Mandarin holds the thread as its Mandarin does)."""
-        return max(self._rtf(v) for v in (job.voice, *job.voices))
+        return max([self._rtf(job.voice, job.lang), *(self._rtf(v, v.langs[0]) for v in job.voices)])
 
-    def _rtf(self, voice: VoiceInfo) -> float:
-        return self.rtf.get(voice.engine, 1.0)
+    def _rtf(self, voice: VoiceInfo, lang: str) -> float:
+        """The RTF of ``voice``'s engine in ``lang`` as measured here, else the engine's."""
+        return self.lang_rtf.get(f"{voice.engine}:{lang}", self.rtf.get(voice.engine, 1.0))
 
     def _cost(self, job: Job) -> float:
         """Estimated compute seconds for a job, before it has run."""
-        return self._rtf(job.voice) * len(job.text) * self._audio_s_per_char(job) / job.speed
+        return self._rtf(job.voice, job.lang) * len(job.text) * self._audio_s_per_char(job) / job.speed
 
     def _audio_s_per_char(self, job: Job) -> float:
         return self._speech_s_per_char(job.voice.engine, job.lang)
@@ -877,6 +883,7 @@ class InferenceWorker:
         if audio_s < 0.2:
             return  # too short to say anything about the rate
         fold(self.rtf, job.voice.engine, entry.compute_s / audio_s)
+        fold(self.lang_rtf, f"{job.voice.engine}:{job.lang}", entry.compute_s / audio_s)
         if job.text:
             fold(self.audio_s_per_char, f"{job.voice.engine}:{job.lang}", audio_s * job.speed / len(job.text))
 

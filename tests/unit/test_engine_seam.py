@@ -160,6 +160,25 @@ def test_a_stream_that_waits_for_room_is_told_how_long_by_what_the_others_still_
             registry.host.stop()
 
 
+def test_a_stream_counts_at_its_languages_rtf(tmp_path: Path) -> None:
+    """Issue 32: the load is the streams' RTFs in their own languages, learned as units run;
+    an engine's mean let two streams of its costliest language in at once."""
+    (tmp_path / "a.toy").write_text("")
+    registry = VoiceRegistry.discover(tmp_path, tmp_path, 1, default_voice="toy/a", kinds=(*KINDS, ToyKind()))
+    worker = InferenceWorker(registry, lambda callback: callback(), host=registry.host)
+    voice = registry.get("toy/a")
+    worker.rtf["toy"] = 0.3  # the engine's mean
+    worker.lang_rtf["toy:zh"] = 0.45
+    try:
+        worker.submit(Job("a", "你好", voice, "zh", 1.0, 0.0))
+        assert worker.estimate(Job("b", "你好", voice, "zh", 1.0, 0.0))[1] == pytest.approx(0.9)
+        assert worker.estimate(Job("b", "hello", voice, "en", 1.0, 0.0))[1] == pytest.approx(0.75)
+        assert worker.streams("toy", 0.7) == 1  # at Mandarin's 0.45, not the mean's 0.3
+    finally:
+        if registry.host is not None:
+            registry.host.stop()
+
+
 def test_a_stream_without_room_waits_until_one_ends(tmp_path: Path) -> None:
     """Issue 32: a stream's first job with ``room`` goes to the thread only while the load
     of the streams there, its own with them, is within it; the others are served meanwhile,
