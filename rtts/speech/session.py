@@ -72,6 +72,20 @@ class Catalog(TypingProtocol):
 # so a client that is behind holds back the rest like it holds back speech.
 PAUSE_JOB_MS = 2000
 
+def _what_follows(utt: Utterance, voice: VoiceInfo) -> tuple[int, tuple[VoiceInfo, ...]]:
+    """What the worker is told of the stream of the job about to go for ``utt``'s head part
+    (issue 32): the characters the utterance says after that part, and the other voices it
+    speaks with as far as known (this unit's parts, and those the job before named). A
+    stream's load is its costliest voice's, and a stream waiting for room is told when the
+    ones ahead of it will have said the rest."""
+    parts = [p for p in utt.parts if not isinstance(p, int)]
+    rest = sum(len(p.speak) for p in list(utt.parts)[1:] if not isinstance(p, int)) + sum(len(u.text) for u in utt.units)
+    known = {p.voice.id: p.voice for p in parts}
+    if utt.job is not None:
+        known |= {v.id: v for v in (utt.job.voice, *utt.job.voices)}
+    return rest, tuple(v for v in known.values() if v.id != voice.id)
+
+
 class Session:
     def __init__(
         self,
@@ -494,13 +508,7 @@ class Session:
             if utt.announcement is not None:
                 job.shared = (utt.announcement.id, utt.shared_jobs)
                 utt.shared_jobs += 1
-        job.rest_chars = sum(len(p.speak) for p in list(utt.parts)[1:] if not isinstance(p, int)) + sum(
-            len(u.text) for u in utt.units
-        )
-        known = {p.voice.id: p.voice for p in utt.parts if not isinstance(p, int)}
-        if utt.job is not None:
-            known |= {v.id: v for v in (utt.job.voice, *utt.job.voices)}
-        job.voices = tuple(v for v in known.values() if v.id != job.voice.id)
+        job.rest_chars, job.voices = _what_follows(utt, job.voice)
         if not utt.started:
             # A stream that would wait for room is told when it gets some, by what the
             # streams ahead of it still have to say.
