@@ -79,7 +79,8 @@ def _what_follows(utt: Utterance, voice: VoiceInfo) -> tuple[int, tuple[VoiceInf
     stream's load is its costliest voice's, and a stream waiting for room is told when the
     ones ahead of it will have said the rest."""
     parts = [p for p in utt.parts if not isinstance(p, int)]
-    rest = sum(len(p.speak) for p in list(utt.parts)[1:] if not isinstance(p, int)) + sum(len(u.text) for u in utt.units)
+    rest = sum(len(p.speak) for p in list(utt.parts)[1:] if not isinstance(p, int))
+    rest += sum(len(u.text) for u in utt.units)
     known = {p.voice.id: p.voice for p in parts}
     if utt.job is not None:
         known |= {v.id: v for v in (utt.job.voice, *utt.job.voices)}
