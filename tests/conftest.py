@@ -47,9 +47,7 @@ _TIERS = ("unit", "live", "system")
 # in Chromium join them: podman adds a network interface when it starts a container, and
 # Chromium then aborts the page loads in flight (net::ERR_NETWORK_CHANGED; a kiosk test
 # failed so on the other worker). Between them, the longest modules first (system, then
-# live, then unit), so the two workers end together. The tests of those modules that only
-# compute (sync.js's arithmetic and OfflineAudioContext renders, marked offline_render) go
-# with the others.
+# live, then unit), so the two workers end together.
 _IN_STEP = frozenset({"test_in_step_across_instances.py", "test_headless_players.py", "test_kiosk_sync.py",
                       "test_sync_js.py"})
 _FIRST_IN_TURN = frozenset({
@@ -61,9 +59,7 @@ _ORDER = {"system": 1, "live": 2, "unit": 3}
 
 def _rank(item: pytest.Item) -> int:
     name = item.path.name
-    if name in _IN_STEP and item.get_closest_marker("offline_render") is None:
-        return 4
-    return 0 if name in _FIRST_IN_TURN else _ORDER.get(item.path.parent.name, 3)
+    return 0 if name in _FIRST_IN_TURN else 4 if name in _IN_STEP else _ORDER.get(item.path.parent.name, 3)
 
 
 # Before xdist's own hook, which reads the group marks (and names each item by its group).
@@ -76,8 +72,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # Every other module is a group of its own, so its module-scoped fixtures (a
         # browser, a server) are set up once, on one worker.
         name = item.path.name
-        in_step = name in _IN_STEP and item.get_closest_marker("offline_render") is None
-        group = ("in_step" if in_step else "first_in_turn" if name in _FIRST_IN_TURN
+        group = ("in_step" if name in _IN_STEP else "first_in_turn" if name in _FIRST_IN_TURN
                  else item.path.relative_to(_ROOT).as_posix())
         item.add_marker(pytest.mark.xdist_group(group))
     items.sort(key=_rank)  # stable: each module's own order is kept

@@ -35,10 +35,6 @@ from tests.conftest import Client, ServerThread, make_config
 from tests.system.test_browser import LONG_TEXT, PageErrors, browser, new_page, wait_ready  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.slow
-# Arithmetic and OfflineAudioContext renders, which run faster than real time and the same
-# way on a loaded box: they go with the other workers' modules, not with the kiosks kept
-# in step to the ms (tests/conftest.py), which run alone.
-OFFLINE = pytest.mark.offline_render
 
 VOICE = "piper/en_US-joe-medium"
 PUBLISH_TOKEN = "pub-secret"
@@ -77,7 +73,6 @@ def blank(server: ServerThread, new_page) -> Page:  # type: ignore[no-untyped-de
     return page
 
 
-@OFFLINE
 def test_clock_filter_on_the_shared_vectors(blank: Page) -> None:
     """clock.js's ClockSync gives rtts/broadcast/clock.py OffsetFilter's estimates, errors and
     readiness on every case of tests/data/clock_vectors.json, to the last bit or nearly
@@ -106,7 +101,6 @@ def test_clock_filter_on_the_shared_vectors(blank: Page) -> None:
             assert abs(js["shared"] - (check["at"] + check["estimate"])) <= 1e-6, where
 
 
-@OFFLINE
 def test_fit_rate(blank: Page) -> None:
     """The mapping's rate: the nominal one until 10 s of history, then the fitted slope
     of frames over shared seconds, within 1000 ppm of nominal; where the output steps
@@ -146,7 +140,6 @@ def test_fit_rate(blank: Page) -> None:
 # samples of a made-up server clock: shared = local * (1 + ppm) + C + step. Its `clock`
 # messages are recorded as posted, each with what the clock says of the frame named, by
 # the output timestamp read then.
-@OFFLINE
 def test_output_offset_ignores_one_odd_timestamp_and_follows_a_slip(blank: Page) -> None:
     """The output's offset is the median of the last three distinct timestamps within 1 s:
     one read a callback late (+8 ms) moves nothing; a slip (+10 ms from then on) is taken
@@ -592,7 +585,6 @@ DRIFT = """async () => {
 }"""
 
 
-@OFFLINE
 def test_drift_arithmetic(blank: Page) -> None:
     """drift.js, pure: the target frame of a sample and its inverse, the decision
     thresholds (0.5 ms and 15 ms at 24 kHz: 12 and 360 samples; one soft correction per
@@ -613,7 +605,6 @@ def test_drift_arithmetic(blank: Page) -> None:
     assert got["quietest"] == [2, 2, 0, 1]
 
 
-@OFFLINE
 def test_an_impulse_at_pos_0_lands_on_its_frame(blank: Page) -> None:
     """A timed utterance waits in silence for its frame, then plays sample-accurately:
     impulses at pos 0, 2400, 4800 land where the mapping puts them (the frame rounded,
@@ -638,7 +629,6 @@ def test_an_impulse_at_pos_0_lands_on_its_frame(blank: Page) -> None:
     assert (st["late"], st["softDrops"], st["softDups"], st["hardSyncs"]) == (0, 0, 0, 0)
 
 
-@OFFLINE
 @pytest.mark.parametrize("ppm", [500, -500])
 def test_a_mapping_500_ppm_off_is_followed_within_1_ms(blank: Page, ppm: int) -> None:
     """r 500 ppm off the nominal rate (a kiosk crystal that far off, or a page still
@@ -663,7 +653,6 @@ def test_a_mapping_500_ppm_off_is_followed_within_1_ms(blank: Page, ppm: int) ->
     assert st["softDrops" if ppm > 0 else "softDups"] == 0 and st["hardSyncs"] == 0, st
 
 
-@OFFLINE
 def test_an_8_ms_step_is_made_up_softly_within_4_s(blank: Page) -> None:
     """The mapping moves 8 ms at 3 s (a new clock estimate, or the output slipping by a
     callback on a loaded box): 192 samples behind, made up one at a time (no jump), one
@@ -695,7 +684,6 @@ def test_an_8_ms_step_is_made_up_softly_within_4_s(blank: Page) -> None:
     assert 175 <= st["softDrops"] <= 192, st
 
 
-@OFFLINE
 @pytest.mark.parametrize("step_ms", [40, -40])
 def test_a_40_ms_step_is_one_hard_sync(blank: Page, step_ms: int) -> None:
     """A 40 ms step in the mapping is beyond soft correction: one fade-out and a jump
@@ -726,7 +714,6 @@ def test_a_40_ms_step_is_one_hard_sync(blank: Page, step_ms: int) -> None:
     assert len(frames) >= len(poss) - (2 if step_ms > 0 else 0) - 1  # the last may run past the end
 
 
-@OFFLINE
 def test_a_hard_sync_in_speech_waits_for_a_quiet_moment_and_fades(blank: Page) -> None:
     """In a tone with a pause in it, the jump waits (up to 200 ms) for the pause; in a
     tone with none it is made at 200 ms, faded out and in: no click either way."""
@@ -752,7 +739,6 @@ def test_a_hard_sync_in_speech_waits_for_a_quiet_moment_and_fades(blank: Page) -
         assert np.abs(np.diff(out)).max() < step + 2 * 0.5 / FADE, name
 
 
-@OFFLINE
 def test_a_late_start_joins_at_its_position(blank: Page) -> None:
     """Audio that arrives 300 ms after its time is joined where the timeline is then:
     the first sample played is the one due at that frame (nothing is played late, nothing
@@ -780,7 +766,6 @@ def test_a_late_start_joins_at_its_position(blank: Page) -> None:
     assert all(abs(f - target(m, play_at, p)) <= 1 for f, p in zip(frames, heard))
 
 
-@OFFLINE
 def test_an_underrun_rejoins_on_the_timeline_without_growing_the_buffer(blank: Page) -> None:
     """An utterance whose audio runs out twice: each gap is faded and counted as an
     underrun, and the audio that comes after it joins at its own frames (the samples
@@ -823,7 +808,6 @@ def test_an_underrun_rejoins_on_the_timeline_without_growing_the_buffer(blank: P
     assert not out[round(target(m, play_at, RATE)):delivered(1.4)].any()  # silent in the gap
 
 
-@OFFLINE
 def test_soft_corrections_land_at_quiet_points(blank: Page) -> None:
     """In a 200 Hz tone, each sample dropped or repeated is one at a zero crossing (the
     quietest point of its quantum), so the output never jumps more than the tone does."""
@@ -849,7 +833,6 @@ def test_soft_corrections_land_at_quiet_points(blank: Page) -> None:
         assert np.abs(np.diff(out)).max() < 2.05 * step
 
 
-@OFFLINE
 def test_untimed_chunks_play_as_today(blank: Page) -> None:
     """Chunks with no pos, or with a pos but no timeline (a server without a clock, a
     page with sync=0), go through the jitter buffer as before: nothing until 60 ms are
@@ -884,7 +867,6 @@ def test_untimed_chunks_play_as_today(blank: Page) -> None:
         assert done["played"] == done["received"] == RATE
 
 
-@OFFLINE
 def test_cut_at_stops_what_is_before_it_at_its_start_frame(blank: Page) -> None:
     """A high-priority timed utterance given cutAt: what plays before it goes on until
     its frame, fading out over the samples just before it, and it starts on that frame;
@@ -922,7 +904,6 @@ def test_cut_at_stops_what_is_before_it_at_its_start_frame(blank: Page) -> None:
     assert done["low"].get("flushed") and not done["after"].get("flushed")
 
 
-@OFFLINE
 def test_status_placements_are_bounded(blank: Page) -> None:
     """Placements go out with each status (~40 ms): a few rows each, every chunk's first
     sample reported once, in order."""
