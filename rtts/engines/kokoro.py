@@ -89,11 +89,18 @@ _G2P, _WORDS, _WARM, _STUDENT = "kokoro.g2p", "kokoro.g2p_words", "kokoro.warm",
 # ever there. A first run of one syllable was misheard ("请" alone, "您" as "捏"), hence
 # the shortest. Not Japanese: pyopenjtalk's words are morphemes, not accent phrases,
 # and a cut after "お会計" or "新宿" was misheard (CER 0.095 -> 0.130 on 16 sentences);
-# English units are short already (first_unit_chars), and a cut inside a Romance
-# phrase was heard as one word (docs/history/benchmarks.md, "Mandarin and Japanese (issue 21)").
-# Later units are paced instead (limit_run_compute): a quick run costs its ~0.1 s fixed
-# part for ~0.6 s of audio, which a loaded thread cannot spare.
-QUICK_START = {"zh": (8, 16)}
+# nor the Romance languages: a cut inside their phrases was heard as one word
+# (docs/history/benchmarks.md, "Mandarin and Japanese (issue 21)"). English likewise: its
+# first unit is a clause (first_unit_chars_by_lang) whose first run is its first words,
+# "The morning", as the 16-character unit it had before gave. Later units are paced
+# instead (limit_run_compute): a quick run costs its ~0.1 s fixed part for ~0.6 s of
+# audio, which a loaded thread cannot spare. The shortest is the least: the first run must give the listener audio enough for the next run
+# to be made while it plays (HEAD_MARGIN, run_pacing's learned line), and a box slower
+# than the line's prior lengthens it (_first_symbols). On a 2-core Xeon, where a fresh
+# server's runs cost ~0.45 s + 15 ms a phoneme, "The morning" (0.58 s) was heard to its
+# end 0.1-0.3 s before the next run of MIN_RUN_TOKENS was ready, in every round.
+QUICK_START = {"zh": (8, 16), "en": (8, 16)}
+HEAD_MARGIN = 1.25  # the next run's compute over the first run's audio: its estimate's error, and the frames' way to the listener
 QUICK_START_MIN_REST = 4  # symbols: a rest shorter than a syllable or two is not worth its own run
 # What one run adds to the inference process at its peak grows with the audio it makes
 # (the decoder's activations): measured with runs of 32-508 phonemes in Mandarin,
@@ -108,10 +115,14 @@ AUDIO_S_PER_TOKEN = 0.065
 MIN_RUN_TOKENS = 24  # a few words: shorter runs lose their intonation
 # A run's compute (run_pacing.RunCost), until measured on this box: ~0.1 s whatever its
 # length (the predictor, the decoder's fixed part, the calls into the inference process)
-# and ~7 ms per phoneme at speed 1 (runs of 8-128 Mandarin and English phonemes on a
-# 2-core EPYC with VNNI, 0.13-0.9 s; a little above, for slower boxes).
+# and a part per phoneme at speed 1 taken from the slower of the boxes measured: ~7 ms on
+# a 2-core EPYC with VNNI (runs of 8-128 Mandarin and English phonemes, 0.13-0.9 s), but
+# 16-18 ms on a 2-core Xeon with AMX (runs of 10-130, 0.2-2.3 s), where a prior of 8 ms
+# sized a fresh server's second English run twice too long for the 0.58 s its first unit
+# gave, and it underran. Too high a prior costs a few shorter runs until the line is
+# learned (~5 runs); too low a one costs a gap.
 RUN_OVERHEAD_S = 0.1
-RUN_S_PER_TOKEN = 0.008
+RUN_S_PER_TOKEN = 0.018
 # Languages whose paced runs are cut only after punctuation: pyopenjtalk's spaces are
 # morphemes, inside words ("iʨi baɴseɴ", 一番線) and misheard when cut (QUICK_START above).
 PACED_AT_BREAKS_ONLY = frozenset({"ja"})
@@ -524,9 +535,9 @@ class KokoroEngine:
         self.load()
         if not words:
             phonemes = self.phonemize(text, voice, lang)
-            return self._generate(phonemes, voice.speaker, speed, self._first_symbols(lang, lead_s), lang, lead_s=lead_s)
+            return self._generate(phonemes, voice.speaker, speed, self._first_symbols(lang, lead_s, speed), lang, lead_s=lead_s)
         phonemes, found = self.phonemize_words(text, voice, lang)
-        return self._generate(phonemes, voice.speaker, speed, self._first_symbols(lang, lead_s), lang, found, lead_s)
+        return self._generate(phonemes, voice.speaker, speed, self._first_symbols(lang, lead_s, speed), lang, found, lead_s)
 
     def limit_run_memory(self, mb: float | None) -> None:
         self._run_mb = mb
@@ -544,13 +555,24 @@ class KokoroEngine:
         tokens = int(audio_s * speed / self._s_per_token.get(lang, AUDIO_S_PER_TOKEN))
         return max(MIN_RUN_TOKENS, min(MAX_TOKENS, tokens))
 
-    def _first_symbols(self, lang: str, lead_s: float) -> tuple[int, int] | None:
+    def _first_symbols(self, lang: str, lead_s: float, speed: float = 1.0) -> tuple[int, int] | None:
         """How long the unit's first run may be when the listener is waiting for it. None
         where the student speaks: it makes a clause's audio in a few tens of ms, so the
         first run is the whole unit again, without the short run's tone slips (issue 31)."""
         if self._student is not None and lang in self._student_langs:
             return None
-        return self.quick_start.get(lang) if lead_s <= 0 else None
+        base = self.quick_start.get(lang) if lead_s <= 0 else None
+        if base is None:
+            return None
+        least = self.head_tokens(lang, speed)
+        return max(base[0], least), max(base[1], least)
+
+    def head_tokens(self, lang: str, speed: float = 1.0) -> int:
+        """The fewest phonemes a first run must say for the next run, MIN_RUN_TOKENS at
+        least, to be made while it plays, by this box's learned cost of a run."""
+        fixed, slope = self._run_cost.line(lang)
+        next_s = fixed + slope * MIN_RUN_TOKENS / speed
+        return math.ceil(next_s * HEAD_MARGIN * speed / self._s_per_token.get(lang, AUDIO_S_PER_TOKEN))
 
     def _generate(
         self,
@@ -828,7 +850,7 @@ class KokoroKind:
     # sentence was still cut (French WER 0.083 -> 0.066, first audio +0-40 ms;
     # docs/history/benchmarks.md, "Mandarin and Japanese (issue 21)"). A Mandarin unit starts with
     # a run of its first words instead (QUICK_START), which needs no shorter unit here.
-    first_unit_chars_by_lang = (("es", 80), ("fr", 80), ("it", 80), ("pt-br", 80))
+    first_unit_chars_by_lang = (("en", 80), ("es", 80), ("fr", 80), ("it", 80), ("pt-br", 80))
     # zf_xiaoxiao, a native Mandarin voice, reads Mandarin best of those measured
     # (docs/history/benchmarks.md, "Native voices").
     lang_voices = (("zh", "kokoro/zf_xiaoxiao"), ("ja", "kokoro/jf_alpha"))

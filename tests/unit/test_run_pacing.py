@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from rtts.engines.kokoro import HEAD_MARGIN, MIN_RUN_TOKENS, KokoroEngine
 from rtts.engines.registry import KINDS
 from rtts.engines.run_pacing import RunCost, paced_run
 from rtts.g2p.words import Word, inside_words
@@ -32,7 +33,10 @@ def test_a_paced_run_is_whole_words_and_loses_nothing(text: str, most: int) -> N
     words = text is ZH
     head, rest = paced_run(text, most, 24, words)
     assert f"{head} {rest}".strip() == text  # only the space at the cut is dropped
-    assert not rest or (len(head) >= 24 and len(rest) >= 24)  # no stub on either side
+    # No stub on either side: a phrase of 24 symbols at least, or of 12 where no cut
+    # leaves 24 and the whole is over the budget.
+    assert not rest or min(len(head), len(rest)) >= 24 or (
+        min(len(head), len(rest)) >= 12 and len(head) <= max(most, 24) and paced_run(text, len(text), 24, words)[1] == "")
     if rest:
         assert text[len(head)] == " "  # at a space: between words
         if not words:
@@ -51,6 +55,12 @@ def test_the_longest_run_that_fits_and_a_break_first() -> None:
     assert len(rest) >= 24 and len(head) <= len(ZH) - 5
     head, rest = paced_run(JA, 30, 24, words=False)
     assert head.endswith("maiɾʲimasɨ.") and rest.startswith("abɯnai")  # past 30: the first break after 24
+    # No cut leaves 24 on both sides (word ends at 21 and 31 of 52): one leaving 12 that
+    # fits, rather than the whole 0.5 s past the audio in hand.
+    en = "tə bˈɔstən lˈivz fɹʌm plˈætfɔɹm fˈɔɹ æt tˈɛn θˈɜɹTi."
+    assert paced_run(en, 32, 24) == ("tə bˈɔstən lˈivz fɹʌm plˈætfɔɹm", "fˈɔɹ æt tˈɛn θˈɜɹTi.")
+    assert paced_run(en, 10, 24) == ("tə bˈɔstən lˈivz fɹʌm", "plˈætfɔɹm fˈɔɹ æt tˈɛn θˈɜɹTi.")
+    assert paced_run(en, 52, 24) == (en, "")  # it fits: whole
 
 
 def test_the_cost_line_is_learned_from_runs() -> None:
@@ -135,3 +145,28 @@ def test_a_paced_run_is_never_cut_inside_one_written_words_reading() -> None:
     assert paced_run(text, 45, 6, True, joined)[0].endswith("kˈɔsts")  # not "twˈɛntiθɹˈi"
     # Positions are from ``start``: a piece later in the unit.
     assert inside_words(words, 28, 66) == frozenset({11, 19, 23, 30})
+
+
+def test_a_first_run_says_enough_for_the_next_to_be_made_on_this_box() -> None:
+    """An utterance's first run (its first words, Mandarin and English) is long enough that
+    the next run, MIN_RUN_TOKENS at least, is made while it plays, by the cost line learned
+    on this box: the quick start's own bounds on a box as fast as the priors, longer on a
+    slower one (a Xeon's fresh server: ~0.45 s + 15 ms a phoneme, 0.056 s of English a
+    phoneme, where "The morning" ran dry before the next run in every round)."""
+    engine = KokoroEngine(model_path_fn=lambda: Path("/nonexistent"))  # nothing loaded
+    # The priors: the next run 0.1 s + 24 x 18 ms, over 0.065 s of audio a phoneme.
+    assert engine.head_tokens("zh") == engine.head_tokens("en") == 11
+    assert engine._first_symbols("zh", 0.0) == engine._first_symbols("en", 0.0) == (11, 16)
+    assert engine._first_symbols("ja", 0.0) is None  # never cut: pyopenjtalk's words are morphemes
+    assert engine._first_symbols("en", 0.5) is None  # a later unit: paced instead
+    for _ in range(30):
+        for tokens in (10, 27, 51):
+            engine._run_cost.learn("en", tokens, 1.0, 0.45 + 0.015 * tokens)
+            engine._learn_length("en", tokens + 30, 0.056 * (tokens + 30))
+    least = engine.head_tokens("en")
+    fixed, slope = engine._run_cost.line("en")
+    next_s = fixed + slope * MIN_RUN_TOKENS
+    assert least * 0.056 >= next_s * HEAD_MARGIN > (least - 1) * 0.056  # the fewest that do
+    assert 18 <= least <= 22 and engine._first_symbols("en", 0.0) == (least, least)
+    assert engine._first_symbols("zh", 0.0) == (11, 16)  # each language its own line
+    assert engine.head_tokens("en", speed=2.0) > least  # fast speech: a phoneme gives half the audio
