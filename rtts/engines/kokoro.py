@@ -562,8 +562,10 @@ class KokoroEngine:
         if self._student is not None and lang in self._student_langs:
             return None
         base = self.quick_start.get(lang) if lead_s <= 0 else None
-        if base is None:
-            return None
+        if base is None or self._run_s is None:
+            # An engine the thread does not pace (used alone) decodes every run as it
+            # comes, and the same text the same way whatever the box's speed.
+            return base
         least = self.head_tokens(lang, speed)
         return max(base[0], least), max(base[1], least)
 

@@ -154,6 +154,8 @@ def test_a_first_run_says_enough_for_the_next_to_be_made_on_this_box() -> None:
     slower one (a Xeon's fresh server: ~0.45 s + 15 ms a phoneme, 0.056 s of English a
     phoneme, where "The morning" ran dry before the next run in every round)."""
     engine = KokoroEngine(model_path_fn=lambda: Path("/nonexistent"))  # nothing loaded
+    assert engine._first_symbols("en", 0.0) == (8, 16)  # not paced (used alone): the same cut on any box
+    engine.limit_run_compute(0.0)  # paced by the thread, as in a server
     # The priors: the next run 0.1 s + 24 x 18 ms, over 0.065 s of audio a phoneme.
     assert engine.head_tokens("zh") == engine.head_tokens("en") == 11
     assert engine._first_symbols("zh", 0.0) == engine._first_symbols("en", 0.0) == (11, 16)
