@@ -376,6 +376,7 @@ class KokoroEngine:
         self._decoder_path: Path | None = None  # the cut decoder loaded, whose decode blocks the student's join takes
         self._run_mb: float | None = None  # bound on a run's added memory (limit_run_memory)
         self._s_per_token: dict[str, float] = {}  # seconds of audio per phoneme, by language
+        self._heads: dict[tuple[str, float], int] = {}  # the first run's least phonemes in use, by (language, speed)
         self._run_s: float | None = None  # compute the next run may take (limit_run_compute)
         self._run_cost = RunCost(RUN_OVERHEAD_S, RUN_S_PER_TOKEN, MIN_RUN_TOKENS)
 
@@ -567,8 +568,19 @@ class KokoroEngine:
             # An engine the thread does not pace (used alone) decodes every run as it
             # comes, and the same text the same way whatever the box's speed.
             return base
-        least = self.head_tokens(lang, speed)
+        least = self._held_head(lang, speed)
         return max(base[0], least), max(base[1], least)
+
+    def _held_head(self, lang: str, speed: float) -> int:
+        """``head_tokens``, changed only when it moves out of a band around the length in
+        use (up a tenth, within HEAD_MARGIN's, or down a quarter): the learned line wobbles
+        from run to run, and the same announcement should sound the same each time it is
+        made on a box."""
+        least = self.head_tokens(lang, speed)
+        held = self._heads.get((lang, speed))
+        if held is None or least > held * 1.1 or least * HEAD_MARGIN < held:
+            self._heads[(lang, speed)] = held = least
+        return held
 
     def head_tokens(self, lang: str, speed: float = 1.0) -> int:
         """The fewest phonemes a first run must say for the next run, MIN_RUN_TOKENS at

@@ -201,14 +201,20 @@ def spoken(
 
 
 def inside_words(words: Sequence[Word], start: int, end: int) -> frozenset[int]:
-    """The spaces of the phonemes ``start`` … ``end`` that a run must not be cut at, as
-    positions from ``start``: those between two items read for one written word ("$23.50"
-    read "twenty-three dollars and fifty cents"). Word timing gives a written word the
-    items of the run it starts in, so a cut there would lose the rest of its reading."""
+    """Positions of the phonemes ``start`` … ``end``, from ``start``, that a run must not
+    be cut at (the spaces among them are what a cut looks at): those between two items
+    read for one written word ("$23.50" read "twenty-three dollars and fifty cents"), and
+    those inside one item. Word timing gives a written word the items of the run it
+    starts in, so a cut there would lose the rest of its reading; and a reading cut in two
+    is heard as two words."""
     out = set()
     for a, b in itertools.pairwise(words):
         if a.text_end > b.text_start:
             out.update(p - start for p in range(max(a.end, start), min(b.start, end)))
+    # And those inside one item's own reading: a word joined by zero-width characters,
+    # "zero\u200bwidth\u200cjoin", is one item read "zˈiəɹO wˈɪdθʤYn".
+    for w in words:
+        out.update(p - start for p in range(max(w.start + 1, start), min(w.end, end)))
     return frozenset(out)
 
 

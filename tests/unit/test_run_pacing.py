@@ -137,14 +137,16 @@ def test_a_paced_run_is_never_cut_inside_one_written_words_reading() -> None:
         Word(30, 36, "Please", 67, 72),
     ]  # fmt: skip
     joined = inside_words(words, 0, len(text))
-    assert sorted(joined) == [7, 39, 47, 51, 58]  # ten|thirty and the four inside the money
+    assert sorted(p for p in joined if text[p] == " ") == [7, 39, 47, 51, 58]  # ten|thirty and the four inside the money
     for most in range(0, len(text)):
         head, rest = paced_run(text, most, 6, True, joined)
         assert f"{head} {rest}".strip() == text
         assert len(head) not in joined
     assert paced_run(text, 45, 6, True, joined)[0].endswith("kˈɔsts")  # not "twˈɛntiθɹˈi"
     # Positions are from ``start``: a piece later in the unit.
-    assert inside_words(words, 28, 66) == frozenset({11, 19, 23, 30})
+    assert {p for p in inside_words(words, 28, 66) if text[28 + p] == " "} == {11, 19, 23, 30}
+    # One item read as two words (zero-width characters join the written word): its space too.
+    assert inside_words([Word(0, 21, "zero\u200bwidth\u200cjoin\u200dtest", 0, 21)], 0, 21) >= {6, 15}
 
 
 def test_a_first_run_says_enough_for_the_next_to_be_made_on_this_box() -> None:
@@ -172,3 +174,24 @@ def test_a_first_run_says_enough_for_the_next_to_be_made_on_this_box() -> None:
     assert 18 <= least <= 22 and engine._first_symbols("en", 0.0) == (least, least)
     assert engine._first_symbols("zh", 0.0) == (11, 16)  # each language its own line
     assert engine.head_tokens("en", speed=2.0) > least  # fast speech: a phoneme gives half the audio
+
+
+def test_the_first_runs_length_holds_while_the_line_wobbles() -> None:
+    """Raised when the next run costs a tenth more, lowered only when it needs a quarter
+    less: the same announcement is cut the same way from one time to the next."""
+    engine = KokoroEngine(model_path_fn=lambda: Path("/nonexistent"))
+    engine.limit_run_compute(0.0)
+    for _ in range(30):
+        for tokens in (10, 27, 51):
+            engine._run_cost.learn("zh", tokens, 1.0, 0.45 + 0.015 * tokens)
+    first = engine._first_symbols("zh", 0.0)
+    engine._run_cost.learn("zh", 27, 1.0, 0.45 + 0.015 * 27 - 0.2)  # a quicker run: the need dips
+    assert engine.head_tokens("zh") < first[0] and engine._first_symbols("zh", 0.0) == first
+    for _ in range(3):
+        engine._run_cost.learn("zh", 27, 1.0, 0.45 + 0.015 * 27 + 0.5)  # slower runs: raised
+    assert engine.head_tokens("zh") > 1.1 * first[0]
+    assert engine._first_symbols("zh", 0.0)[0] == engine.head_tokens("zh")
+    for _ in range(40):
+        for tokens in (10, 27, 51):
+            engine._run_cost.learn("zh", tokens, 1.0, 0.1 + 0.007 * tokens)  # a box twice as fast
+    assert engine._first_symbols("zh", 0.0)[0] == max(8, engine.head_tokens("zh")) < first[0]
