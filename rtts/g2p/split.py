@@ -31,11 +31,12 @@ def split_phonemes(phonemes: str, limit: int) -> list[str]:
     return pieces
 
 
-def _cut_position(text: str, limit: int, joined: Container[int] = frozenset()) -> int:
-    # A space at index ``limit`` still leaves ``limit`` symbols before it.
+def _cut_position(text: str, limit: int, joined: Container[int] = frozenset(), least: int = 1) -> int:
+    # A space at index ``limit`` still leaves ``limit`` symbols before it. Only spaces
+    # that leave ``least`` before them count: a break below it is no cut at all.
     window = text[: limit + 1]
     fallback = 0
-    for i in range(len(window) - 1, 0, -1):
+    for i in range(len(window) - 1, max(least, 1) - 1, -1):
         if window[i] != " " or i in joined:
             continue
         if window[i - 1] in BREAKS:
@@ -58,7 +59,7 @@ def first_words(
     text = phonemes.strip()
     if len(text) <= limit:
         return text, ""
-    cut = _cut_position(text, limit, joined)
+    cut = _cut_position(text, limit, joined, shortest)
     if cut >= len(text) or text[cut] != " " or len(text[:cut].rstrip()) < shortest:
         return text, ""
     return text[:cut].rstrip(), text[cut:].lstrip()

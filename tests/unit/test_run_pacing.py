@@ -13,6 +13,7 @@ import pytest
 from rtts.engines.kokoro import HEAD_MARGIN, MIN_RUN_TOKENS, KokoroEngine
 from rtts.engines.registry import KINDS
 from rtts.engines.run_pacing import RunCost, paced_run
+from rtts.g2p.split import first_words
 from rtts.g2p.words import Word, inside_words
 from rtts.engines.voices import VoiceRegistry
 from rtts.synthesis.inference import RUN_GUARD_S, InferenceWorker, _Entry
@@ -160,7 +161,7 @@ def test_a_first_run_says_enough_for_the_next_to_be_made_on_this_box() -> None:
     engine.limit_run_compute(0.0)  # paced by the thread, as in a server
     # The priors: the next run 0.1 s + 24 x 18 ms, over 0.065 s of audio a phoneme.
     assert engine.head_tokens("zh") == engine.head_tokens("en") == 11
-    assert engine._first_symbols("zh", 0.0) == engine._first_symbols("en", 0.0) == (11, 16)
+    assert engine._first_symbols("zh", 0.0) == engine._first_symbols("en", 0.0) == (11, 19)
     assert engine._first_symbols("ja", 0.0) is None  # never cut: pyopenjtalk's words are morphemes
     assert engine._first_symbols("en", 0.5) is None  # a later unit: paced instead
     for _ in range(30):
@@ -171,13 +172,19 @@ def test_a_first_run_says_enough_for_the_next_to_be_made_on_this_box() -> None:
     fixed, slope = engine._run_cost.line("en")
     next_s = fixed + slope * MIN_RUN_TOKENS
     assert least * 0.056 >= next_s * HEAD_MARGIN > (least - 1) * 0.056  # the fewest that do
-    assert 18 <= least <= 22 and engine._first_symbols("en", 0.0) == (least, least)
-    assert engine._first_symbols("zh", 0.0) == (11, 16)  # each language its own line
+    assert 18 <= least <= 22 and engine._first_symbols("en", 0.0) == (least, least + 8)
+    # A window, not one length: words ending at 16 and 19 with a least of 18, cut at 19
+    # within (18, 26), made whole with (18, 18).
+    en = "ðə mˈɔɹnɪŋ tɹˈAn tə bˈɔstən lˈivz fɹʌm"
+    assert first_words(en, 26, 18)[0] == "ðə mˈɔɹnɪŋ tɹˈAn tə" and first_words(en, 18, 18) == (en, "")
+    # and a break below the least is no cut: the word end within the window is taken.
+    assert first_words("ðə, mˈɔɹnɪŋ tɹˈAn tə bˈɔstən lˈivz fɹʌm", 21, 18)[0] == "ðə, mˈɔɹnɪŋ tɹˈAn tə"
+    assert engine._first_symbols("zh", 0.0) == (11, 19)  # each language its own line
     assert engine.head_tokens("en", speed=2.0) > least  # fast speech: a phoneme gives half the audio
 
 
 def test_the_first_runs_length_holds_while_the_line_wobbles() -> None:
-    """Raised when the next run costs a tenth more, lowered only when it needs a quarter
+    """Raised when the next run needs a quarter more, lowered only when it needs a quarter
     less: the same announcement is cut the same way from one time to the next."""
     engine = KokoroEngine(model_path_fn=lambda: Path("/nonexistent"))
     engine.limit_run_compute(0.0)
@@ -189,7 +196,7 @@ def test_the_first_runs_length_holds_while_the_line_wobbles() -> None:
     assert engine.head_tokens("zh") < first[0] and engine._first_symbols("zh", 0.0) == first
     for _ in range(3):
         engine._run_cost.learn("zh", 27, 1.0, 0.45 + 0.015 * 27 + 0.5)  # slower runs: raised
-    assert engine.head_tokens("zh") > 1.1 * first[0]
+    assert engine.head_tokens("zh") > HEAD_MARGIN * first[0]
     assert engine._first_symbols("zh", 0.0)[0] == engine.head_tokens("zh")
     for _ in range(40):
         for tokens in (10, 27, 51):
