@@ -94,8 +94,8 @@ _G2P, _WORDS, _WARM, _STUDENT = "kokoro.g2p", "kokoro.g2p_words", "kokoro.warm",
 # first unit is a clause (first_unit_chars_by_lang) whose first run is its first words,
 # "The morning", as the 16-character unit it had before gave. Later units are paced
 # instead (limit_run_compute): a quick run costs its ~0.1 s fixed part for ~0.6 s of
-# audio, which a loaded thread cannot spare. The shortest is the least: the first run must give the listener audio enough for the next run
-# to be made while it plays (HEAD_MARGIN, run_pacing's learned line), and a box slower
+# audio, which a loaded thread cannot spare. The shortest is the least: the first run
+# must give the listener audio enough for the next run to be made while it plays (HEAD_MARGIN, run_pacing's learned line), and a box slower
 # than the line's prior lengthens it (_first_symbols). On a 2-core Xeon, where a fresh
 # server's runs cost ~0.45 s + 15 ms a phoneme, "The morning" (0.58 s) was heard to its
 # end 0.1-0.3 s before the next run of MIN_RUN_TOKENS was ready, in every round.
@@ -581,9 +581,10 @@ class KokoroEngine:
         made on a box (a band of a tenth upwards still cut one Mandarin sentence two ways
         in the live tier)."""
         least = self.head_tokens(lang, speed)
-        held = self._heads.get((lang, speed))
+        key = (lang, round(speed, 1))  # a client's speed is any float: keyed coarsely, so the dict stays small
+        held = self._heads.get(key)
         if held is None or least > held * HEAD_MARGIN or least * HEAD_MARGIN < held:
-            self._heads[(lang, speed)] = held = least
+            self._heads[key] = held = least
         return held
 
     def head_tokens(self, lang: str, speed: float = 1.0) -> int:
