@@ -179,6 +179,11 @@ def test_a_first_run_says_enough_for_the_next_to_be_made_on_this_box() -> None:
     assert first_words(en, 26, 18)[0] == "ðə mˈɔɹnɪŋ tɹˈAn tə" and first_words(en, 18, 18) == (en, "")
     # and a break below the least is no cut: the word end within the window is taken.
     assert first_words("ðə, mˈɔɹnɪŋ tɹˈAn tə bˈɔstən lˈivz fɹʌm", 21, 18)[0] == "ðə, mˈɔɹnɪŋ tɹˈAn tə"
+    # The earliest word end at or above the least, not the window's last: every symbol
+    # of the first run is made before the listener hears anything; a break after
+    # punctuation in the window still comes first.
+    assert first_words("aa bb cc dd ee ff", 11, 4) == ("aa bb", "cc dd ee ff")
+    assert first_words("aa bb cc, dd ee ff", 14, 4) == ("aa bb cc,", "dd ee ff")
     assert engine._first_symbols("zh", 0.0) == (11, 19)  # each language its own line
     assert engine.head_tokens("en", speed=2.0) > least  # fast speech: a phoneme gives half the audio
 
