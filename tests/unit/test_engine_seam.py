@@ -230,3 +230,40 @@ def test_a_stream_without_room_waits_until_one_ends(tmp_path: Path) -> None:
         worker.stop()
         if registry.host is not None:
             registry.host.stop()
+
+
+def test_a_load_no_one_asked_for_waits_while_a_stream_is_between_units(tmp_path: Path) -> None:
+    """Issue 32: ``preload(urgent=False)`` (the default voice, on a connection) runs only
+    once no stream is between two of its units. Between units the queue is empty for the
+    moment the next one takes to come from the event loop; a load taken there made a
+    Mandarin stream's second unit 0.4 s late."""
+    (tmp_path / "a.toy").write_text("")
+    registry = VoiceRegistry.discover(tmp_path, tmp_path, 1, default_voice="toy/a", kinds=(*KINDS, ToyKind()))
+    gap = 2.0
+    worker = InferenceWorker(registry, lambda callback: callback(), host=registry.host, stream_gap_s=gap)
+    voice = registry.get("toy/a")
+    order: list[str] = []
+    done = {name: threading.Event() for name in ("a", "a2", "load")}
+
+    def job(name: str, last: bool = False) -> Job:
+        j = Job("a", "hello", voice, "en", 1.0, 0.0, last=last)
+        j.sink = lambda job, event: (order.append(name), done[name].set()) if type(event).__name__ == "JobDone" else None
+        return j
+
+    worker.start()
+    try:
+        worker.submit(job("a"))
+        assert done["a"].wait(10)
+        worker.preload("toy", lambda ok: (order.append("load"), done["load"].set()), urgent=False)
+        assert not done["load"].wait(0.5), "loaded while the stream's next unit was on its way"
+        worker.submit(job("a2", last=True))  # the next unit comes: it goes first
+        assert done["a2"].wait(10) and done["load"].wait(10)
+        assert order == ["a", "a2", "load"]
+        # With no stream on the thread it runs at once.
+        done["load"].clear()
+        worker.preload("toy", lambda ok: done["load"].set(), urgent=False)
+        assert done["load"].wait(gap / 2)
+    finally:
+        worker.stop()
+        if registry.host is not None:
+            registry.host.stop()
