@@ -150,6 +150,29 @@ def test_a_paced_run_is_never_cut_inside_one_written_words_reading() -> None:
     assert inside_words([Word(0, 21, "zero\u200bwidth\u200cjoin\u200dtest", 0, 21)], 0, 21) >= {6, 15}
 
 
+def test_a_run_below_the_shortest_where_the_shortest_would_be_late() -> None:
+    """A paced run is MIN_RUN_TOKENS at least, but where not even that would be made before
+    the listener's audio runs out, it is as long as would be: no shorter than a run whose
+    audio outlasts its compute (HEAD_MARGIN) nor than the quick start's least. A Mandarin
+    unit after a first clause of 0.8 s ("请注意，") made a first run of 26 phonemes in
+    0.85 s on a 2-core EPYC (0.45 s + 17 ms a phoneme): a gap in every round."""
+    engine = KokoroEngine(model_path_fn=lambda: Path("/nonexistent"))  # nothing loaded
+    for _ in range(30):
+        for tokens in (12, 26, 62):
+            engine._run_cost.learn("zh", tokens, 1.0, 0.45 + 0.017 * tokens)
+            engine._run_cost.learn("ja", tokens, 1.0, 0.45 + 0.017 * tokens)
+    most = engine._run_cost.tokens_within("zh", 0.71, 1.0)
+    assert most == 15 and engine._shortest_run("zh", 1.0, most) == 15
+    assert engine._shortest_run("zh", 1.0, 40) == MIN_RUN_TOKENS  # in time: the usual floor
+    # A client already waiting: the shortest run that still gains on the listener,
+    # 1.25 x 0.45 s over (0.065 - 1.25 x 17 ms) a phoneme.
+    assert engine._shortest_run("zh", 1.0, 0) == 13
+    assert engine._shortest_run("ja", 1.0, 15) == MIN_RUN_TOKENS  # no quick start: cut at breaks only
+    text = "a" * 15 + " " + "b" * 12 + " " + "c" * 40
+    assert paced_run(text, 15, engine._shortest_run("zh", 1.0, 15)) == ("a" * 15, "b" * 12 + " " + "c" * 40)
+    assert paced_run(text, 15, MIN_RUN_TOKENS)[0] == "a" * 15 + " " + "b" * 12  # as it was: 28, late
+
+
 def test_a_first_run_says_enough_for_the_next_to_be_made_on_this_box() -> None:
     """An utterance's first run (its first words, Mandarin and English) is long enough that
     the next run, MIN_RUN_TOKENS at least, is made while it plays, by the cost line learned
