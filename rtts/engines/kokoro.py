@@ -596,12 +596,13 @@ class KokoroEngine:
 
     def _shortest_run(self, lang: str, speed: float, most: int) -> int:
         """The shortest a paced run may be: MIN_RUN_TOKENS; or, where not even that would
-        be ready in time (``most``, the longest that would, is below it), ``most``, but
-        no shorter than a run whose audio outlasts its own compute by HEAD_MARGIN
-        (shorter runs lose ground) nor than the quick start's least (its language's
-        shortest heard right; languages without one keep MIN_RUN_TOKENS). A Mandarin
-        unit after a first clause of 0.8 s ("请注意，") had a first run of 26 phonemes,
-        0.85 s to make: the listener heard a gap in every round."""
+        be ready in time (``most``, the longest that would, is below it), a run whose
+        audio outlasts its own compute by HEAD_MARGIN (shorter runs lose ground), and
+        no shorter than the quick start's least (its language's shortest heard right;
+        languages without one keep MIN_RUN_TOKENS). paced_run then takes the longest
+        that fits ``most``. A Mandarin unit after a first clause of 0.8 s ("请注意，")
+        had a first run of 26 phonemes, 0.85 s to make: the listener heard a gap in
+        every round. (A floor of ``most`` itself left no word end to cut at.)"""
         if most >= MIN_RUN_TOKENS or lang not in self.quick_start:
             return MIN_RUN_TOKENS
         fixed, slope = self._run_cost.line(lang)
@@ -609,7 +610,7 @@ class KokoroEngine:
         if gain <= 0:
             return MIN_RUN_TOKENS
         even = math.ceil(HEAD_MARGIN * fixed * speed / gain)
-        return min(MIN_RUN_TOKENS, max(self.quick_start[lang][0], even, most))
+        return min(MIN_RUN_TOKENS, max(self.quick_start[lang][0], even))
 
     def _generate(
         self,

@@ -162,15 +162,16 @@ def test_a_run_below_the_shortest_where_the_shortest_would_be_late() -> None:
             engine._run_cost.learn("zh", tokens, 1.0, 0.45 + 0.017 * tokens)
             engine._run_cost.learn("ja", tokens, 1.0, 0.45 + 0.017 * tokens)
     most = engine._run_cost.tokens_within("zh", 0.71, 1.0)
-    assert most == 15 and engine._shortest_run("zh", 1.0, most) == 15
+    assert most == 15
+    # The shortest run that still gains on the listener: 1.25 x 0.45 s over
+    # (0.065 - 1.25 x 17 ms) a phoneme; paced_run takes the longest that fits ``most``.
+    assert engine._shortest_run("zh", 1.0, most) == engine._shortest_run("zh", 1.0, 0) == 13
     assert engine._shortest_run("zh", 1.0, 40) == MIN_RUN_TOKENS  # in time: the usual floor
-    # A client already waiting: the shortest run that still gains on the listener,
-    # 1.25 x 0.45 s over (0.065 - 1.25 x 17 ms) a phoneme.
-    assert engine._shortest_run("zh", 1.0, 0) == 13
     assert engine._shortest_run("ja", 1.0, 15) == MIN_RUN_TOKENS  # no quick start: cut at breaks only
-    text = "a" * 15 + " " + "b" * 12 + " " + "c" * 40
-    assert paced_run(text, 15, engine._shortest_run("zh", 1.0, 15)) == ("a" * 15, "b" * 12 + " " + "c" * 40)
-    assert paced_run(text, 15, MIN_RUN_TOKENS)[0] == "a" * 15 + " " + "b" * 12  # as it was: 28, late
+    # Word ends at 17 and 26 of 52, 22 in time: 17, where a floor of 24 (or of 22) made 26.
+    text = "a" * 17 + " " + "b" * 8 + " " + "c" * 25
+    assert paced_run(text, 22, engine._shortest_run("zh", 1.0, 22)) == ("a" * 17, "b" * 8 + " " + "c" * 25)
+    assert paced_run(text, 22, MIN_RUN_TOKENS)[0] == paced_run(text, 22, 22)[0] == "a" * 17 + " " + "b" * 8
 
 
 def test_a_first_run_says_enough_for_the_next_to_be_made_on_this_box() -> None:
