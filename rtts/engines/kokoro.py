@@ -594,21 +594,20 @@ class KokoroEngine:
         next_s = fixed + slope * MIN_RUN_TOKENS / speed
         return math.ceil(next_s * HEAD_MARGIN * speed / self._s_per_token.get(lang, AUDIO_S_PER_TOKEN))
 
-    def _shortest_run(self, lang: str, speed: float, most: int) -> int:
-        """The shortest a paced run may be: MIN_RUN_TOKENS; or, where not even that would
-        be ready in time (``most``, the longest that would, is below it), a run whose
-        audio outlasts its own compute by HEAD_MARGIN (shorter runs lose ground), and
-        no shorter than the quick start's least (its language's shortest heard right;
-        languages without one keep MIN_RUN_TOKENS). paced_run then takes the longest
-        that fits ``most``. A Mandarin unit after a first clause of 0.8 s ("请注意，")
-        had a first run of 26 phonemes, 0.85 s to make: the listener heard a gap in
-        every round. (A floor of ``most`` itself left no word end to cut at.)"""
-        if most >= MIN_RUN_TOKENS or lang not in self.quick_start:
-            return MIN_RUN_TOKENS
+    def _least_run(self, lang: str, speed: float) -> int | None:
+        """How short a paced run may be cut where MIN_RUN_TOKENS would be late (paced_run's
+        ``least``): a run whose audio outlasts its own compute by HEAD_MARGIN (shorter
+        runs lose ground), and no shorter than the quick start's least (its language's
+        shortest heard right). None in the languages without one (cut at breaks, or
+        misheard when cut inside a phrase). A Mandarin unit after a first clause of 0.8 s
+        ("请注意，") had a first run of 26 phonemes, 0.85 s to make, where a word ended
+        at 17: the listener heard a gap in every round."""
+        if lang not in self.quick_start:
+            return None
         fixed, slope = self._run_cost.line(lang)
         gain = self._s_per_token.get(lang, AUDIO_S_PER_TOKEN) - HEAD_MARGIN * slope  # a phoneme's audio over its compute
         if gain <= 0:
-            return MIN_RUN_TOKENS
+            return None
         even = math.ceil(HEAD_MARGIN * fixed * speed / gain)
         return min(MIN_RUN_TOKENS, max(self.quick_start[lang][0], even))
 
@@ -656,8 +655,8 @@ class KokoroEngine:
                 # Read as each run starts: the thread sets it afresh between runs.
                 most = self._run_cost.tokens_within(lang, self._run_s, speed)
                 piece, rest = paced_run(
-                    piece, most, self._shortest_run(lang, speed, most), lang not in PACED_AT_BREAKS_ONLY,
-                    joined(piece, at),
+                    piece, most, MIN_RUN_TOKENS, lang not in PACED_AT_BREAKS_ONLY, joined(piece, at),
+                    self._least_run(lang, speed),
                 )
                 if rest:
                     pieces.appendleft(rest)

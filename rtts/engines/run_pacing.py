@@ -79,7 +79,8 @@ class RunCost:
 
 
 def paced_run(
-    phonemes: str, most: int, shortest: int, words: bool = True, joined: Container[int] = frozenset()
+    phonemes: str, most: int, shortest: int, words: bool = True, joined: Container[int] = frozenset(),
+    least: int | None = None,
 ) -> tuple[str, str]:
     """``phonemes`` as (this run, the rest): the longest run up to ``most`` symbols that
     ends at a word boundary (preferring one after punctuation; with ``words`` False, only
@@ -89,21 +90,27 @@ def paced_run(
     costs the phrase its intonation: it must buy time), or half that where no cut can and
     the whole is over ``most``: a run of 52 English phonemes whose words ended at 21 and
     31 was made whole, 0.5 s past the audio in hand, where 31 | 20 fitted (a gap bought
-    to spare a 1.1 s phrase its own run)."""
+    to spare a 1.1 s phrase its own run). With ``least`` (below ``shortest``), a run no
+    cut could keep within ``most`` is cut shorter instead, leaving ``least`` on both
+    sides, where a cut does: a shorter run in time rather than a longer one late."""
     text = phonemes.strip()
     limit = max(most, shortest)
     if len(text) <= limit:
         return text, ""
 
-    def cuts_leaving(least: int) -> list[int]:
+    def cuts_leaving(side: int) -> list[int]:
         return [
             i for i, ch in enumerate(text)
             if ch == " " and i not in joined and (words or text[i - 1] in BREAKS)
-            and least <= i <= len(text) - least - 1
+            and side <= i <= len(text) - side - 1
         ]  # fmt: skip
 
     cuts = cuts_leaving(shortest) or [i for i in cuts_leaving(shortest // 2) if i <= limit]
     fitting = [i for i in cuts if i <= limit]
+    if least is not None and not any(i <= most for i in fitting):
+        in_time = [i for i in cuts_leaving(least) if i <= max(most, least)]
+        if in_time:
+            cuts = fitting = in_time
     after_breaks = [i for i in fitting if text[i - 1] in BREAKS]
     cut = max(after_breaks or fitting) if fitting else min(cuts, default=None)
     if cut is None:

@@ -573,3 +573,35 @@ def test_paced_runs_never_cut_one_written_words_reading(kokoro: KokoroEngine, re
         assert not any(x[1] > y[0] for x in a for y in b), (a, b)  # no written word in two runs
     said = [w.said for run in runs for w in run]
     assert said[said.index("twenty-three") :][:5] == ["twenty-three", "dollars", "and", "fifty", "cents."]
+
+
+def test_kokoro_audio_is_the_same_with_and_without_words(
+    kokoro: KokoroEngine, registry: VoiceRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Word timing never changes the audio: Mandarin and English, a first run cut short
+    (lead 0) and paced runs after it, with the engine's learned state (cost line, first
+    run's length) the same for both. (Over the WebSocket two requests may find different
+    time in hand, and so different cuts; tests/live/test_words_live.py times the words.)"""
+    import copy
+
+    kokoro.limit_run_compute(0.4)  # paced, as on the thread: a budget that cuts runs short
+    try:
+        for voice_id, lang, text in (
+            ("kokoro/zf_xiaoxiao", "zh", "请注意，本次列车即将到达杭州东站。下车的旅客请带好您的随身物品。"),
+            ("kokoro/af_heart", "en", "The morning train to Boston leaves from platform nine at half past seven."),
+        ):
+            voice = registry.get(voice_id)
+            list(kokoro.synthesize(text, voice, lang, 1.0))  # a learned line, as a server has
+            # Each run's measured time moves the line, and the cuts after it: held still
+            # for both, so only the words could make them differ.
+            state = copy.deepcopy((kokoro._run_cost, kokoro._heads, kokoro._s_per_token))
+            monkeypatch.setattr(kokoro._run_cost, "learn", lambda *args: None)
+            monkeypatch.setattr(kokoro, "_learn_length", lambda *args: None)
+            timed = [c for c in kokoro.synthesize(text, voice, lang, 1.0, words=True) if isinstance(c, np.ndarray)]
+            plain = list(kokoro.synthesize(text, voice, lang, 1.0))
+            monkeypatch.undo()
+            kokoro._run_cost, kokoro._heads, kokoro._s_per_token = state
+            assert len(timed) == len(plain) > 1, (len(timed), len(plain))  # cut into runs
+            assert all(np.array_equal(a, b) for a, b in zip(timed, plain, strict=True))
+    finally:
+        kokoro.limit_run_compute(None)

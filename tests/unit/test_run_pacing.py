@@ -161,17 +161,20 @@ def test_a_run_below_the_shortest_where_the_shortest_would_be_late() -> None:
         for tokens in (12, 26, 62):
             engine._run_cost.learn("zh", tokens, 1.0, 0.45 + 0.017 * tokens)
             engine._run_cost.learn("ja", tokens, 1.0, 0.45 + 0.017 * tokens)
-    most = engine._run_cost.tokens_within("zh", 0.71, 1.0)
-    assert most == 15
     # The shortest run that still gains on the listener: 1.25 x 0.45 s over
-    # (0.065 - 1.25 x 17 ms) a phoneme; paced_run takes the longest that fits ``most``.
-    assert engine._shortest_run("zh", 1.0, most) == engine._shortest_run("zh", 1.0, 0) == 13
-    assert engine._shortest_run("zh", 1.0, 40) == MIN_RUN_TOKENS  # in time: the usual floor
-    assert engine._shortest_run("ja", 1.0, 15) == MIN_RUN_TOKENS  # no quick start: cut at breaks only
-    # Word ends at 17 and 26 of 52, 22 in time: 17, where a floor of 24 (or of 22) made 26.
+    # (0.065 - 1.25 x 17 ms) a phoneme.
+    least = engine._least_run("zh", 1.0)
+    assert least == 13 and engine._least_run("ja", 1.0) is None  # no quick start: cut at breaks only
+    # Word ends at 17 and 26 of 52: with 22 or 25 in time, 17, where the floor of 24 made 26.
     text = "a" * 17 + " " + "b" * 8 + " " + "c" * 25
-    assert paced_run(text, 22, engine._shortest_run("zh", 1.0, 22)) == ("a" * 17, "b" * 8 + " " + "c" * 25)
-    assert paced_run(text, 22, MIN_RUN_TOKENS)[0] == paced_run(text, 22, 22)[0] == "a" * 17 + " " + "b" * 8
+    for most in (22, 25):
+        assert paced_run(text, most, MIN_RUN_TOKENS, least=least) == ("a" * 17, "b" * 8 + " " + "c" * 25)
+        assert paced_run(text, most, MIN_RUN_TOKENS)[0] == "a" * 17 + " " + "b" * 8
+    # In time at the floor: as before, the longest that fits.
+    assert paced_run(text, 30, MIN_RUN_TOKENS, least=least)[0] == "a" * 17 + " " + "b" * 8
+    # No cut in time even at the least: as before.
+    short = "a" * 17 + " " + "b" * 30
+    assert paced_run(short, 10, MIN_RUN_TOKENS, least=least) == paced_run(short, 10, MIN_RUN_TOKENS) == ("a" * 17, "b" * 30)
 
 
 def test_a_first_run_says_enough_for_the_next_to_be_made_on_this_box() -> None:
