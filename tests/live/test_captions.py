@@ -199,8 +199,11 @@ def test_tts_captions_are_a_subtitle_file_of_the_same_speech(server: ServerThrea
     assert status == 200, body
     assert headers["Content-Type"] == {"vtt": "text/vtt; charset=utf-8", "srt": "application/x-subrip; charset=utf-8"}[fmt]
     cues = (read_vtt if fmt == "vtt" else read_srt)(body.decode("utf-8"))
-    # Kokoro is deterministic: the cues time the audio /tts gives for the same request.
-    assert cues[-1].end_ms / 1000 <= wav_seconds(wav) + FRAME_S
+    # The cues time the audio /tts gives for the same request, but the two requests are
+    # cut into runs by the time each finds in hand (paced runs, learned on this box),
+    # and the cuts move the trims and the pauses: 8.005 against 7.93 s, and 8.235 against
+    # 7.835 s on a loaded box. Hence a tenth of room.
+    assert cues[-1].end_ms / 1000 <= 1.1 * wav_seconds(wav) + FRAME_S
     assert cues[0].start_ms / 1000 < 1.0
     sep = " " if fmt == "vtt" else ""
     shown = sep.join(line for c in cues for line in c.lines)
