@@ -205,6 +205,25 @@ def test_cjk_first_unit_is_cut_by_characters_only_past_a_whole_clause() -> None:
     )
 
 
+def test_a_first_clause_of_a_few_cjk_characters_is_not_a_unit_of_its_own() -> None:
+    """"请注意，" alone gave 0.82 s of audio, too little for the next unit's first run on a
+    slower box (a gap in every round): it goes with the sentence or the next clause, and
+    the engine cuts the first run to the box's speed. A longer first clause is a unit as
+    before, and so is a short one with nothing whole within reach."""
+    zh = "请注意，本次列车即将到达杭州东站。下车的旅客请带好您的随身物品，从列车前进方向的右侧车门下车。"
+    assert texts(split_units(zh, first_max_chars=16)) == [
+        "请注意，本次列车即将到达杭州东站。", "下车的旅客请带好您的随身物品，从列车前进方向的右侧车门下车。"
+    ]
+    assert texts(split_units("次は、新宿です。お忘れ物のないよう、ご注意ください。", first_max_chars=16))[0] == "次は、新宿です。"
+    assert texts(split_units("请注意，各位旅客，" + "本" * 40 + "。", first_max_chars=16))[0] == "请注意，各位旅客，"
+    assert texts(split_units("各位旅客请注意，G1023次列车开始检票。", first_max_chars=16))[0] == "各位旅客请注意，"
+    assert texts(split_units("请注意，" + "本" * 50 + "。", first_max_chars=16))[0] == "请注意，"  # none within reach
+    assert texts(split_units("请注意，今天 Hello world 很好。", first_max_chars=16))[0] == "请注意，"  # Latin words
+    for text in (zh, "请注意，各位旅客，" + "本" * 40 + "。", "请注意，" + "本" * 50 + "。"):
+        for pieces in (None, [3] * 40, [1, 7, 2] * 15):
+            assert stream(text, pieces, first_max_chars=16) == split_units(text, first_max_chars=16)
+
+
 def test_cjk_cut_does_not_split_a_latin_word() -> None:
     units = split_units("我喜欢用Python编程" * 5, first_max_chars=8)  # 60 characters: past CJK_FIRST_CLAUSE
     assert units[0].text == "我喜欢用"
