@@ -79,7 +79,7 @@ _CLOSERS: Final = frozenset("\"'”’»›)]}」』）】〉》〕")
 _OPENERS: Final = "\"'“‘«‹([{「『（【〈《〔"
 # Scripts written without spaces between words, so a long run may be cut anywhere.
 _CJK: Final = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f]")
-_CJK_ONLY: Final = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f]+")
+_CJK_ONLY: Final = re.compile(f"{_CJK.pattern}+")
 _ALNUM: Final = re.compile(r"[^\W_]")
 _SPACE: Final = re.compile(r"\s+")
 
@@ -146,17 +146,13 @@ _Chunk = tuple[int, End] | None
 def _first_chunk(s: str, clauses: list[int], complete: bool, known: int, limit: int, longest: int) -> _Chunk:
     if complete and len(s) <= limit:
         return len(s), SENTENCE
+    most = min(longest, max(limit, CJK_FIRST_CLAUSE))
     if clauses and clauses[0] <= CJK_FIRST_CLAUSE_LEAST and _CJK_ONLY.fullmatch(s, 0, clauses[0] - 1):
-        # A few characters and a mark (CJK_FIRST_CLAUSE_LEAST): the next clause or the
-        # sentence with it, where one ends within reach with no space in it (as below).
-        most = min(longest, max(limit, CJK_FIRST_CLAUSE))
-        later = next((c for c in clauses[1:] if CJK_FIRST_CLAUSE_LEAST < c <= most), None)
-        if later is not None and not _SPACE.search(s, 1, later):
-            return later, CLAUSE
-        if later is None and complete and len(s) <= most and not _SPACE.search(s, 1, len(s)):
-            return len(s), SENTENCE
-        if later is None and not complete and known <= most and not _SPACE.search(s, 1, known):
-            return None  # the sentence or a later clause may still end within reach
+        # A few characters and a mark (CJK_FIRST_CLAUSE_LEAST): the next clause that is no
+        # such stub, or the sentence, where one is whole within reach; else this one.
+        chunk = _cjk_whole(s, [c for c in clauses if c > CJK_FIRST_CLAUSE_LEAST], complete, known, most)
+        if chunk is not False:
+            return chunk
     if clauses and clauses[0] <= limit:
         return clauses[0], CLAUSE
     if _CJK.search(s, 0, limit) and not _SPACE.search(s, 1, limit + 1):
@@ -165,19 +161,9 @@ def _first_chunk(s: str, clauses: list[int], complete: bool, known: int, limit: 
         # ("上午" | "9点"): the first clause stays whole up to CJK_FIRST_CLAUSE characters.
         # First audio comes from the engine's own first words (Kokoro's QUICK_START, cut
         # between jieba's words), not from a shorter unit.
-        # Only a clause with no space in it: Latin words inside one ("今日は Hello world")
-        # are cut between words as any other text.
-        most = min(longest, max(limit, CJK_FIRST_CLAUSE))
-        whole: _Chunk = None
-        if clauses and clauses[0] <= most:
-            whole = clauses[0], CLAUSE
-        elif complete and len(s) <= most:
-            whole = len(s), SENTENCE
-        if whole is not None:
-            if not _SPACE.search(s, 1, whole[0]):
-                return whole
-        elif not complete and known <= most and not _SPACE.search(s, 1, known):
-            return None  # the clause may still end within reach
+        chunk = _cjk_whole(s, clauses, complete, known, most)
+        if chunk is not False:
+            return chunk
     if complete or known > limit:
         cut = _whole_word(s, limit, longest, None if complete else known)
         if cut is None:
@@ -185,6 +171,26 @@ def _first_chunk(s: str, clauses: list[int], complete: bool, known: int, limit: 
         cut = cut or _cut_point(s, limit, limit)
         return cut, CLAUSE if cut in clauses else CUT
     return None
+
+
+def _cjk_whole(s: str, clauses: list[int], complete: bool, known: int, most: int) -> _Chunk | Literal[False]:
+    """The first of ``clauses`` or else the sentence, whole, where it ends within ``most``
+    with no space in it (Latin words inside one, "今日は Hello world", are cut between
+    words as any other text); None to wait while it may still end within reach; False
+    where there is none."""
+    if clauses and clauses[0] <= most:
+        end: int | None = clauses[0]
+    elif complete and len(s) <= most:
+        end = len(s)
+    else:
+        end = None
+    if end is not None:
+        if _SPACE.search(s, 1, end):
+            return False
+        return end, CLAUSE if clauses and end == clauses[0] else SENTENCE
+    if not complete and known <= most and not _SPACE.search(s, 1, known):
+        return None
+    return False
 
 
 def _next_chunk(s: str, clauses: list[int], complete: bool, known: int, limit: int) -> _Chunk:
