@@ -24,6 +24,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import latency  # noqa: E402  (cpu_model, probe_ms)
 from rtts.config import Config  # noqa: E402
 from rtts.engines.kokoro import ENERGY, F0, FEATURES, KokoroEngine  # noqa: E402
 from rtts.engines.kokoro_cut import drop_pad_frames  # noqa: E402
@@ -33,6 +34,7 @@ from rtts.engines.voices import VoiceRegistry  # noqa: E402
 CASES = (
     ("kokoro/zf_xiaoxiao", "zh", "欢迎光临。"),
     ("kokoro/zf_xiaoxiao", "zh", "各位旅客请注意，"),
+    ("kokoro/zf_xiaoxiao", "zh", "请注意，"),  # issue 32: the first clause that ran dry
     ("kokoro/zf_xiaoxiao", "zh", "各位旅客"),
     ("kokoro/jf_alpha", "ja", "東京駅へようこそ。"),
     ("kokoro/af_heart", "en", "Please stand"),
@@ -81,6 +83,8 @@ def main() -> int:
     engine = registry.engines["kokoro"]
     assert isinstance(engine, KokoroEngine)
     engine.load()
+    print(f"host: {latency.cpu_model()}; host probe (latency.py probe_ms) {latency.probe_ms():.0f} ms; "
+          f"median of {args.runs} runs a row")
     for voice, lang, text in CASES:  # warm every front end and shape
         one(engine, registry, voice, lang, text)
     print("| text | phoneme symbols | front end | predictor | decoder | trim | resample + frames | "
