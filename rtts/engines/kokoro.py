@@ -664,7 +664,12 @@ class KokoroEngine:
             tokens = [vocab[ch] for ch in piece]
             t0 = time.perf_counter()
             audio, bounds = self._run(tokens, style, speed, lang)
-            self._run_cost.learn(lang, len(tokens), speed, time.perf_counter() - t0)
+            took = time.perf_counter() - t0
+            if logger.isEnabledFor(logging.DEBUG):  # how a box's runs are paced (issue 32)
+                fixed, slope = self._run_cost.line(lang)
+                logger.debug("kokoro %s run: %d phonemes in %.3f s (line %.3f s + %.4f s a phoneme, margin %.2f)",
+                             lang, len(tokens), took, fixed, slope, self._run_cost.margin(lang))
+            self._run_cost.learn(lang, len(tokens), speed, took)
             self._learn_length(lang, len(tokens), audio.size / SAMPLE_RATE * speed)
             if audio.size:
                 if words is not None:
