@@ -37,8 +37,9 @@ from tests.conftest import Client
 ROOT = Path(__file__).resolve().parents[2]
 PODMAN, MMDEBSTRAP = shutil.which("podman"), shutil.which("mmdebstrap")
 pytestmark = pytest.mark.skipif(
-    PODMAN is None or MMDEBSTRAP is None or shutil.which("runc") is None,
-    reason="podman, runc or mmdebstrap missing: apt-get install podman runc mmdebstrap",
+    PODMAN is None or MMDEBSTRAP is None or not (shutil.which("runc") and shutil.which("slirp4netns")),
+    reason="podman, runc, slirp4netns or mmdebstrap missing: apt-get install podman runc slirp4netns "
+    "mmdebstrap",
 )
 
 # Debian 12's Python is 3.11, what the default python:3.11-slim base has too.
@@ -127,8 +128,13 @@ def image(podman: Podman, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         imported = pool.submit(lambda: podman("import", str(_rootfs()), base, timeout=300))
     imported.result()
     try:
+        # The host's network for the build's RUN steps, and slirp4netns for the container
+        # below (rootless podman's default, with `-p` as ever): podman's default bridge adds
+        # a network interface to the host, and Chromium then aborts the page loads in flight
+        # (net::ERR_NETWORK_CHANGED), which kept every browser test of the suite from
+        # running beside this one (tests/conftest.py).
         podman(
-            "build", "--layers=false", "--file", str(ROOT / "Containerfile"), "--tag", name,
+            "build", "--layers=false", "--network=host", "--file", str(ROOT / "Containerfile"), "--tag", name,
             "--build-arg", f"BASE={base}", "--volume", f"{wheels.result()}:/wheels:ro",
             "--build-arg", "PIP_FIND_LINKS=/wheels", "--build-arg", "PIP_NO_INDEX=1",
             str(ROOT), timeout=1200,
@@ -190,6 +196,7 @@ def container(podman: Podman, image: str) -> Iterator[Container]:
     name, port = f"rtts-test-{uuid.uuid4().hex[:8]}", _free_port()
     podman(
         "run", "--detach", "--name", name, "--memory=512m", "--memory-swap=512m", "--cpus=2",
+        "--network=slirp4netns",
         "--publish", f"127.0.0.1:{port}:8765", image,
     )
     try:
