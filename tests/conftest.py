@@ -28,52 +28,38 @@ from rtts import protocol
 from rtts.config import Config
 from rtts.serve.server import RttsServer
 from rtts.service import Service
-from tests import cores
 
 _TIERS = ("unit", "live", "system")
 
 
 # ``python -m pytest`` runs on two workers (pyproject.toml: ``-n 2 --dist loadgroup
 # --no-loadscope-reorder``, by pytest-xdist), each test module on one of them, in the order
-# set here. The modules that keep devices in step to the ms (kiosks, the headless players)
-# failed beside another worker's load on the same cores (5-6 of 24 kiosk runs), so they are
-# one group, and it comes first with a core of its own (tests/cores.py): every other thread
-# of the box keeps to the other core until the group ends, and the group's rtts servers run
-# there too (a server works ahead of the clock; the pages and players play by it). (Giving
-# them a higher CPU priority did not help: beside a busy core, at nice -10, a page's output
-# timestamps still wandered by tens of ms.) They are kept short: the kiosk pages and the
-# headless players share one Redis and two instances for their minute of Mandarin
+# set here. The modules that keep devices in step to the ms (kiosks, sync.js, the headless
+# players) failed beside another worker's load, so they are one group and come last: the
+# other worker has at most a couple of short unit modules left when it starts, then none.
+# (Giving them a higher CPU priority did not help: beside a busy core, at nice -10, a page's
+# output timestamps still wandered by tens of ms.) They are kept short: the kiosk pages
+# and the headless players share one Redis and two instances for their minutes of Mandarin
 # (test_in_step_across_instances.py), and `rtts play` writing to a file, which keeps no
 # device in step, runs with the others (test_player_live.py).
-# sync.js's pages share one browser, whose audio thread times every page: on one core, a
-# silent kiosk's output stepped by 2 ms or more in a quiet half-second in 2 runs of 4. They
-# run last, with both cores: the other worker has at most a couple of short unit modules
-# left when they start, then none.
-# The modules that load the whole box by design (the capped soak, the soak, the container
-# build) are one group too, so they never run together, and come second: on the other
-# worker, beside the group in step. (The container test runs podman on slirp4netns: its
-# default bridge added a network interface, and Chromium aborted the page loads in flight,
-# net::ERR_NETWORK_CHANGED.) Between them, the longest modules first (system, then live,
-# then unit), so the two workers end together.
-# Within a group, in the order listed: on the one core it has, test_kiosk_sync.py's five
-# browsers fell behind (pages dropped audio as late) both times they ran beside the
-# container build; they go first, beside the capped soak, and the build goes last, beside
-# the players, which held.
-_IN_STEP = ("test_kiosk_sync.py", "test_headless_players.py", "test_in_step_across_instances.py")
-_WHOLE_BOX = ("test_capped_soak.py", "test_soak.py", "test_container.py")
-_LAST = "test_sync_js.py"
-_ORDER = {"system": 2, "live": 3, "unit": 4}
+# The modules that load the whole box by design (the container build, the capped soak,
+# the soak) are one group too, so they never run together, and come first. The other pages
+# in Chromium join them: podman adds a network interface when it starts a container, and
+# Chromium then aborts the page loads in flight (net::ERR_NETWORK_CHANGED; a kiosk test
+# failed so on the other worker). Between them, the longest modules first (system, then
+# live, then unit), so the two workers end together.
+_IN_STEP = frozenset({"test_in_step_across_instances.py", "test_headless_players.py", "test_kiosk_sync.py",
+                      "test_sync_js.py"})
+_FIRST_IN_TURN = frozenset({
+    "test_container.py", "test_capped_soak.py", "test_soak.py",
+    "test_browser.py", "test_word_highlight.py", "test_kiosk_layout.py", "test_kiosk_channels.py",
+})
+_ORDER = {"system": 1, "live": 2, "unit": 3}
 
 
-def _rank(item: pytest.Item) -> tuple[int, int]:
+def _rank(item: pytest.Item) -> int:
     name = item.path.name
-    if name in _IN_STEP:
-        return 0, _IN_STEP.index(name)
-    if name in _WHOLE_BOX:
-        return 1, _WHOLE_BOX.index(name)
-    if name == _LAST:
-        return 5, 0
-    return _ORDER.get(item.path.parent.name, 4), 0
+    return 0 if name in _FIRST_IN_TURN else 4 if name in _IN_STEP else _ORDER.get(item.path.parent.name, 3)
 
 
 # Before xdist's own hook, which reads the group marks (and names each item by its group).
@@ -86,23 +72,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # Every other module is a group of its own, so its module-scoped fixtures (a
         # browser, a server) are set up once, on one worker.
         name = item.path.name
-        group = ("in_step" if name in _IN_STEP else "whole_box" if name in _WHOLE_BOX
+        group = ("in_step" if name in _IN_STEP else "first_in_turn" if name in _FIRST_IN_TURN
                  else item.path.relative_to(_ROOT).as_posix())
         item.add_marker(pytest.mark.xdist_group(group))
     items.sort(key=_rank)  # stable: each module's own order is kept
-
-
-@pytest.fixture(scope="module", autouse=True)
-def other_cores(request: pytest.FixtureRequest) -> Iterator[set[int] | None]:
-    """The group in step on a core of its own (tests/cores.py); for its modules, the CPUs
-    everything else runs on, where their rtts servers go too (``RttsProcess(cpus=...)``:
-    a server works ahead of the clock, the pages and players play by it). None for every
-    other module, and where nothing was pinned."""
-    if request.path.name not in _IN_STEP:
-        yield None
-        return
-    with cores.own_core() as others:
-        yield others
 
 
 # Hypothesis' per-example deadline is a timing assertion: on a busy 2-core machine it fails
@@ -209,9 +182,8 @@ def screenshot_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 class ServerThread:
     """An rtts server on 127.0.0.1, port 0, running its own event loop in a thread."""
 
-    def __init__(self, config: Config, cpus: set[int] | None = None) -> None:
+    def __init__(self, config: Config) -> None:
         self.config = config
-        self._cpus = cpus  # for its thread, and the threads and inference process it starts
         self.loop = asyncio.new_event_loop()
         self.server: RttsServer | None = None
         self._ready = threading.Event()
@@ -219,8 +191,6 @@ class ServerThread:
         self._thread = threading.Thread(target=self._run, name="test-server", daemon=True)
 
     def _run(self) -> None:
-        if self._cpus:
-            os.sched_setaffinity(0, self._cpus)  # 0: this thread alone
         asyncio.set_event_loop(self.loop)
         try:
             self.server = RttsServer(Service(self.config))
@@ -346,8 +316,7 @@ def client(server: ServerThread) -> Iterator[Client]:
 class RttsProcess:
     """``python -m rtts serve`` as a real child process, its log collected line by line."""
 
-    def __init__(self, tmp: Path, *args: str, env: dict[str, str] | None = None, port: int = 0,
-                 cpus: set[int] | None = None) -> None:
+    def __init__(self, tmp: Path, *args: str, env: dict[str, str] | None = None, port: int = 0) -> None:
         import os
         import subprocess
         import sys
@@ -361,8 +330,6 @@ class RttsProcess:
             cmd, cwd=Path(__file__).resolve().parent.parent, env=full_env,
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )
-        if cpus:  # before it starts its threads and its inference process, which inherit it
-            os.sched_setaffinity(self.proc.pid, cpus)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

@@ -66,7 +66,7 @@ class Instances:
 
 
 @pytest.fixture(scope="module")
-def instances(tmp_path_factory: pytest.TempPathFactory, other_cores: set[int] | None) -> Iterator[Instances]:
+def instances(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instances]:
     tmp = tmp_path_factory.mktemp("in-step")
     for d in ("a", "b", "redis"):
         (tmp / d).mkdir()
@@ -79,9 +79,8 @@ def instances(tmp_path_factory: pytest.TempPathFactory, other_cores: set[int] | 
         args = ("--bus", redis.url, "--shared-clock", "bus", "--publish-token", TOKEN, "--trusted-proxies",
                 "127.0.0.1", "--preload", "--phrase-cache-mb", "0", "--sync-min-lead", "4", "--sync-max-lead", "8",
                 "--generator", "student")
-        a = stack.enter_context(RttsProcess(tmp / "a", *args, cpus=other_cores))
-        b = stack.enter_context(RttsProcess(tmp / "b", *args, env={"RTTS_TEST_CLOCK_SKEW_MS": "30"},
-                                            cpus=other_cores))
+        a = stack.enter_context(RttsProcess(tmp / "a", *args))
+        b = stack.enter_context(RttsProcess(tmp / "b", *args, env={"RTTS_TEST_CLOCK_SKEW_MS": "30"}))
         a.wait_listening(), b.wait_listening()
         # Each instance loads the Mandarin voice before the announcement, as a box that has
         # spoken Mandarin before has: the first announcement is not the one to time a cold load.

@@ -140,11 +140,10 @@ def check_in_step(kiosks: list[Kiosk], ann_id: str, sent: float, play_at: float,
     return s
 
 
-def test_kiosks_on_one_instance_play_in_step(tmp_path: Path, chromium: BrowserType,
-                                            other_cores: set[int] | None) -> None:
+def test_kiosks_on_one_instance_play_in_step(tmp_path: Path, chromium: BrowserType) -> None:
     with ExitStack() as stack:
         srv = stack.enter_context(RttsProcess(tmp_path, "--publish-token", TOKEN, "--preload",
-                                              "--phrase-cache-mb", "0", cpus=other_cores))
+                                              "--phrase-cache-mb", "0"))
         srv.wait_listening()
         port = srv.port
         kiosks = [Kiosk(stack, own_browser(stack, chromium), port, link, seed=i, channel=CHANNEL,
