@@ -44,9 +44,10 @@ _TIERS = ("unit", "live", "system")
 # device in step, runs with the others (test_player_live.py).
 # The modules that load the whole box by design (the container build, the capped soak,
 # the soak) are one group too, so they never run together, and come first. The other pages
-# in Chromium join them: podman adds a network interface when it starts a container, and
-# Chromium then aborts the page loads in flight (net::ERR_NETWORK_CHANGED; a kiosk test
-# failed so on the other worker). Between them, the longest modules first (system, then
+# in Chromium join them: podman's default bridge added a network interface when it started
+# a container, and Chromium then aborted the page loads in flight (net::ERR_NETWORK_CHANGED;
+# a kiosk test failed so on the other worker). The container test now runs podman on
+# slirp4netns, which adds none; the pages have not yet been run beside it. Between them, the longest modules first (system, then
 # live, then unit), so the two workers end together.
 _IN_STEP = frozenset({"test_in_step_across_instances.py", "test_headless_players.py", "test_kiosk_sync.py",
                       "test_sync_js.py"})

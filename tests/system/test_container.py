@@ -131,10 +131,11 @@ def image(podman: Podman, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         # The host's network for the build's RUN steps, and slirp4netns for the container
         # below (rootless podman's default, with `-p` as ever): podman's default bridge adds
         # a network interface to the host, and Chromium then aborts the page loads in flight
-        # (net::ERR_NETWORK_CHANGED), which kept every browser test of the suite from
-        # running beside this one (tests/conftest.py).
+        # (net::ERR_NETWORK_CHANGED): why tests/conftest.py groups the browser tests with
+        # this one.
         podman(
-            "build", "--layers=false", "--network=host", "--file", str(ROOT / "Containerfile"), "--tag", name,
+            "build", "--layers=false", "--network=host", "--file", str(ROOT / "Containerfile"),
+            "--tag", name,
             "--build-arg", f"BASE={base}", "--volume", f"{wheels.result()}:/wheels:ro",
             "--build-arg", "PIP_FIND_LINKS=/wheels", "--build-arg", "PIP_NO_INDEX=1",
             str(ROOT), timeout=1200,
