@@ -631,12 +631,13 @@ class KokoroEngine:
         self.load()
         style = self._style(style_name)
         vocab = self._get_vocab()
-        pieces = deque(split_phonemes(phonemes, self.run_tokens(lang, speed)))
 
         def joined(piece: str, at: int) -> frozenset[int]:
             # The piece's spaces inside one written word: a reading cut there is misheard,
             # and timed words lose it.
             return frozenset() if spans is None else inside_words(spans, at, at + len(piece))
+
+        pieces = deque(split_phonemes(phonemes, self.run_tokens(lang, speed), joined(phonemes, 0)))
 
         if first is not None and pieces:
             start = phonemes.index(pieces[0])

@@ -10,39 +10,48 @@ __all__ = ["BREAKS", "first_words", "split_phonemes"]
 BREAKS = frozenset(",.?!:;—…")
 
 
-def split_phonemes(phonemes: str, limit: int) -> list[str]:
+def split_phonemes(phonemes: str, limit: int, joined: Container[int] = frozenset()) -> list[str]:
     """Split ``phonemes`` into pieces of at most ``limit`` symbols each.
 
     Cuts at the last space after punctuation that fits, else at the last space that
-    fits, and only inside a word when one word alone is longer than ``limit``. Only the
-    whitespace at a cut is dropped: joining the pieces with spaces gives the input back
-    (modulo runs of whitespace), so nothing is ever truncated.
+    fits, but not at those in ``joined`` (positions in ``phonemes``: inside one written
+    word's reading) while another fits, and only inside a word when one word alone is
+    longer than ``limit``. Only the whitespace at a cut is dropped: joining the pieces
+    with spaces gives the input back (modulo runs of whitespace), so nothing is ever
+    truncated.
     """
     if limit < 1:
         raise ValueError(f"limit must be positive, not {limit}")
     pieces = []
+    at = len(phonemes) - len(phonemes.lstrip())  # where ``rest`` is in ``phonemes``
     rest = phonemes.strip()
     while len(rest) > limit:
-        cut = _cut_position(rest, limit)
+        cut = _cut_position(rest, limit, {i - at for i in joined})
         pieces.append(rest[:cut].rstrip())
-        rest = rest[cut:].lstrip()
+        stripped = rest[cut:].lstrip()
+        at += len(rest) - len(stripped)
+        rest = stripped
     if rest:
         pieces.append(rest)
     return pieces
 
 
-def _cut_position(text: str, limit: int) -> int:
-    # A space at index ``limit`` still leaves ``limit`` symbols before it.
+def _cut_position(text: str, limit: int, joined: Container[int]) -> int:
+    # A space at index ``limit`` still leaves ``limit`` symbols before it. A space inside
+    # a reading is a cut of last resort (a memory bound is a hard one), before a word's
+    # own letters.
     window = text[: limit + 1]
-    fallback = 0
+    fallback = inside = 0
     for i in range(len(window) - 1, 0, -1):
-        if window[i] != " ":
+        if window[i] != " " or window[i - 1].isspace():
             continue
-        if window[i - 1] in BREAKS:
+        if i in joined:
+            inside = inside or i
+        elif window[i - 1] in BREAKS:
             return i
-        if not fallback and not window[i - 1].isspace():
+        elif not fallback:
             fallback = i
-    return fallback or limit
+    return fallback or inside or limit
 
 
 def first_words(
@@ -75,4 +84,6 @@ def _first_cut(text: str, limit: int, joined: Container[int], least: int) -> int
         if text[i] == " " and i not in joined and not text[i - 1].isspace()
     ]
     after_break = [i for i in spaces if text[i - 1] in BREAKS]
-    return (after_break or spaces or [limit])[0]
+    # None: no cut. (The window's end was taken, and where a space was there, a reading was
+    # cut at it: "$23.50" captioned "twenty-three dollars", its rest in the next run.)
+    return (after_break or spaces or [len(text)])[0]

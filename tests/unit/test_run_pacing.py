@@ -5,6 +5,7 @@ with real Kokoro runs in tests/live/test_scheduling.py."""
 from __future__ import annotations
 
 import heapq
+import itertools
 import time
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 from rtts.engines.kokoro import HEAD_MARGIN, MIN_RUN_TOKENS, KokoroEngine
 from rtts.engines.registry import KINDS
 from rtts.engines.run_pacing import RunCost, paced_run
-from rtts.g2p.split import first_words
+from rtts.g2p.split import first_words, split_phonemes
 from rtts.g2p.words import Word, inside_words
 from rtts.engines.voices import VoiceRegistry
 from rtts.synthesis.inference import RUN_GUARD_S, InferenceWorker, _Entry
@@ -149,6 +150,33 @@ def test_a_paced_run_is_never_cut_inside_one_written_words_reading() -> None:
     assert {p for p in inside_words(words, 28, 66) if text[28 + p] == " "} == {11, 19, 23, 30}
     # One item read as two words (zero-width characters join the written word): its space too.
     assert inside_words([Word(0, 21, "zero\u200bwidth\u200cjoin\u200dtest", 0, 21)], 0, 21) >= {6, 15}
+
+
+def test_a_first_run_or_a_memory_bounded_one_is_never_cut_inside_a_reading() -> None:
+    """The quick start's window and a memory budget's pieces keep the same words whole as
+    a paced run. A window with no cut but a space inside "$23.50"'s reading at its end
+    was cut there: the caption said "twenty-three dollars" (a live words test, on a
+    loaded box, where the learned first run had grown to end inside the money)."""
+    text = "I pˈAd twˈɛntiθɹˈi dˈɑləɹz ænd fˈɪfti sˈɛnts ˈɔn mˈɑɹʧ"
+    money = [Word(7, 13, said, a, b) for said, a, b in (
+        ("twenty-three", 7, 18), ("dollars", 19, 26), ("and", 27, 30), ("fifty", 31, 37), ("cents", 38, 44))]
+    words = [Word(0, 1, "I", 0, 1), Word(2, 6, "paid", 2, 6), *money, Word(14, 16, "on", 45, 48)]
+    joined = inside_words(words, 0, len(text))
+    assert {p for p in joined if text[p] == " "} == {18, 26, 30, 37}
+    for shortest in range(1, len(text)):
+        for limit in range(shortest, len(text) + 1):
+            head, rest = first_words(text, limit, shortest, joined)
+            assert f"{head} {rest}".strip() == text and len(head) not in joined, (shortest, limit)
+    assert first_words(text, 26, 18, joined) == (text, "")  # no word ends in the window: whole
+    assert first_words(text, 44, 18, joined)[0].endswith("sˈɛnts")
+    for limit in range(len("twˈɛntiθɹˈi"), len(text)):
+        pieces = split_phonemes(text, limit, joined)
+        assert " ".join(pieces) == text, limit
+        cuts = list(itertools.accumulate(len(p) + 1 for p in pieces[:-1]))
+        assert not any(c - 1 in joined for c in cuts) or limit < len("twˈɛntiθɹˈi dˈɑləɹz ænd fˈɪfti sˈɛnts"), limit
+    # Positions are in the string given, leading spaces and all; a reading longer than
+    # the bound is still cut (a memory bound is hard), at its own spaces first.
+    assert split_phonemes("  " + text, 20, {p + 2 for p in joined})[:2] == ["I pˈAd", "twˈɛntiθɹˈi dˈɑləɹz"]
 
 
 def test_a_run_below_the_shortest_where_the_shortest_would_be_late() -> None:
