@@ -15,6 +15,7 @@ import asyncio
 import hashlib
 import os
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -141,6 +142,23 @@ def _is_worker(config: pytest.Config) -> bool:
     """An xdist worker: the controller alone compares the tree, before any worker starts and
     after every one has ended (a worker's end would see another's test still writing)."""
     return hasattr(config, "workerinput")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Stop at once where the installed rtts is not a package (an editable install whose
+    .pth names a checkout that is gone, as a copied environment's did): the tests that
+    start ``rtts`` and ``rtts play`` as programs then failed one by one, minutes in, with
+    import errors far from the cause. Asked from outside the checkout, so the working
+    directory does not stand in for the install."""
+    if _is_worker(config):
+        return
+    found = subprocess.run([sys.executable, "-c", "import rtts; print(rtts.__file__)"], cwd="/",
+                           capture_output=True, text=True, timeout=60)
+    if found.returncode != 0 or found.stdout.strip() in ("", "None"):
+        raise pytest.UsageError(
+            f"rtts is not installed as a package for {sys.executable} (it imports as "
+            f"{found.stdout.strip() or found.stderr.strip()[-200:]!r}): run `pip install -e . --no-deps` here"
+        )
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
