@@ -26,7 +26,7 @@ def split_phonemes(phonemes: str, limit: int, joined: Container[int] = frozenset
     at = len(phonemes) - len(phonemes.lstrip())  # where ``rest`` is in ``phonemes``
     rest = phonemes.strip()
     while len(rest) > limit:
-        cut = _cut_position(rest, limit, {i - at for i in joined})
+        cut = _cut_position(rest, limit, joined, at)
         pieces.append(rest[:cut].rstrip())
         stripped = rest[cut:].lstrip()
         at += len(rest) - len(stripped)
@@ -36,16 +36,16 @@ def split_phonemes(phonemes: str, limit: int, joined: Container[int] = frozenset
     return pieces
 
 
-def _cut_position(text: str, limit: int, joined: Container[int]) -> int:
+def _cut_position(text: str, limit: int, joined: Container[int], at: int) -> int:
     # A space at index ``limit`` still leaves ``limit`` symbols before it. A space inside
-    # a reading is a cut of last resort (a memory bound is a hard one), before a word's
-    # own letters.
+    # a reading (``joined``, where ``text`` is at ``at``) is a cut of last resort (a memory
+    # bound is a hard one), before a word's own letters.
     window = text[: limit + 1]
     fallback = inside = 0
     for i in range(len(window) - 1, 0, -1):
         if window[i] != " " or window[i - 1].isspace():
             continue
-        if i in joined:
+        if at + i in joined:
             inside = inside or i
         elif window[i - 1] in BREAKS:
             return i
