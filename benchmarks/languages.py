@@ -128,13 +128,14 @@ async def together(url: str, text: str, n: int) -> list[latency.Stream]:
             await ws.close()
 
 
-def measure(servers: dict[str, latency.ServerProcess], repeats: int, streams_n: tuple[int, ...] = (1, 2, 3)) -> dict:
+def measure(servers: dict[str, latency.ServerProcess], repeats: int, streams_n: tuple[int, ...] = (1, 2, 3),
+            mixed_runs: int = 3, only_mixed: bool = False) -> dict:
     """Every case on every build's server, the builds taking turns case by case."""
     results: dict = {}
     for name, server in servers.items():  # warm every voice and front end
         for _, lang, voice in CASES:
             asyncio.run(runs(server.url, TEXTS[lang]["sentence"], voice, 1))
-    for label, lang, voice in CASES:
+    for label, lang, voice in () if only_mixed else CASES:
         for kind, text in TEXTS[lang].items():
             for name, server in servers.items():
                 got = asyncio.run(runs(server.url, text, voice, repeats))
@@ -147,17 +148,22 @@ def measure(servers: dict[str, latency.ServerProcess], repeats: int, streams_n: 
                 cell["mark"] = got[0][1]
                 print(f"  {name:10} {label:45} {kind:9} first audio p50 "
                       f"{latency.ms(latency.pct(cell['ttfa'], 50))}  first mark {cell['mark']!r}", flush=True)
-    for n in streams_n:
+    for n in () if only_mixed else streams_n:
         for name, server in servers.items():
             streams = asyncio.run(together(server.url, TEXTS["zh"]["paragraph"], n))
             results.setdefault(("streams", n), {})[name] = streams
             print(f"  {name:10} {n} Mandarin streams: underruns {[s.underruns for s in streams]}, "
                   f"first audio {[round(s.ttfa * 1000) for s in streams]} ms", flush=True)
     for text in MIXED:
-        for name, server in servers.items():
-            got = asyncio.run(runs(server.url, text, None, 3))
-            results.setdefault(("mixed", text), {})[name] = [s for s, _ in got]
-            print(f"  {name:10} mixed {text[:24]!r}: underruns {[s.underruns for s, _ in got]}", flush=True)
+        for _ in range(mixed_runs):  # the builds take turns run by run
+            for name, server in servers.items():
+                got = asyncio.run(runs(server.url, text, None, 1))
+                results.setdefault(("mixed", text), {}).setdefault(name, []).extend(s for s, _ in got)
+        for name in servers:
+            got_streams = results[("mixed", text)][name]
+            print(f"  {name:10} mixed {text[:24]!r}: underruns {[s.underruns for s in got_streams]}, gaps "
+                  f"{[round(s.gap_s * 1000) for s in got_streams]} ms, first audio "
+                  f"{[round(s.ttfa * 1000) for s in got_streams]} ms", flush=True)
     return results
 
 
@@ -221,8 +227,9 @@ def report(results: dict, builds: list[str], peer: dict, command: str, probes: l
                 theirs = (f"{ms(pct([x['ttfa_s'] for x in p], 50))}, "
                           f"{statistics.median(x['total_s'] / x['audio_s'] for x in p):.3f}")
             lines.append(f"| {label}: {kind} “{text}” | " + " | ".join(cells) + f" | {theirs} |")
+    mixed_runs = max((len(v[builds[0]]) for k, v in results.items() if k[0] == "mixed"), default=0)
     lines += ["", "Concurrent Mandarin streams (the paragraph, no voice named), and mixed sentences (no voice "
-              "named, 3 runs each, one listener): underruns per stream or run.", "",
+              f"named, {mixed_runs} runs each, one listener): underruns per stream or run.", "",
               "| load | " + " | ".join(f"{b}: underruns (first audio)" for b in builds) + " |",
               "|---|" + "---|" * len(builds)]
     for key in [k for k in results if k[0] == "streams"] + [k for k in results if k[0] == "mixed"]:
@@ -241,6 +248,8 @@ def main() -> int:
     p.add_argument("--peers-python", default="/work/peers-venv/bin/python")
     p.add_argument("--no-peers", dest="peers", action="store_false")
     p.add_argument("--no-write", dest="write", action="store_false")
+    p.add_argument("--mixed-runs", type=int, default=3, help="runs of each mixed sentence per build")
+    p.add_argument("--only-mixed", action="store_true", help="the mixed sentences alone (no table is written)")
     args = p.parse_args()
     builds = latency.builds(args.before, args.generators)
     work = Path(tempfile.mkdtemp(prefix="rtts-languages-"))
@@ -252,11 +261,15 @@ def main() -> int:
             latency.ROOT = root  # ServerProcess starts the server from this checkout
             servers[name] = latency.ServerProcess(600, work / f"{name.replace(' ', '-')}.log", *extra)
         latency.ROOT = ROOT
-        results = measure(servers, args.repeats, tuple(int(n) for n in args.streams.split(",")))
+        results = measure(servers, args.repeats, tuple(int(n) for n in args.streams.split(",")), args.mixed_runs,
+                          args.only_mixed)
     finally:
         for server in servers.values():
             server.stop()
     probes.append(latency.probe_ms())
+    if args.only_mixed:
+        print(f"host probe (latency.py probe_ms): {probes[0]:.0f} ms before, {probes[1]:.0f} ms after")
+        return 0
     peer = run_peer(args.peers_python, args.repeats, work) if args.peers else {}
     if args.peers:
         probes.append(latency.probe_ms())

@@ -413,6 +413,9 @@ class _CatalogView:
             worker.preload(job.voice.model, lang=job.lang)
         return worker.estimate(job, room)
 
+    def first_audio_s(self, voice: VoiceInfo, lang: str, text: str) -> tuple[float, float]:
+        return self._service.worker.first_audio_s(voice, lang, text)
+
     def capacity(self) -> dict[str, int]:
         worker, max_load = self._service.worker, self._service.config.admission_max_load
         return {engine: worker.streams(engine, max_load) for engine in sorted(worker.rtf)}

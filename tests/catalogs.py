@@ -18,6 +18,7 @@ class FixedCatalog:
         lang_voices: tuple[tuple[str, str], ...] | None = None,
         first_unit_chars: dict[str, int] | None = None,
         loaded: list[str] | None = None,
+        first_audio: dict[str, tuple[float, float]] | None = None,
     ) -> None:
         self.voices = voices
         self.default_voice = default_voice
@@ -27,6 +28,10 @@ class FixedCatalog:
         self.lang_voices = routes(voices, default_voice, pairs)
         self._first_unit = first_unit_chars or {}
         self._loaded = loaded or []
+        # Per engine: (compute seconds before its first audio, seconds of audio) per
+        # character. Unless given, every voice starts at once and speaks slowly: no opening
+        # part is kept back (Session._outruns).
+        self._first_audio = first_audio or {}
 
     def loaded_voices(self) -> list[str]:
         return list(self._loaded)
@@ -37,6 +42,10 @@ class FixedCatalog:
 
     def estimate(self, job: Job, room: float | None = None) -> tuple[float, float]:
         return 0.0, 0.0  # an idle inference thread
+
+    def first_audio_s(self, voice: VoiceInfo, lang: str, text: str) -> tuple[float, float]:
+        compute, audio = self._first_audio.get(voice.engine, (0.0, 1.0))
+        return compute * len(text), audio * len(text)
 
     def capacity(self) -> dict[str, int]:
         return {name: 1 for name in sorted({v.engine for v in self.voices.values()})}

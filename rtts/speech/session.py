@@ -62,6 +62,12 @@ class Catalog(TypingProtocol):
         ``InferenceWorker.estimate``."""
         ...
 
+    def first_audio_s(self, voice: VoiceInfo, lang: str, text: str) -> tuple[float, float]:
+        """(compute seconds before ``voice`` has its first audio of ``text`` on a free thread,
+        seconds of audio ``text`` makes), by this box's measurements;
+        ``InferenceWorker.first_audio_s``."""
+        ...
+
     def capacity(self) -> dict[str, int]:
         """Streams of each engine the inference thread carries at once within the admission
         bound, by this box's measurements; ``InferenceWorker.streams``."""
@@ -71,6 +77,10 @@ class Catalog(TypingProtocol):
 # The longest pause job (ms): a <break> is sent as silence jobs of at most this length,
 # so a client that is behind holds back the rest like it holds back speech.
 PAUSE_JOB_MS = 2000
+# What an opening part's audio must outlast the next voice's first audio by, beyond the
+# estimates, for the two to go out as they come (``Session._outruns``): the estimates'
+# error, sending and playback jitter, as the worker's RUN_GUARD_S.
+HANDOVER_GUARD_S = 0.1
 
 def _what_follows(utt: Utterance, voice: VoiceInfo) -> tuple[int, tuple[VoiceInfo, ...]]:
     """What the worker is told of the stream of the job about to go for ``utt``'s head part
@@ -188,12 +198,12 @@ class Session:
         if isinstance(event, JobAudio):
             return self._audio(utt, event.samples)
         if isinstance(event, JobWords):
-            return self._words(utt, event.spoken)
+            return self._kept(utt, self._words(utt, event.spoken))
         done = utt.job_part
         utt.job = None
         if isinstance(event, JobFailed):
             del self.utterances[utt.id]
-            effects: list[Effect] = [self._error(ErrorCode(event.code), event.message, utt.id)]
+            effects: list[Effect] = [*self._release(utt), self._error(ErrorCode(event.code), event.message, utt.id)]
             effects.append(Send(self._end(utt, "error")))
             return effects + self._pump()
         assert isinstance(event, JobDone)
@@ -202,7 +212,7 @@ class Session:
         if done is not None:
             utt.prev_unit = done.unit
             if utt.clock is not None and done.timing is not None and utt.track is not None:
-                effects = self._send_words(utt, utt.clock.finish(done.timing, utt.track.position))
+                effects = self._kept(utt, self._send_words(utt, utt.clock.finish(done.timing, utt.track.position)))
         return effects + self._pump()
 
     def close(self) -> list[Effect]:
@@ -527,6 +537,8 @@ class Session:
                 job.room = self._config.admission_max_load
             utt.started = True
             utt.first_job = now
+            if part is not None and self._outruns(utt, part):
+                utt.held, utt.held_job = [], job
             utt.track = Track(utt.out.sample_rate, utt.out.frame_ms, utt.out.format)
             start = self._start(utt, voice.id, expected_wait_ms=round(wait * 1000), queued=queued or None)
             effects.append(Send(start))
@@ -537,6 +549,39 @@ class Session:
         utt.part_started = False
         effects.append(Submit(utt.job))
         return effects
+
+    def _outruns(self, utt: Utterance, head: Part) -> bool:
+        """Whether the voice after an utterance's opening part would have its first audio
+        only after that part's audio ran out: Mandarin by Kokoro after a short English
+        greeting by Hibari, which makes its audio at once (issue 32: "Hello，欢迎来到杭州！"
+        underran at the change of voice). Such an opening part's audio is kept back and
+        goes out with the next voice's first (``_kept``): the listener waits before the
+        first word rather than in the middle of the sentence. An announcement plays at its
+        time, with a lead that covers this."""
+        after = utt.parts[1] if len(utt.parts) > 1 else None
+        if utt.announcement is not None or not isinstance(after, Part) or after.voice.id == head.voice.id:
+            return False
+        compute, _ = self._catalog.first_audio_s(after.voice, after.lang, after.speak)
+        _, audio_s = self._catalog.first_audio_s(head.voice, head.lang, head.speak)
+        return compute + HANDOVER_GUARD_S > audio_s / utt.speed
+
+    def _kept(self, utt: Utterance, effects: list[Effect]) -> list[Effect]:
+        """``effects`` of an utterance whose opening part is kept back join it (``_outruns``)."""
+        if utt.held is None:
+            return effects
+        utt.held.extend(effects)
+        return []
+
+    def _release(self, utt: Utterance) -> list[Effect]:
+        """What was kept back of an utterance, to go out now: from here the client holds it."""
+        held, utt.held, utt.held_job = utt.held or [], None, None
+        if held and utt.held_s:
+            now = self._clock()
+            if utt.first_audio is None:
+                utt.first_audio = now
+            self._play_until = max(self._play_until, now) + utt.held_s
+        utt.held_s = 0.0
+        return held
 
     def _refuse(self, utt: Utterance, wait: float, load: float) -> list[Effect]:
         """Admission control said no: the utterance is dropped before it started."""
@@ -553,12 +598,14 @@ class Session:
         if utt.job is None or track is None:
             return []  # unreachable: audio comes only for the running job of a started utterance
         voice = utt.job.voice
-        effects: list[Effect] = []
+        # The next voice's first audio: what was kept back of the opening part goes first.
+        effects: list[Effect] = self._release(utt) if utt.held_job is not None and utt.held_job is not utt.job else []
         samples, bad = audio.sanitize(samples)
         if bad:
             log.warning("session %s: %d non-finite samples from %s", self.id, bad, voice.id)
         pause = self._pause_before(utt)
         if utt.audio_s + pause / 1000 + len(samples) / voice.native_rate > self._config.max_audio:
+            utt.held = None  # what was kept back is dropped with the rest
             return self._too_long(utt)
         if not utt.part_started:
             utt.part_started = True
@@ -573,7 +620,7 @@ class Session:
                 )
                 effects.append(Send(mark))
         effects.extend(self._frames(utt, track.push(samples)))
-        return effects
+        return self._kept(utt, effects)
 
     def _pause_before(self, utt: Utterance) -> int:
         """Milliseconds of silence the running part's first audio will come after."""
@@ -615,16 +662,19 @@ class Session:
         effects: list[Effect] = []
         now = self._clock()
         for frame in frames:
+            effects.append(Send(protocol.Audio(utt.id, frame.seq, frame.pts, frame.data)))
+            if utt.held is not None:  # kept back (_outruns): the client holds none of it yet
+                utt.held_s += frame.seconds
+                continue
             if utt.first_audio is None:
                 utt.first_audio = now
-            effects.append(Send(protocol.Audio(utt.id, frame.seq, frame.pts, frame.data)))
             self._play_until = max(self._play_until, now) + frame.seconds
         return effects
 
     def _finish(self, utt: Utterance) -> list[Effect]:
         """All text spoken: send the tail (the one short frame) and ``end``."""
         del self.utterances[utt.id]
-        effects: list[Effect] = []
+        effects: list[Effect] = self._release(utt)
         if utt.track is not None:
             effects.extend(self._frames(utt, utt.track.finish()))
         else:

@@ -12,6 +12,7 @@ from rtts.broadcast.announcements import Announcement
 from rtts.engines.base import VoiceInfo
 from rtts.sound.track import Track
 from rtts.speech import word_timing
+from rtts.speech.effects import Effect
 from rtts.synthesis.jobs import Job
 from rtts.text import markup
 from rtts.text.split import Unit, UnitBuffer
@@ -84,6 +85,12 @@ class Utterance:
     announcement: Announcement | None = None
     shared_jobs: int = 0
     clock: word_timing.Clock | None = None  # word timing, when asked for (``words``)
+    # An opening part whose audio would run out before the next voice has its first
+    # (``Session._outruns``): what it sends is kept here, with its length in seconds, and
+    # goes out with the first audio of a job other than ``held_job``.
+    held: list[Effect] | None = None
+    held_s: float = 0.0
+    held_job: Job | None = None
 
     @property
     def audio_s(self) -> float:

@@ -406,8 +406,20 @@ class InferenceWorker:
         return self.audio_s_per_char.get(f"{engine}:{lang}", prior)
 
     def _first_s_per_char(self, job: Job) -> float:
-        engine = job.voice.engine
-        return self.first_s_per_char.get(f"{engine}:{job.lang}", self.first_s_per_char.get(engine, 0.05))
+        return self._first_s_per_char_of(job.voice.engine, job.lang)
+
+    def _first_s_per_char_of(self, engine: str, lang: str) -> float:
+        return self.first_s_per_char.get(f"{engine}:{lang}", self.first_s_per_char.get(engine, 0.05))
+
+    def first_audio_s(self, voice: VoiceInfo, lang: str, text: str) -> tuple[float, float]:
+        """(compute seconds before ``voice`` has its first audio of ``text`` on a free
+        thread, its model's load included; seconds of audio ``text`` makes), by this box's
+        measurements: whether a mixed-language utterance's quick opening part would run out
+        before the slower voice after it begins (``Session``, issue 32)."""
+        engine = self._registry.engines.get(voice.model)
+        loading = self.load_s.get(voice.engine, 2.0) if engine is not None and not engine.loaded else 0.0
+        compute = loading + self._first_s_per_char_of(voice.engine, lang) * len(text)
+        return compute, self._speech_s_per_char(voice.engine, lang) * len(text)
 
     @staticmethod
     def _cache_key(job: Job) -> tuple[str, str, float, str, bool]:

@@ -365,6 +365,60 @@ def test_mixed_text_goes_to_each_languages_voice_with_seamless_audio(rate):
     assert end.reason == "done" and end.stats["audio_ms"] == pytest.approx(1000 * total / rate, abs=25)
 
 
+# Per engine: (compute seconds before its first audio, seconds of audio) per character, as a
+# 2-core box measures them: Piper's "Hello，" is 0.4 s of audio, made at once; Kokoro's
+# Mandarin takes ~0.1 s a character before its first audio.
+SLOW_KOKORO = {"piper": (0.0025, 0.065), "kokoro": (0.1, 0.2)}
+
+
+def test_a_quick_opening_part_is_kept_back_until_the_slower_voice_after_it_has_audio():
+    # Sent at once, "Hello，" (0.39 s) would run out 0.3 s before Kokoro's "欢迎来到杭州！"
+    # (0.7 s of compute) began: an underrun at the change of voice (issue 32).
+    session = make_mixed(lang_voices=(("zh", "kokoro/z"),), first_audio=SLOW_KOKORO)
+    (job1,) = submits(send(session, type="speak", id="m", text="Hello，欢迎来到杭州！"))
+    effects = run_job(session, job1, seconds=0.4, pieces=2)
+    assert not sent(effects, protocol.Audio) and not sent(effects, protocol.Mark)
+    (job2,) = submits(effects)
+    assert (job2.voice.id, job2.deadline) == ("kokoro/z", 100.0)  # the client holds nothing: its quick start
+    first = session.job_event(job2, JobAudio(tone(0.3, 24000)))
+    messages = sent(first)
+    kinds = [type(m).__name__ for m in messages]
+    # Hello's mark and its frames first, then Kokoro's, in order, in one go.
+    assert kinds[0] == "Mark" and messages[0].voice == "piper/a"
+    second_mark = kinds.index("Mark", 1)
+    assert messages[second_mark].voice == "kokoro/z" and set(kinds[1:second_mark]) == {"Audio"}
+    frames = sent(first, protocol.Audio)
+    assert [f.seq for f in frames] == list(range(len(frames)))
+    effects = session.job_event(job2, JobDone(0.7))
+    (end,) = sent(effects, protocol.End)
+    assert end.reason == "done"
+
+
+def test_an_opening_part_that_outlasts_the_next_voices_start_goes_out_at_once():
+    # "The next stop is" (1.0 s) covers Kokoro's start: nothing is kept back, and a voice
+    # that starts at once keeps "Hello，" as it was.
+    for text, first_audio in (("The next stop is 上海虹桥站。", SLOW_KOKORO), ("Hello，欢迎来到杭州！", None)):
+        session = make_mixed(lang_voices=(("zh", "kokoro/z"),), first_audio=first_audio)
+        (job1,) = submits(send(session, type="speak", id="m", text=text))
+        effects = session.job_event(job1, JobAudio(tone(0.4, 22050)))
+        assert sent(effects, protocol.Audio) and sent(effects, protocol.Mark), text
+
+
+def test_what_was_kept_back_is_sent_before_a_failure_and_dropped_with_a_cancel():
+    session = make_mixed(lang_voices=(("zh", "kokoro/z"),), first_audio=SLOW_KOKORO)
+    (job1,) = submits(send(session, type="speak", id="m", text="Hello，欢迎来到杭州！"))
+    (job2,) = submits(run_job(session, job1, seconds=0.4))
+    effects = session.job_event(job2, JobFailed("engine_unavailable", "gone"))
+    kinds = [type(m).__name__ for m in sent(effects)]
+    assert kinds[0] == "Mark" and "Audio" in kinds and kinds[-2:] == ["Error", "End"]
+
+    session = make_mixed(lang_voices=(("zh", "kokoro/z"),), first_audio=SLOW_KOKORO)
+    (job1,) = submits(send(session, type="speak", id="m", text="Hello，欢迎来到杭州！"))
+    run_job(session, job1, seconds=0.4)
+    effects = send(session, type="cancel", id="m")
+    assert [type(m).__name__ for m in sent(effects)] == ["End"]
+
+
 def test_segments_within_a_unit_are_marked_and_keep_one_voice_when_it_speaks_both():
     session = make_mixed(first_unit_chars={"kokoro": 40})  # the whole sentence is one unit
     effects, jobs = speak_all_jobs(session, send(session, type="speak", id="m", text="请打开 Bluetooth 设置。", voice="kokoro/z"))
