@@ -80,6 +80,7 @@ MIXED = (
     "Hello，欢迎来到杭州！今日は東京です。粤语好听吗？Yes, very good!",
     "Welcome aboard，本次列车开往北京南站，请您注意安全。",
     "The next stop is 上海虹桥站，please mind the gap.",
+    "Hi. 欢迎光临，请出示您的车票。",
 )
 PEER_VOICES = {"zh": ("zf_xiaoxiao", "cmn"), "ja": ("jf_alpha", "ja"), "en": ("af_heart", "en-us")}
 

@@ -558,12 +558,34 @@ class Session:
         goes out with the next voice's first (``_kept``): the listener waits before the
         first word rather than in the middle of the sentence. An announcement plays at its
         time, with a lead that covers this."""
-        after = utt.parts[1] if len(utt.parts) > 1 else None
-        if utt.announcement is not None or not isinstance(after, Part) or after.voice.id == head.voice.id:
+        after = self._after_opening(utt, head)
+        if utt.announcement is not None or after is None:
             return False
-        compute, _ = self._catalog.first_audio_s(after.voice, after.lang, after.speak)
+        voice, lang, text, pause_s = after
+        if voice.id == head.voice.id:
+            return False
+        compute, _ = self._catalog.first_audio_s(voice, lang, text)
         _, audio_s = self._catalog.first_audio_s(head.voice, head.lang, head.speak)
-        return compute + HANDOVER_GUARD_S > audio_s / utt.speed
+        return compute + HANDOVER_GUARD_S > audio_s / utt.speed + pause_s
+
+    def _after_opening(self, utt: Utterance, head: Part) -> tuple[VoiceInfo, str, str, float] | None:
+        """Who speaks after an utterance's opening part, in which language, what, and the
+        pause between: the next part of its unit, or the next unit's first ("Hi. 欢迎光临。"
+        is two units, the pause of a sentence end between them). None where a <break> or
+        nothing follows, or no voice speaks what does (refused later, with its code)."""
+        if len(utt.parts) > 1:
+            after = utt.parts[1]
+            return (after.voice, after.lang, after.speak, 0.0) if isinstance(after, Part) else None
+        if not utt.units or markup.BREAK_OPEN in utt.units[0].text:
+            return None
+        seg = next((x for x in segment(utt.units[0].text, utt.lang, utt.voice.langs[0]) if says_something(x.text)), None)
+        if seg is None:
+            return None
+        try:
+            voice = self._voice_for(utt, seg.lang)
+        except ProtocolError:
+            return None
+        return voice, seg.lang, self._lexicon.apply(seg.text.strip()), pause_ms(head.unit) / 1000
 
     def _kept(self, utt: Utterance, effects: list[Effect]) -> list[Effect]:
         """``effects`` of an utterance whose opening part is kept back join it (``_outruns``)."""

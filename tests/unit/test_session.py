@@ -394,6 +394,19 @@ def test_a_quick_opening_part_is_kept_back_until_the_slower_voice_after_it_has_a
     assert end.reason == "done"
 
 
+def test_a_short_sentence_before_the_slower_voices_is_kept_back_too():
+    # "Hi." is a unit of its own: its 0.2 s and the sentence pause (0.25 s) still run out
+    # before Kokoro's "欢迎光临，…" begins.
+    session = make_mixed(lang_voices=(("zh", "kokoro/z"),), first_audio=SLOW_KOKORO)
+    (job1,) = submits(send(session, type="speak", id="m", text="Hi. 欢迎光临，请出示您的车票。"))
+    effects = run_job(session, job1, seconds=0.2)
+    assert not sent(effects, protocol.Audio)
+    (job2,) = submits(effects)
+    assert job2.voice.id == "kokoro/z"
+    first = sent(session.job_event(job2, JobAudio(tone(0.3, 24000))))
+    assert [type(m).__name__ for m in first[:2]] == ["Mark", "Audio"] and first[0].voice == "piper/a"
+
+
 def test_an_opening_part_that_outlasts_the_next_voices_start_goes_out_at_once():
     # "The next stop is" (1.0 s) covers Kokoro's start: nothing is kept back, and a voice
     # that starts at once keeps "Hello，" as it was.
