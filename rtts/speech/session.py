@@ -35,7 +35,7 @@ from rtts.speech.utterance import Output, Part, Utterance, says_something, word_
 from rtts.synthesis.jobs import Job, JobAudio, JobDone, JobEvent, JobFailed, JobWords
 from rtts.text import markup
 from rtts.text.lexicon import Lexicon
-from rtts.text.segment import segment
+from rtts.text.segment import Segment, segment
 from rtts.text.split import Unit, UnitBuffer, pause_ms, split_units
 
 log = logging.getLogger(__name__)
@@ -460,13 +460,23 @@ class Session:
         default (English) voice to the Mandarin one, and the first unit decides the time
         to first audio of the voice that actually speaks it.
         """
-        head = next((seg for seg in segment(text[:200], utt.lang, utt.voice.langs[0]) if says_something(seg.text)), None)
+        head = self._head(utt, text[:200])
         if head is None:
             return self._catalog.first_unit_chars(utt.voice.engine, utt.lang)
+        seg, voice = head
+        return self._catalog.first_unit_chars(voice.engine, seg.lang)
+
+    def _head(self, utt: Utterance, text: str) -> tuple[Segment, VoiceInfo] | None:
+        """The first language segment of ``text`` that says something, and the voice that
+        will speak it (the utterance's own where none speaks its language: that is refused
+        later, with its code); None where nothing in ``text`` makes a sound."""
+        seg = next((x for x in segment(text, utt.lang, utt.voice.langs[0]) if says_something(x.text)), None)
+        if seg is None:
+            return None
         voice = utt.voice
-        with contextlib.suppress(ProtocolError):  # no voice for it: refused later, with its code
-            voice = self._speaker(utt.voice, head.lang, utt.id)
-        return self._catalog.first_unit_chars(voice.engine, head.lang)
+        with contextlib.suppress(ProtocolError):
+            voice = self._speaker(utt.voice, seg.lang, utt.id)
+        return seg, voice
 
     def _voice_for(self, utt: Utterance, lang: str) -> VoiceInfo:
         return self._speaker(utt.voice, lang, utt.id)
@@ -572,19 +582,16 @@ class Session:
         """Who speaks after an utterance's opening part, in which language, what, and the
         pause between: the next part of its unit, or the next unit's first ("Hi. 欢迎光临。"
         is two units, the pause of a sentence end between them). None where a <break> or
-        nothing follows, or no voice speaks what does (refused later, with its code)."""
+        nothing follows."""
         if len(utt.parts) > 1:
             after = utt.parts[1]
             return (after.voice, after.lang, after.speak, 0.0) if isinstance(after, Part) else None
         if not utt.units or markup.BREAK_OPEN in utt.units[0].text:
             return None
-        seg = next((x for x in segment(utt.units[0].text, utt.lang, utt.voice.langs[0]) if says_something(x.text)), None)
-        if seg is None:
+        found = self._head(utt, utt.units[0].text)
+        if found is None:
             return None
-        try:
-            voice = self._voice_for(utt, seg.lang)
-        except ProtocolError:
-            return None
+        seg, voice = found
         return voice, seg.lang, self._lexicon.apply(seg.text.strip()), pause_ms(head.unit) / 1000
 
     def _kept(self, utt: Utterance, effects: list[Effect]) -> list[Effect]:
