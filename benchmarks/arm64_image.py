@@ -31,7 +31,6 @@ The comparison uses librosa (the ``train`` extra; or a venv with
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
@@ -48,7 +47,8 @@ sys.path.insert(0, str(ROOT))
 from arm64 import LOCAL_INDEXES, TEXTS, binfmt_ready, compare, read_wav  # noqa: E402
 from latency import cpu_model  # noqa: E402
 
-from tests.system.test_container import CACHE, CONTAINERS_CONF, Podman, debian_rootfs  # noqa: E402
+from tests.players import free_port  # noqa: E402
+from tests.system.test_container import CACHE, CONTAINERS_CONF, Container, Podman, debian_rootfs, made  # noqa: E402
 
 TIMEOUT_S = 1800
 # What the build's pip reads on this host (indexes, constraints, a wheelhouse) and the CA
@@ -68,22 +68,6 @@ def step(name: str, t0: float) -> float:
     now = time.monotonic()
     print(f"{name}: {(now - t0) / 60:.1f} min", flush=True)
     return now
-
-
-def readyz(port: int, timeout: float) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=10) as r:
-                return json.loads(r.read())
-        except OSError:
-            time.sleep(2)
-    raise SystemExit(f"no /readyz from the arm64 container in {timeout:.0f} s")
-
-
-def made(podman: Podman, name: str) -> set[str]:
-    return set(podman("exec", name, "find", CACHE, "-type", "f", "(", "-name", "*.onnx", "-o", "-name", "*.so", ")",
-                      timeout=300).split())
 
 
 def build(podman: Podman, work: Path, base: str, image: str, hide: str) -> None:
@@ -121,6 +105,7 @@ def main() -> None:
         tarball = debian_rootfs("arm64")
         t0 = step(f"Debian arm64 base ({tarball}, made once per machine)", t0)
         podman("import", "--arch", "arm64", str(tarball), base, timeout=600)
+    container = Container(podman, name, free_port())
     try:
         if not args.built:
             build(podman, work, base, image, hide)
@@ -129,20 +114,20 @@ def main() -> None:
         print(f"image architecture: {arch}", flush=True)
         out = work / "out"
         out.mkdir()
-        port = 18000 + int(tag[:3], 16) % 1000
         podman("run", "--detach", "--name", name, "--platform", "linux/arm64", f"--memory={args.memory}",
-               f"--memory-swap={args.memory}", "--network=slirp4netns", "--publish", f"127.0.0.1:{port}:8765",
+               f"--memory-swap={args.memory}", "--network=slirp4netns",
+               "--publish", f"127.0.0.1:{container.port}:8765",
                "--env", f"RTTS_INFERENCE_TIMEOUT={TIMEOUT_S}", hide, image)
-        ready = readyz(port, 1800)
+        ready = container.wait_ready(timeout=1800)
         t0 = step(f"served: /readyz ready={ready.get('ready')}", t0)
         who = podman("exec", name, "sh", "-c", f"uname -m; id -u; command -v cc gcc || echo no-compiler; "
                                                f"ls {CACHE}/native/").split()
         print(f"inside: {' '.join(who)}", flush=True)
-        before = made(podman, name)
+        before = made(container)
         rows = []
         for lang, text in TEXTS.items():
             t1 = time.monotonic()
-            url = f"http://127.0.0.1:{port}/tts?{urllib.parse.urlencode({'text': text})}"
+            url = f"http://127.0.0.1:{container.port}/tts?{urllib.parse.urlencode({'text': text})}"
             with urllib.request.urlopen(url, timeout=TIMEOUT_S) as r:
                 (out / f"{lang}.wav").write_bytes(r.read())
             took = time.monotonic() - t1
@@ -154,7 +139,7 @@ def main() -> None:
             rows.append(f"| {lang} | {b.size / 24000:.2f} s | {b.size - a.size:+d} | {snr:.1f} dB | {mel:.2f} dB "
                         f"| {took:.0f} s |")
             print(rows[-1], flush=True)
-        after = made(podman, name)
+        after = made(container)
         print(f"prepared files: {len(before)}; made by the requests: {sorted(after - before) or 'none'}")
         step("speech", t0)
         print("| language | arm64 audio | samples vs x86 | SNR vs x86 | log-mel distance | `/tts` under emulation |")
@@ -162,7 +147,7 @@ def main() -> None:
         print("\n".join(rows))
         print(f"WAVs in {out}; {(time.monotonic() - start) / 60:.0f} min in all")
     finally:
-        print(podman("logs", name, check=False, stderr=True, timeout=60)[-3000:])
+        print(container.logs[-3000:])
         podman("rm", "--force", "--time", "0", name, check=False, timeout=300)
         podman("rmi", "--force", *(() if args.built else (base,)), *(() if args.keep else (image,)), check=False,
                timeout=300)

@@ -217,7 +217,7 @@ def test_the_image_is_prepared_runs_unprivileged_and_has_no_compiler(container: 
     assert uid != "0" and compiler == "no-compiler" and libraries, (uid, compiler, libraries)
 
 
-def _made(container: Container) -> set[str]:
+def made(container: Container) -> set[str]:
     """Every model, cut, optimized graph and library in the container's cache dir."""
     out = container.podman("exec", container.name, "find", CACHE, "-type", "f", "(", "-name", "*.onnx",
                            "-o", "-name", "*.so", ")")
@@ -226,7 +226,7 @@ def _made(container: Container) -> set[str]:
 
 def test_en_zh_ja_through_the_published_port_under_512m(container: Container) -> None:
     container.wait_ready()
-    built = _made(container)
+    built = made(container)
     assert any("/kokoro-cut/" in p for p in built) and any("/ort-optimized/hibari-" in p for p in built)
     try:
         with Client(f"ws://127.0.0.1:{container.port}/ws") as client:
@@ -247,7 +247,7 @@ def test_en_zh_ja_through_the_published_port_under_512m(container: Container) ->
         raise AssertionError(f"{exc!r}\n{evidence}\n{container.logs}") from exc
     # What the first requests would have waited for was made when the image was built:
     # the requests made nothing new (an mtime the image layer did not keep would have).
-    assert _made(container) == built, container.logs
+    assert made(container) == built, container.logs
 
 
 def test_podman_stop_ends_it_with_exit_code_0(container: Container) -> None:
