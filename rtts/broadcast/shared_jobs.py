@@ -92,9 +92,11 @@ class SharedJobs:
             return
         if run is None:
             # With its words, whoever asked: a subscriber that wants them may join later,
-            # and a session that did not ask ignores them.
+            # and a session that did not ask ignores them. Marked shared for the worker too:
+            # it is made the same way on every instance (inference.SHARED_LEAD_S).
             run = _Run(
-                Job(announcement, job.text, job.voice, job.lang, job.speed, job.deadline, opens=job.opens, words=True)
+                Job(announcement, job.text, job.voice, job.lang, job.speed, job.deadline, opens=job.opens, words=True,
+                    shared=job.shared)
             )
             run.job.sink = lambda _, event, run=run: self._fan_out(run, event)
             held.runs[index] = run

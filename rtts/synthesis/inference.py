@@ -60,7 +60,7 @@ from rtts.host.client import Host
 from rtts.protocol import ErrorCode
 from rtts.sound import audio
 from rtts.synthesis.jobs import Job, JobAudio, JobDone, JobEvent, JobFailed, JobWords
-from rtts.synthesis.phrase_cache import PhraseCache
+from rtts.synthesis.phrase_cache import Key, PhraseCache
 from rtts.synthesis.room import Stream, Waiting, wait_for_room
 
 log = logging.getLogger(__name__)
@@ -81,6 +81,15 @@ _SPEECH_S_PER_CJK_CHAR = {"zh": 0.2, "ja": 0.2}
 # What a paced run leaves every client beyond the estimates (``_run_budget``): their error,
 # sending and playback jitter.
 RUN_GUARD_S = 0.1
+# What an announcement's jobs after its first tell the engine their listeners hold, in
+# place of what the clock says (``_lead``); their runs are not paced either
+# (``_run_budget``). Each instance makes an announcement's audio itself, and its kiosks
+# play in step only if every instance makes the same audio: paced by each box's load,
+# Kokoro cut a Mandarin unit into runs two ways, and one instance's audio ran 230 ms
+# behind the other's from the second sentence on (stop 44's CI,
+# tests/system/test_in_step_across_instances.py). One second: past every engine's "the
+# listener is waiting" (Hibari's larger windows start there).
+SHARED_LEAD_S = 1.0
 # What a yielding job keeps in hand beyond the estimates: their error, the next unit's
 # encoder (not yet queued when this one decides), sending and playback jitter. Measured
 # with benchmarks/latency.py's Piper paragraph streams on 2 cores: 0.05 s gave gaps at
@@ -422,8 +431,8 @@ class InferenceWorker:
         return compute, self._speech_s_per_char(voice.engine, lang) * len(text)
 
     @staticmethod
-    def _cache_key(job: Job) -> tuple[str, str, float, str, bool]:
-        return PhraseCache.key(job.voice.id, job.lang, job.speed, job.text, job.words)
+    def _cache_key(job: Job) -> Key:
+        return PhraseCache.key(job.voice.id, job.lang, job.speed, job.text, job.words, job.shared is not None)
 
     def drop(self, job: Job) -> None:
         """Cancel a job; if queued it is skipped, if running it stops at the next chunk."""
@@ -798,8 +807,9 @@ class InferenceWorker:
                     self._emit(job, JobFailed(ErrorCode.ENGINE_UNAVAILABLE.value, message))
                     return
                 t0 = time.perf_counter()  # the load is not part of this job's RTF
-                # Audio the client holds that this job's first chunk may take its time behind.
-                lead_s = 0.0 if job.opens else max(0.0, job.deadline - time.monotonic())
+                if pace is not None:  # before synthesize: how its first run is cut reads it
+                    pace(self._run_budget(entry))
+                lead_s = self._lead(job)
                 if job.words:
                     entry.chunks = iter(engine.synthesize(job.text, job.voice, job.lang, job.speed, lead_s, words=True))
                 else:  # as before the seam had words: an engine outside rtts need not know of them
@@ -807,7 +817,7 @@ class InferenceWorker:
                 self._note_use(job)  # synthesize has phonemized: the job's front end is loaded
                 if self.cache.cacheable(job.text):
                     entry.kept = []
-            if pace is not None:
+            elif pace is not None:
                 pace(self._run_budget(entry))
             chunk_t0 = time.perf_counter()
             for chunk in entry.chunks:
@@ -892,14 +902,29 @@ class InferenceWorker:
             return self._first_s_per_char(job) * len(job.text) / job.speed
         return entry.last_chunk_s * (4 if self._streams.get(job.voice.engine, False) else 1.5)
 
-    def _run_budget(self, entry: _Entry) -> float:
+    @staticmethod
+    def _lead(job: Job) -> float:
+        """Audio the client holds that ``job``'s first chunk may take its time behind: none
+        for an utterance's first, whose audio is awaited now; ``SHARED_LEAD_S`` for an
+        announcement's others, the same on every instance; else until its deadline."""
+        if job.opens:
+            return 0.0
+        if job.shared is not None:
+            return SHARED_LEAD_S
+        return max(0.0, job.deadline - time.monotonic())
+
+    def _run_budget(self, entry: _Entry) -> float | None:
         """Seconds of compute the running job's next run may take (``Engine.limit_run_compute``)
         with every client on the thread still holding audio when it ends: its own (the job's
         deadline), and each queued job's after the turns due before it, earliest deadline
         first. Below zero when a client is already waiting (a new one's first audio): the
-        engine then makes its shortest run."""
+        engine then makes its shortest run. None (no bound) for an announcement's job: its
+        runs are cut the same way on every instance, whatever each one's load
+        (``SHARED_LEAD_S``); a long run of it is paid for by the streams beside it."""
         job = entry.job
         assert job is not None
+        if job.shared is not None:
+            return None
         now = time.monotonic()
         budget = job.deadline - now
         with self._cond:

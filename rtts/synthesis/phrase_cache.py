@@ -3,7 +3,9 @@
 A kiosk says "Please mind the gap." hundreds of times a day; synthesizing it once
 and replaying the samples costs nothing and starts at once. Entries are whole text
 units (what a ``Job`` speaks) keyed by everything that changes the audio: voice,
-language, speed and the text itself (and whether its word timing is kept with it). Least recently used entries are dropped first
+language, speed and the text itself (and whether its word timing is kept with it, and
+whether it is an announcement's, made the same way on every instance whatever the load:
+a private stream's may be cut into runs by it). Least recently used entries are dropped first
 once the samples held pass ``max_bytes``. Used from the event loop (lookups) and the
 inference thread (stores), hence the lock.
 """
@@ -19,7 +21,7 @@ from rtts.engines.base import Timing
 
 __all__ = ["PhraseCache"]
 
-Key = tuple[str, str, float, str, bool]
+Key = tuple[str, str, float, str, bool, bool]
 Chunk = np.ndarray | Timing
 
 
@@ -35,8 +37,8 @@ class PhraseCache:
         self.misses = 0
 
     @staticmethod
-    def key(voice: str, lang: str, speed: float, text: str, words: bool = False) -> Key:
-        return (voice, lang, round(float(speed), 3), text, words)
+    def key(voice: str, lang: str, speed: float, text: str, words: bool = False, shared: bool = False) -> Key:
+        return (voice, lang, round(float(speed), 3), text, words, shared)
 
     def cacheable(self, text: str) -> bool:
         return self.max_bytes > 0 and 0 < len(text) <= self.max_chars

@@ -238,6 +238,37 @@ def test_kokoro_runs_are_as_long_as_the_other_listeners_allow(worker: InferenceW
 
 
 @pytest.mark.slow
+def test_an_announcement_is_made_the_same_way_on_a_busy_thread(worker: InferenceWorker,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every instance makes an announcement's audio itself, and its kiosks play in step only
+    if each makes the same audio: a shared job's unit is one run whether or not another
+    listener is due (stop 44's CI: paced by one box's load, Kokoro cut a unit two ways and
+    one instance's audio ran 230 ms behind the other's)."""
+    worker.preload("kokoro", lang="zh")
+    monkeypatch.setattr(worker, "cache", PhraseCache(0))  # each made, not replayed
+
+    def announcement(name: str, deadline: float) -> Job:
+        job = _job(worker, name, MANDARIN["paced"], deadline)
+        job.voice, job.lang, job.shared = worker._registry.voices["kokoro/zf_xiaoxiao"], "zh", ("hall#1", 1)
+        return job
+
+    def audio(name: str) -> list[np.ndarray]:
+        return [e.samples for _, n, e in worker.events if n == name and isinstance(e, JobAudio)]  # type: ignore[attr-defined]
+
+    worker.submit(announcement("quiet", time.monotonic() + 30))
+    _wait_done(worker, {"quiet"})
+    now = time.monotonic()
+    # As test_kokoro_runs_are_as_long_as_the_other_listeners_allow's "paced": its own job
+    # there was cut into runs.
+    worker.submit(announcement("busy", now + 0.6))
+    worker.submit(_job(worker, "next", "I am next.", now + 1.2))
+    _wait_done(worker, {"busy", "next"})
+    quiet, busy = audio("quiet"), audio("busy")
+    assert len(quiet) == len(busy) == 1, (len(quiet), len(busy))
+    assert quiet[0].size == busy[0].size and np.allclose(quiet[0], busy[0], atol=1e-3)
+
+
+@pytest.mark.slow
 def test_a_stream_past_the_load_waits_for_room_and_then_speaks(tmp_path: Path) -> None:
     """Issue 32: with no room on the thread (the load over --admission-max-load), a new
     stream is not started at the others' cost: its start says `queued`, /readyz counts it

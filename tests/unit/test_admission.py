@@ -41,6 +41,9 @@ def test_phrase_cache_is_bounded_and_counts() -> None:
     assert not PhraseCache(0).cacheable("short")
     # Speed is part of the key: the same text faster is other audio.
     assert PhraseCache.key("v", "en", 1.0, "a") != PhraseCache.key("v", "en", 1.5, "a")
+    # So is being an announcement's: a private stream's may have been cut into runs by this
+    # box's load, and every instance must make an announcement alike.
+    assert PhraseCache.key("v", "en", 1.0, "a") != PhraseCache.key("v", "en", 1.0, "a", shared=True)
 
 
 # ---------------------------------------------------------------- admission control

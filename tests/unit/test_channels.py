@@ -726,6 +726,7 @@ async def test_the_one_synthesis_tells_how_much_audio_came_once_for_every_subscr
     assert len(worker.jobs) == 1
     run = worker.jobs[0]
     assert run.sink is not None
+    assert run.shared == ("lobby#1", 0)  # the worker makes it the same way on every instance
     run.sink(run, JobAudio(np.zeros(11025, dtype=np.float32)))
     await settle()
     run.sink(run, JobDone(0.1))

@@ -18,7 +18,7 @@ from rtts.engines.run_pacing import RunCost, paced_run
 from rtts.g2p.split import first_words, split_phonemes
 from rtts.g2p.words import Word, inside_words
 from rtts.engines.voices import VoiceRegistry
-from rtts.synthesis.inference import RUN_GUARD_S, InferenceWorker, _Entry
+from rtts.synthesis.inference import RUN_GUARD_S, SHARED_LEAD_S, InferenceWorker, _Entry
 from rtts.synthesis.jobs import Job
 from tests.unit.test_engine_seam import ToyKind
 
@@ -118,6 +118,23 @@ def test_a_run_may_take_the_tightest_slack_on_the_thread(worker: InferenceWorker
     # A newcomer waiting for its first audio: below zero, the engine's shortest run.
     _queue(worker, Job("d", "w", voice, "en", 1.0, now, opens=True))
     assert worker._run_budget(running) < 0
+
+
+def test_an_announcements_jobs_are_made_the_same_way_whatever_the_load(worker: InferenceWorker) -> None:
+    # Each instance makes an announcement's audio itself: neither the engine's lead nor its
+    # runs may follow this box's clock, or two instances cut its units two ways.
+    voice = worker._registry.get("toy/a")
+    now = time.monotonic()
+    _queue(worker, Job("d", "w", voice, "en", 1.0, now, opens=True))  # a newcomer waiting
+    for deadline in (now, now + 3.0):
+        own = Job("a", "x" * 40, voice, "en", 1.0, deadline)
+        assert worker._run_budget(_Entry(deadline, 0, own)) < 0
+        shared = Job("hall#1", "x" * 40, voice, "en", 1.0, deadline, shared=("hall#1", 1))
+        assert worker._run_budget(_Entry(deadline, 0, shared)) is None
+        assert worker._lead(shared) == SHARED_LEAD_S
+    opening = Job("hall#1", "x" * 40, voice, "en", 1.0, now + 3.0, opens=True, shared=("hall#1", 0))
+    assert worker._lead(opening) == 0.0  # its first: awaited now on every instance alike
+    assert worker._lead(Job("a", "x", voice, "en", 1.0, now + 3.0)) == pytest.approx(3.0, abs=0.05)
 
 
 def test_two_clients_with_the_same_utterance_id_are_two_streams(worker: InferenceWorker) -> None:
