@@ -474,9 +474,13 @@ export class RttsClient extends EventTarget {
     if (!rec || rec.soundDone || rec.cancelled) return;
     const heard = this.player.heard(id);
     if (heard === null) return;
-    const pos = heard + (rec.firstPts || 0); // on the utterance's pts clock, as the words are
-    const word = wordAt(rec.words, pos);
     const c = this.caption;
+    // On the utterance's pts clock, as the words are. Never back: the estimate follows the
+    // output timestamp, which a busy page dates late (it went back a word in the suite),
+    // and what was heard of an utterance was heard.
+    let pos = heard + (rec.firstPts || 0);
+    if (c && c.id === rec.id && c.pos > pos) pos = c.pos;
+    const word = wordAt(rec.words, pos);
     if (!(c && c.id === rec.id && c.word === word && c.wordCount === rec.words.length && c.textLength === rec.text.length)) {
       // The text of an appended utterance grows; a new words message may end the sentence.
       if (!rec.cps || rec.cps.length !== Array.from(rec.text).length) rec.cps = Array.from(rec.text);
