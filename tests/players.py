@@ -87,6 +87,8 @@ class Heard:
     sent: float  # wall time it was published
     play_at: float
     audio_s: float
+    id: str = ""
+    pcm: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))  # as the reference received it
     at: dict[str, list[float]] = field(default_factory=dict)  # position name -> per player, when pts 0 was heard
     metrics: list[dict[str, float]] = field(default_factory=list)
 
@@ -107,6 +109,17 @@ def settle(players: list[PlayerProcess], samples: int = 20, timeout: float = 60)
         time.sleep(0.5)
 
 
+def received(msgs: list[protocol.ServerMessage]) -> np.ndarray:
+    """An utterance's audio (pcm16 at RATE) as a subscriber received it, each frame at its
+    pts, and a second of silence after it."""
+    pcm = np.zeros(max(m.pts for m in msgs if isinstance(m, protocol.Audio)) + RATE, np.float32)
+    for m in msgs:
+        if isinstance(m, protocol.Audio):
+            x = np.frombuffer(m.data, "<i2").astype(np.float32) / 32768
+            pcm[m.pts : m.pts + x.size] = x
+    return pcm
+
+
 def announce(tmp: Path, speakers: Speakers, players: list[PlayerProcess], ref: Client, publish_url: str, text: str,
              token: str, positions_s: tuple[float, ...] = (0.0,)) -> Heard:
     """Publishes ``text`` and waits until every player has played it; when each made the
@@ -122,15 +135,11 @@ def announce(tmp: Path, speakers: Speakers, players: list[PlayerProcess], ref: C
         start, end = msgs[0], msgs[-1]
         assert isinstance(start, protocol.Start) and isinstance(start.play_at, float), start
         assert isinstance(end, protocol.End) and end.reason == "done", end
-        pcm = np.zeros(max(m.pts for m in msgs if isinstance(m, protocol.Audio)) + RATE, np.float32)
-        for m in msgs:
-            if isinstance(m, protocol.Audio):
-                x = np.frombuffer(m.data, "<i2").astype(np.float32) / 32768
-                pcm[m.pts : m.pts + x.size] = x
+        pcm = received(msgs)
         audio_s = end.stats["audio_ms"] / 1000
         time.sleep(max(0.0, start.play_at + audio_s + 1.0 - time.time()))
     take = recording.take()
-    result = Heard(sent, start.play_at, audio_s)
+    result = Heard(sent, start.play_at, audio_s, published.id, pcm)
     first = int(np.argmax(np.abs(pcm) > 0.05))  # the first sound, past any leading silence
     for offset in positions_s:
         pos = first + int(offset * RATE)

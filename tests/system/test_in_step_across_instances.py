@@ -16,7 +16,8 @@ with no voice named (what the users publish), published on A.
   one's audio lands is found by cross-correlating the recording with the announcement as
   a plain subscriber received it (tests/players.py): the spread on one instance and across
   two must be within 5 ms at the first sound and 60 s in, each player within 10 ms of
-  ``play_at``, and no player may underrun.
+  ``play_at``, and no player may underrun. A plain subscriber on B must have received
+  the same audio as the one on A.
 
 The pages and the players hear an announcement each, one after the other: heard together,
 on this 2-core box, the four browsers' start moved the players' first samples up to 14 ms
@@ -32,14 +33,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
+import numpy as np
 import pytest
 from playwright.sync_api import BrowserType
 
 from rtts import protocol
 from tests.conftest import Client, RedisServer, RttsProcess
 from tests.netdelay import DelayProxy
-from tests.players import announce, player, reference, settle
-from tests.sinks import PULSEAUDIO, Speakers
+from tests.players import announce, player, received, reference, settle
+from tests.sinks import PULSEAUDIO, RATE, Speakers
 from tests.spread import Kiosk
 from tests.system.test_headless_players import PLAY_AT_MS, SOUNDDEVICE
 from tests.system.test_headless_players import SPREAD_MS as PLAYERS_SPREAD_MS
@@ -137,10 +139,19 @@ def test_headless_players_play_in_step_on_two_instances(instances: Instances) ->
             players.append(stack.enter_context(player(instances.tmp, speakers, i, f"ws://127.0.0.1:{proxy.port}/ws")))
         ref = reference(instances.a.url)
         stack.callback(ref.close)
+        ref_b = reference(instances.b.url)
+        stack.callback(ref_b.close)
         settle(players)
         result = announce(instances.tmp, speakers, players, ref, instances.a.url, STATION_ZH, TOKEN,
                           positions_s=(0.0, 60.0))
+        on_b = received(ref_b.utterance(result.id, timeout=30))
     assert result.audio_s > 62, result.audio_s
+    # Each instance made the announcement itself: in step only if both made the same audio
+    # (stop 44's CI: B's ran 230 ms behind A's from the second sentence on, its Kokoro runs
+    # cut by its own load).
+    a = result.pcm
+    assert on_b.size == a.size, f"instance B made {(on_b.size - a.size) / RATE * 1000:+.1f} ms of audio more than A"
+    assert float(np.dot(a, on_b)) > 0.99 * float(np.linalg.norm(a) * np.linalg.norm(on_b)), "B made other audio than A"
     lines, wrong = [], []
     for name in result.at:
         one, across = result.spread_ms(name, [0, 1]), result.spread_ms(name)
