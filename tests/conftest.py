@@ -31,47 +31,37 @@ from rtts.serve.server import RttsServer
 from rtts.service import Service
 
 _TIERS = ("unit", "live", "system")
-# Which group's turn the box is (the loud group's or the in-step group's; the order below).
-pytest_plugins = ["tests.box_turns"]
 
 
 # ``python -m pytest`` runs on two workers (pyproject.toml: ``-n 2 --dist loadgroup
 # --no-loadscope-reorder``, by pytest-xdist), each test module on one of them, in the order
-# set here. The modules that load the whole box by design (the container build, the capped
-# soak, the soak) are one group, so they never run together, and come first. The other
-# pages in Chromium join them: podman's default bridge added a network interface when it
-# started a container, and Chromium then aborted the page loads in flight
-# (net::ERR_NETWORK_CHANGED; a kiosk test failed so on the other worker). The container
-# test now runs podman on slirp4netns, which adds none; the pages have not yet been run
-# beside it. The modules that keep devices in step to the ms (kiosks, sync.js, the
-# headless players) are one group too. They hold beside the live tests (stop 45: the
-# kiosks on one and two instances beside test_engines.py, spreads 1.5-5.9 ms), not beside
-# the loud group, so tests/box_turns.py never lets the two run at once, and the order
-# brings the in-step group up on one worker about when the loud one ends on the other:
-# after the live modules up to ``_IN_STEP_AFTER`` (from the suite's timeline, ~570 s of
-# ~1,040; the loud group took 541 s). Until stop 45 it came last, alone for ~290 s with
-# the other core idle. Between them, the longest modules first (system, then live, then
-# unit), so the two workers end together. They are kept short: the kiosk pages and the
-# headless players share one Redis and two instances for their minutes of Mandarin
+# set here. The modules that keep devices in step to the ms (kiosks, sync.js, the headless
+# players) failed beside another worker's load, so they are one group and come last: the
+# other worker has at most a couple of short unit modules left when it starts, then none.
+# (Giving them a higher CPU priority did not help: beside a busy core, at nice -10, a page's
+# output timestamps still wandered by tens of ms.) They are kept short: the kiosk pages
+# and the headless players share one Redis and two instances for their minutes of Mandarin
 # (test_in_step_across_instances.py), and `rtts play` writing to a file, which keeps no
 # device in step, runs with the others (test_player_live.py).
+# The modules that load the whole box by design (the container build, the capped soak,
+# the soak) are one group too, so they never run together, and come first. The other pages
+# in Chromium join them: podman's default bridge added a network interface when it started
+# a container, and Chromium then aborted the page loads in flight (net::ERR_NETWORK_CHANGED;
+# a kiosk test failed so on the other worker). The container test now runs podman on
+# slirp4netns, which adds none; the pages have not yet been run beside it. Between them, the longest modules first (system, then
+# live, then unit), so the two workers end together.
 _IN_STEP = frozenset({"test_in_step_across_instances.py", "test_headless_players.py", "test_kiosk_sync.py",
                       "test_sync_js.py"})
 _FIRST_IN_TURN = frozenset({
     "test_container.py", "test_capped_soak.py", "test_soak.py",
     "test_browser.py", "test_word_highlight.py", "test_kiosk_layout.py", "test_kiosk_channels.py",
 })
-_IN_STEP_AFTER = "tests/live/test_openai_live.py"
 _ORDER = {"system": 1, "live": 2, "unit": 3}
 
 
-def _rank(item: pytest.Item) -> tuple[int, str]:
-    name, path = item.path.name, item.path.relative_to(_ROOT).as_posix()
-    if name in _FIRST_IN_TURN:
-        return 0, ""
-    if name in _IN_STEP:
-        return _ORDER["live"], _IN_STEP_AFTER + "~"  # right after it
-    return _ORDER.get(item.path.parent.name, 3), path
+def _rank(item: pytest.Item) -> int:
+    name = item.path.name
+    return 0 if name in _FIRST_IN_TURN else 4 if name in _IN_STEP else _ORDER.get(item.path.parent.name, 3)
 
 
 # Before xdist's own hook, which reads the group marks (and names each item by its group).
@@ -87,7 +77,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         group = ("in_step" if name in _IN_STEP else "first_in_turn" if name in _FIRST_IN_TURN
                  else item.path.relative_to(_ROOT).as_posix())
         item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=_rank)  # stable: each module's own order is kept (and the loud group's)
+    items.sort(key=_rank)  # stable: each module's own order is kept
 
 
 # Hypothesis' per-example deadline is a timing assertion: on a busy 2-core machine it fails
