@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 from arm64 import LOCAL_INDEXES, TEXTS, binfmt_ready, compare, read_wav  # noqa: E402
 from latency import cpu_model  # noqa: E402
 
-from tests.players import free_port  # noqa: E402
+from tests.ports import free_port  # noqa: E402
 from tests.system.test_container import CACHE, CONTAINERS_CONF, Container, Podman, debian_rootfs, made  # noqa: E402
 
 TIMEOUT_S = 1800

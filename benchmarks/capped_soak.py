@@ -85,6 +85,7 @@ import soak  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
 from rtts.protocol import ErrorCode  # noqa: E402
+from tests.ports import free_port  # noqa: E402
 
 DOCUMENTED = frozenset(code.value for code in ErrorCode)
 # What a request may end in and still count as answered; anything else is a failure.
@@ -269,7 +270,7 @@ class CappedServer(latency.ServerProcess):
 
     def __init__(self, cgroup: MemoryCgroup, workdir: Path, idle_unload: float | None,
                  cache_dir: Path | None) -> None:
-        self.port = hostile.free_port()
+        self.port = free_port()
         models = workdir / "models"
         models.mkdir()
         cmd = [sys.executable, "-m", "rtts", "serve", "--port", str(self.port), "--models-dir", str(models)]

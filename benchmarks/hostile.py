@@ -77,9 +77,12 @@ from websockets.sync.client import ClientConnection, connect
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT))
 import latency  # noqa: E402
 from latency import ServerProcess, probe_ms  # noqa: E402
 from prober import connect_from, read_head  # noqa: E402
+
+from tests.ports import free_port  # noqa: E402
 
 SENTENCES = {lang: json.loads((ROOT / "benchmarks" / "sentences" / f"{lang}.json").read_text())[lang]
              for lang in ("en", "zh", "ja")}
@@ -1091,11 +1094,6 @@ def nofile_soft(limit: int):
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Rig:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,18 +36,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import latency  # noqa: E402  (cpu_model, probe_ms)
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+import latency  # noqa: E402  (cpu_model, probe_ms)
+from tests.ports import free_port  # noqa: E402
 ZH_SAY = "欢迎乘坐 Air China 航班CA1234，登机口12号，15:30起飞。"
 ZH_TTS = "下一站，杭州东站。"
 ZH_PAGE = "各位旅客请注意，列车即将进站。"
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main() -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -24,15 +23,11 @@ import numpy as np
 
 from rtts import protocol
 from tests.conftest import Client
+from tests.ports import free_port
 from tests.sinks import RATE, Recording, Speakers, locate
 
 CHANNEL = "hall"
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

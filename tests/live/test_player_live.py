@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import Client, RttsProcess
-from tests.players import free_port
+from tests.ports import free_port
 
 pytestmark = pytest.mark.slow
 TOKEN = "pub-secret"

@@ -10,7 +10,6 @@ docs/screenshots/ with RTTS_UPDATE_SCREENSHOTS=1 (``screenshot_dir`` in tests/co
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from playwright.sync_api import Browser, Page, sync_playwright
 from playwright.sync_api import Error as PlaywrightError
 
 from tests.conftest import ServerThread, make_config
+from tests.ports import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -539,11 +539,6 @@ def test_every_control_sits_inside_its_card_and_is_not_cut_short(server: ServerT
 # ---------------------------------------------------------------- restart
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 def _start_rtts(port: int, tmp: Path) -> subprocess.Popen[bytes]:
     (tmp / "models").mkdir(exist_ok=True)
@@ -576,7 +571,7 @@ def _stop_rtts(proc: subprocess.Popen[bytes]) -> None:
 
 
 def test_page_and_kiosk_reconnect_after_a_server_restart(tmp_path: Path, new_page, shoot) -> None:  # type: ignore[no-untyped-def]
-    port = _free_port()
+    port = free_port()
     proc = _start_rtts(port, tmp_path)
     try:
         base = f"http://127.0.0.1:{port}"

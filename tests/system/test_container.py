@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ import pytest
 from rtts import protocol
 from rtts.sound import audio
 from tests.conftest import Client
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PODMAN, MMDEBSTRAP = shutil.which("podman"), shutil.which("mmdebstrap")
@@ -148,11 +148,6 @@ def image(podman: Podman, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         podman("rmi", "--force", name, base, check=False)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 class Container:
     def __init__(self, podman: Podman, name: str, port: int) -> None:
@@ -197,7 +192,7 @@ class Container:
 
 @pytest.fixture(scope="module")
 def container(podman: Podman, image: str) -> Iterator[Container]:
-    name, port = f"rtts-test-{uuid.uuid4().hex[:8]}", _free_port()
+    name, port = f"rtts-test-{uuid.uuid4().hex[:8]}", free_port()
     podman(
         "run", "--detach", "--name", name, "--memory=512m", "--memory-swap=512m", "--cpus=2",
         "--network=slirp4netns",

@@ -21,6 +21,7 @@ from websockets.exceptions import ConnectionClosed
 from rtts import protocol
 
 from tests.conftest import Client, RttsProcess
+from tests.ports import free_port
 
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(NGINX is None, reason="needs nginx: apt-get install nginx")]
@@ -69,11 +70,6 @@ http {{
 }}
 """
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def readyz(port: int) -> tuple[int, dict]:

@@ -24,6 +24,7 @@ from rtts import protocol
 from rtts.__main__ import _healthy
 from rtts.serve.sdnotify import Notifier
 from tests.conftest import _CACHE, Client, RttsProcess, ServerThread, make_config
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 UNITS = ROOT / "systemd"
@@ -243,11 +244,6 @@ async def _start_watchdog(notifier: Notifier, srv: ServerThread) -> asyncio.Task
 
 # ---------------------------------------------------------------- socket activation
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.mark.skipif(shutil.which("systemd-socket-activate") is None, reason="needs systemd-socket-activate")
