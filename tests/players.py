@@ -29,7 +29,6 @@ from tests.sinks import RATE, Recording, Speakers, locate
 CHANNEL = "hall"
 
 
-
 @dataclass
 class PlayerProcess:
     name: str
