@@ -9,7 +9,7 @@ import pytest
 
 from rtts import protocol
 from rtts.sound import audio
-from tests.conftest import Client, ServerThread, make_config
+from tests.conftest import DEFAULT_GENERATOR, Client, ServerThread, make_config
 
 pytestmark = pytest.mark.slow
 
@@ -38,7 +38,8 @@ def voiced(samples: np.ndarray, rate: int, start: int, end: int) -> float:
 
 @pytest.mark.parametrize("rate", [24000, 22050, 16000])
 def test_mixed_sentence_switches_voices_seamlessly(tmp_path, rate):
-    cfg = make_config(tmp_path, lang_voices=(("zh", "kokoro/jm_kumo"), ("ja", "kokoro/jf_alpha")))
+    cfg = make_config(tmp_path, lang_voices=(("zh", "kokoro/jm_kumo"), ("ja", "kokoro/jf_alpha")),
+                      generator=DEFAULT_GENERATOR)
     with ServerThread(cfg) as srv, Client(srv.url) as client:
         client.recv()
         frame_ms = 40 if rate == 22050 else 20

@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from rtts import protocol
 from rtts.host.memory import anonymous_bytes
-from tests.conftest import Client, RttsProcess
+from tests.conftest import DEFAULT_GENERATOR, Client, RttsProcess
 
 pytestmark = pytest.mark.slow
 
@@ -72,7 +72,7 @@ def test_languages_take_turns_within_the_budget(tmp_path: Path) -> None:
     # In 340 MB Kokoro fits with its Mandarin and Japanese front ends, and Hibari (the
     # English voice) alone, but not all of them: going from Kokoro's languages to
     # English and back ends the inference process to make room.
-    with RttsProcess(tmp_path, "--memory-budget", "340") as server:
+    with RttsProcess(tmp_path, "--memory-budget", "340", "--generator", DEFAULT_GENERATOR) as server:
         server.wait_listening()
         sampler = Sampler(server.proc.pid)
         with Client(server.url) as client:
@@ -93,7 +93,7 @@ def test_languages_take_turns_within_the_budget(tmp_path: Path) -> None:
 
 
 def test_a_voice_that_cannot_fit_is_refused_and_the_connection_goes_on(tmp_path: Path) -> None:
-    with RttsProcess(tmp_path, "--memory-budget", "200") as server:
+    with RttsProcess(tmp_path, "--memory-budget", "200", "--generator", DEFAULT_GENERATOR) as server:
         server.wait_listening()
         with Client(server.url) as client:
             client.recv()
@@ -145,7 +145,7 @@ def test_whole_captioned_bodies_are_sized_before_synthesis_and_starve_nobody(tmp
     big = ("Please mind the gap between the train and the platform edge, and keep your belongings "
            "with you at all times. ") * 48
     assert len(big) > 4900
-    with RttsProcess(tmp_path, "--memory-budget", "450", "--max-whole-body-mb", "4") as server:
+    with RttsProcess(tmp_path, "--memory-budget", "450", "--max-whole-body-mb", "4", "--generator", DEFAULT_GENERATOR) as server:
         server.wait_listening()
         url = server.http + "/dev/captioned_speech"
         mandarin: list[protocol.ServerMessage] = []
