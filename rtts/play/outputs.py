@@ -51,6 +51,41 @@ def to_channels(mono: np.ndarray, channels: int) -> np.ndarray:
     return np.repeat(mono[:, None], channels, axis=1)
 
 
+class BlockDates:
+    """When a device block is heard, on ``time.monotonic()``'s clock, from the date
+    PortAudio gives it (``outputBufferDacTime``) when it asks for the block.
+
+    The callback may run milliseconds after PortAudio asked: the player's other thread holds
+    the GIL while it takes in an announcement (5 ms, Python's switch interval, and up to
+    16 ms on this box, measured), or the box is busy. The callback's own time plus the
+    device's delay would date the block that much late, and the player would play it early
+    by as much, differently on each box. PortAudio's date does not move with it: it is
+    converted to the monotonic clock by the two clocks' offset read now. ALSA's PortAudio
+    dates on ``time.time()``'s clock (within 0.3 ms, measured), other builds may use the
+    monotonic one: the clock is the one the first date is near. A backend that gives no
+    dates (zeros) falls back to the callback's time plus the stream's latency, one that
+    dates on a clock of its own to the callback's time plus the date's delay."""
+
+    CLOCKS: tuple[Callable[[], float], ...] = (time.time, time.monotonic)
+
+    def __init__(self, monotonic: Callable[[], float] = time.monotonic,
+                 clocks: tuple[Callable[[], float], ...] = CLOCKS) -> None:
+        self._monotonic, self._clocks = monotonic, clocks
+        self._clock: Callable[[], float] | None = None
+        self._known = False
+
+    def heard(self, current: float, dac: float, latency: float) -> float:
+        if not self._known and current > 0:
+            self._known = True
+            self._clock = next((c for c in self._clocks if abs(c() - current) < 1.0), None)
+        delay = dac - current
+        if current <= 0 or not 0.0 <= delay < 2.0:
+            return self._monotonic() + latency
+        if self._clock is None:  # dated on a clock of its own: its delay from now, as before
+            return self._monotonic() + delay
+        return dac + (self._monotonic() - self._clock())
+
+
 class DeviceOutput:
     def __init__(self, device: str, rate: int, channels: int, block_ms: int, trim_s: float = 0.0) -> None:
         self.device: str | int | None = None if device == "default" else int(device) if device.isdigit() else device
@@ -63,16 +98,16 @@ class DeviceOutput:
     def start(self, fill: Fill) -> None:
         import sounddevice as sd
 
+        dates = BlockDates()
+
         def callback(outdata: np.ndarray, frames: int, when, status) -> None:  # type: ignore[no-untyped-def]
             now = time.monotonic()
-            delay = when.outputBufferDacTime - when.currentTime
-            if not 0.0 <= delay < 2.0:  # a backend that gives no timestamps
-                delay = float(stream.latency)
-            self.latency_s = delay
+            heard = dates.heard(when.currentTime, when.outputBufferDacTime, float(stream.latency))
+            self.latency_s = heard - now
             if status.output_underflow:
                 self.xruns += 1
             try:
-                outdata[:] = to_channels(fill(now + delay + self.trim_s, frames), self.channels)
+                outdata[:] = to_channels(fill(heard + self.trim_s, frames), self.channels)
             except Exception:
                 log.exception("rendering a block failed; playing silence")
                 outdata.fill(0)

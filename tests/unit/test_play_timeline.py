@@ -161,3 +161,48 @@ def test_audio_placed_past_an_hour_is_dropped_not_allocated() -> None:
     t.start("a#1", 0.0, RATE)
     t.audio("a#1", 10**12, ramp(10))
     assert t.clips["a#1"].received == 0 and t.clips["a#1"].pcm.size == 0
+
+
+class Clocks:
+    """A wall clock and a monotonic one, 1.7e9 s apart, that a test moves together: a
+    callback entered late reads both later."""
+
+    def __init__(self) -> None:
+        self.mono = 5000.0
+
+    def monotonic(self) -> float:
+        return self.mono
+
+    def wall(self) -> float:
+        return self.mono + 1.7e9
+
+
+def test_a_block_dated_on_the_wall_clock_is_heard_when_dated_however_late_its_callback_runs() -> None:
+    from rtts.play.outputs import BlockDates
+
+    clocks = Clocks()
+    dates = BlockDates(clocks.monotonic, (clocks.wall, clocks.monotonic))
+    asked = clocks.wall()  # PortAudio dates the block when it asks for it: 120 ms ahead
+    on_time = dates.heard(asked, asked + 0.120, latency=0.1)
+    assert on_time == pytest.approx(clocks.mono + 0.120)
+    clocks.mono += 0.008  # the same block's callback, run 8 ms late (the GIL, a busy box)
+    assert dates.heard(asked, asked + 0.120, latency=0.1) == pytest.approx(on_time, abs=1e-9)
+
+
+def test_a_block_dated_on_the_monotonic_clock_is_heard_at_its_date() -> None:
+    from rtts.play.outputs import BlockDates
+
+    clocks = Clocks()
+    dates = BlockDates(clocks.monotonic, (clocks.wall, clocks.monotonic))
+    clocks.mono += 0.015
+    assert dates.heard(clocks.mono - 0.015, clocks.mono + 0.100, latency=0.1) == pytest.approx(clocks.mono + 0.100)
+
+
+def test_undated_blocks_and_a_clock_of_the_backends_own_fall_back_to_the_callbacks_time() -> None:
+    from rtts.play.outputs import BlockDates
+
+    clocks = Clocks()
+    dates = BlockDates(clocks.monotonic, (clocks.wall, clocks.monotonic))
+    assert dates.heard(0.0, 0.0, latency=0.09) == pytest.approx(clocks.mono + 0.09)  # no dates at all
+    own = BlockDates(clocks.monotonic, (clocks.wall, clocks.monotonic))
+    assert own.heard(12.5, 12.62, latency=0.09) == pytest.approx(clocks.mono + 0.12)  # stream time from 0
