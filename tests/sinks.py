@@ -91,9 +91,14 @@ out, channels = sys.argv[1], int(sys.argv[2])
 data, times = open(out + ".f32", "wb"), []
 frames = [0]
 def cb(indata, n, when, status):
-    now_wall, now_mono = time.time(), time.monotonic()
-    captured = when.inputBufferAdcTime - when.currentTime if when.currentTime else 0.0
-    times.append((frames[0], now_wall + captured))
+    # PortAudio's own date of the block, not the callback's time (which runs late on a busy
+    # box): ALSA's PortAudio dates on the wall clock (rtts/play/outputs.py, BlockDates).
+    now_wall = time.time()
+    if when.currentTime and abs(when.currentTime - now_wall) < 1.0:
+        captured = when.inputBufferAdcTime
+    else:
+        captured = now_wall + (when.inputBufferAdcTime - when.currentTime if when.currentTime else 0.0)
+    times.append((frames[0], captured))
     frames[0] += n
     data.write(indata.astype(np.float32).tobytes())
 with sd.InputStream(device="pulse", samplerate=48000, channels=channels, dtype="float32", blocksize=480, callback=cb):
