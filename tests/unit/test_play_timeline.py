@@ -1,6 +1,6 @@
 """The headless player's pure parts (rtts/play): the timeline's client rules (docs/protocol.md,
-"Playing in step"), the steering that keeps an output on the shared clock, and the
-settings file. End to end, with real processes, sockets and a sound server:
+"Playing in step"), the steering that keeps an output on the shared clock, how a device
+block is dated (outputs.BlockDates), and the settings file. End to end, with real processes, sockets and a sound server:
 tests/system/test_in_step_across_instances.py and test_headless_players.py."""
 
 from __future__ import annotations
