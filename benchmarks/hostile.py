@@ -1095,7 +1095,6 @@ def nofile_soft(limit: int):
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
-
 class Rig:
     """The server the floods go to (Wyoming on, a publish token, a known descriptor
     limit) and the prober watching it; started again if an attack kills it."""
@@ -1301,7 +1300,6 @@ def floods_report(result: dict) -> str:
     lines += ["", f"{passed} of {len(judged)} attacks within the issue's thresholds; the attack's own "
                   f"symptom seen in {sum(r['symptom'] for r in with_symptom)} of the {len(with_symptom)} that have one."]
     return "\n".join(lines) + "\n"
-
 
 
 def main() -> int:

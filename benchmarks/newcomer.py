@@ -45,7 +45,6 @@ ZH_TTS = "下一站，杭州东站。"
 ZH_PAGE = "各位旅客请注意，列车即将进站。"
 
 
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--keep", action="store_true", help="leave the clone and its venv in place")

@@ -79,7 +79,6 @@ def heard(take_audio: np.ndarray, take_wall, ref: np.ndarray, pos: int) -> float
     return float(take_wall(frame))
 
 
-
 @dataclass
 class Heard:
     """One announcement as the players made it heard."""

@@ -539,7 +539,6 @@ def test_every_control_sits_inside_its_card_and_is_not_cut_short(server: ServerT
 # ---------------------------------------------------------------- restart
 
 
-
 def _start_rtts(port: int, tmp: Path) -> subprocess.Popen[bytes]:
     (tmp / "models").mkdir(exist_ok=True)
     proc = subprocess.Popen(

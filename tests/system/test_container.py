@@ -149,7 +149,6 @@ def image(podman: Podman, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         podman("rmi", "--force", name, base, check=False)
 
 
-
 class Container:
     def __init__(self, podman: Podman, name: str, port: int) -> None:
         self.podman, self.name, self.port = podman, name, port

@@ -71,7 +71,6 @@ http {{
 """
 
 
-
 def readyz(port: int) -> tuple[int, dict]:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=10) as r:

@@ -245,7 +245,6 @@ async def _start_watchdog(notifier: Notifier, srv: ServerThread) -> asyncio.Task
 # ---------------------------------------------------------------- socket activation
 
 
-
 @pytest.mark.skipif(shutil.which("systemd-socket-activate") is None, reason="needs systemd-socket-activate")
 def test_socket_activation(tmp_path):
     port = free_port()
