@@ -91,8 +91,9 @@ out, channels = sys.argv[1], int(sys.argv[2])
 data, times = open(out + ".f32", "wb"), []
 frames = [0]
 def cb(indata, n, when, status):
-    # PortAudio's own date of the block, not the callback's time (which runs late on a busy
-    # box): ALSA's PortAudio dates on the wall clock (rtts/play/outputs.py, BlockDates).
+    # PortAudio's own date of the block, not the callback's time plus a delay, as the
+    # players date theirs (rtts/play/outputs.py, BlockDates): ALSA's PortAudio dates on the
+    # wall clock.
     now_wall = time.time()
     if when.currentTime and abs(when.currentTime - now_wall) < 1.0:
         captured = when.inputBufferAdcTime
