@@ -59,8 +59,8 @@ class BlockDates:
     the GIL while it takes in an announcement (5 ms, Python's switch interval, and up to
     16 ms; two busy loops on the box alone did not delay it: benchmarks/device_dates.py).
     The callback's own time plus the device's delay would date the block that much late,
-    and the player would play it early
-    by as much, differently on each box. PortAudio's date does not move with it: it is
+    and the player would play it early by as much, differently on each box. PortAudio's
+    date does not move with it: it is
     converted to the monotonic clock by the two clocks' offset read now. ALSA's PortAudio
     dates on ``time.time()``'s clock (within 0.3 ms, measured), other builds may use the
     monotonic one: the clock is the one the first date is near. A backend that gives no
