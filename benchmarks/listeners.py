@@ -182,11 +182,22 @@ def report(results: dict, builds: list[str], paths: list[str], ns: list[int], co
                 cells.append(f"{s['underran']}/{s['admitted']}, {s['gap_s']:.2f} s, {ms(pct(s['ttfa'], 50))} / "
                              f"{ms(pct(s['ttfa'], 95))}, {s['refused']}, {s['queued']}, {s['load']:.2f}{told(s)}")
             lines.append(f"| {PATHS[key][0]} | {n} | " + " | ".join(cells) + " |")
-    lines += ["", "Largest N with no gap in any round (of those tried):", ""]
+    lines += ["", "Largest N with no gap in any round, at it and at every N tried below it (a larger N "
+              "that played gapless past a gap is named beside it: there admission held more streams back):", ""]
     for b in builds:
-        best = {key: max([n for n in ns if results[(key, n, b)]["gapless"]], default=0) for key in paths}
-        lines.append(f"- {b}: " + ", ".join(f"{PATHS[k][0]} {v}" for k, v in best.items()))
+        lines.append(f"- {b}: " + ", ".join(f"{PATHS[k][0]} {gapless_upto(ns, results, k, b)}" for k in paths))
     return "\n".join(lines) + "\n"
+
+
+def gapless_upto(ns: list[int], results: dict, key: str, build: str) -> str:
+    """The largest N tried with no gap there nor at any smaller N tried, and where a gap was."""
+    upto, gaps = 0, []
+    for n in sorted(ns):
+        if not results[(key, n, build)]["gapless"]:
+            gaps.append(n)
+        elif not gaps:
+            upto = n
+    return f"{upto}" + (f" (a gap at N={', '.join(map(str, gaps))})" if gaps else "")
 
 
 def main() -> int:
