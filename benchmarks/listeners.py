@@ -182,8 +182,8 @@ def report(results: dict, builds: list[str], paths: list[str], ns: list[int], co
                 cells.append(f"{s['underran']}/{s['admitted']}, {s['gap_s']:.2f} s, {ms(pct(s['ttfa'], 50))} / "
                              f"{ms(pct(s['ttfa'], 95))}, {s['refused']}, {s['queued']}, {s['load']:.2f}{told(s)}")
             lines.append(f"| {PATHS[key][0]} | {n} | " + " | ".join(cells) + " |")
-    lines += ["", "Largest N with no gap in any round, at it and at every N tried below it (a larger N "
-              "that played gapless past a gap is named beside it: there admission held more streams back):", ""]
+    lines += ["", ("Largest N with no gap in any round, at it and at every N tried below it (a larger N "
+                   "that played gapless past a gap is named beside it: there admission held more streams back):"), ""]
     for b in builds:
         lines.append(f"- {b}: " + ", ".join(f"{PATHS[k][0]} {gapless_upto(ns, results, k, b)}" for k in paths))
     return "\n".join(lines) + "\n"
