@@ -81,6 +81,7 @@ LANGS = ("en", "en-gb", "zh", "ja", "es", "fr", "it", "pt-br")
 # normalizing here; and its requests there.
 _NORMALIZE = {"zh": normalize_zh, "ja": normalize_ja}
 _G2P, _WORDS, _WARM, _STUDENT = "kokoro.g2p", "kokoro.g2p_words", "kokoro.warm", "kokoro.student"
+_STUDENT_OPEN = "kokoro.student_open"
 # A Kokoro run yields nothing until it has decoded all of it (~0.25 s of compute per
 # second of speech here), so when the listener holds nothing yet (an utterance's first
 # unit), a Mandarin unit's first run is only its first words: (shortest, longest)
@@ -370,7 +371,9 @@ class KokoroEngine:
         self._vocab: dict[str, int] | None = None
         self._dropped: set[str] = set()
         self._session = None  # the whole model, or its predictor when cut (kokoro_cut)
-        self._decoder = None  # the decoder when cut
+        self._decoder = None  # the teacher's decoder when cut, once opened (see _teacher_decoder)
+        self._cut = False  # the model runs as predictor and decoder (kokoro_cut), not whole
+        self._snake: Path | None = None  # the native Snake library the decoder opens with, if any
         self._student_langs = student_langs(generator)  # languages the student speaks
         self._student: tuple[str, int, str | None] | None = None  # its spec (kokoro_student.Spec) once loaded
         self._decoder_path: Path | None = None  # the cut decoder loaded, whose decode blocks the student's join takes
@@ -405,17 +408,40 @@ class KokoroEngine:
             return
         builtin = _load_style(self._get_pack().voices)
         model = self.model_path()
-        session, decoder = self._load_cut(model) or (
-            self._host.open(model, self._threads, cache_dir=self._cache_dir),
-            None,
-        )
+        # Where the student speaks every language the teacher's decoder is not opened: it
+        # would sit beside the student's graph unused (~40 MB more than the teacher alone;
+        # a 384 MB box then ran over its budget). It opens if the student cannot be had.
+        everywhere = self._student_langs >= set(LANGS) and student_file() is not None
+        cut = self._load_cut(model, open_decoder=not everywhere)
+        session, decoder = cut or (self._host.open(model, self._threads, cache_dir=self._cache_dir), None)
         names = {i.name for i in session.get_inputs()}
         if not {"tokens", "style", "speed"} <= names:
             raise EngineError(f"not a Kokoro v1.0 model: inputs are {sorted(names)}")
         self._styles.update(builtin)
-        self._session, self._decoder = session, decoder
-        if decoder is not None and self._student_langs:
-            self._student = self._load_student()
+        self._session, self._decoder, self._cut = session, decoder, cut is not None
+        if self._cut and self._student_langs:
+            self._student = self._open_student(self._load_student())
+        if self._cut and self._student is None:
+            self._teacher_decoder()
+
+    def _teacher_decoder(self) -> RemoteSession:
+        """The teacher's cut decoder, opened the first time a language needs it (with the
+        native Snake op, else, as ``_load_cut`` does, in the graph form)."""
+        if self._decoder is None:
+            assert self._decoder_path is not None and self._cache_dir is not None
+            try:
+                self._decoder = self._host.open(self._decoder_path, self._threads, "Kokoro decoder", self._cache_dir, self._snake)
+            except EngineError as exc:
+                if self._snake is None:
+                    raise
+                logger.warning("Kokoro's native Snake op did not load (%s); its Snakes run as graph nodes", exc)
+                try:
+                    _, path, _ = cached_kokoro_cut(self.model_path(), self._cache_dir, native_snake=False)
+                except (CutError, OSError) as cut_exc:
+                    raise EngineError(f"Kokoro's decoder cannot be had: {cut_exc}") from cut_exc
+                self._decoder_path, self._snake = path, None
+                self._decoder = self._host.open(path, self._threads, "Kokoro decoder", self._cache_dir)
+        return self._decoder
 
     @property
     def generator(self) -> dict[str, str]:
@@ -435,7 +461,23 @@ class KokoroEngine:
             return None
         return (str(joined), self._threads, self._cache_str())
 
-    def _load_cut(self, model: Path, native_snake: bool = True) -> tuple[RemoteSession, RemoteSession] | None:
+    def _open_student(self, spec: tuple[str, int, str | None] | None) -> tuple[str, int, str | None] | None:
+        """``spec`` with its graph opened in the inference process, inside the load: the
+        memory budget counts what a load adds as Kokoro's part, and the joined graph
+        (~40 MB) was opened by the first run, after that count, so a capped box planned for
+        less than it held. None, said, when it cannot be opened: the teacher speaks."""
+        if spec is None:
+            return None
+        try:
+            self._host.call(_STUDENT_OPEN, spec)
+        except EngineError as exc:
+            logger.warning("Kokoro's student generator is unavailable, the teacher speaks: %s", exc)
+            return None
+        return spec
+
+    def _load_cut(
+        self, model: Path, native_snake: bool = True, open_decoder: bool = True
+    ) -> tuple[RemoteSession, RemoteSession | None] | None:
         """Predictor and decoder sessions (see ``kokoro_cut``), or None to run the model whole."""
         if self._cache_dir is None:
             return None
@@ -453,8 +495,10 @@ class KokoroEngine:
         except OSError as exc:
             logger.warning("Kokoro runs whole: cannot keep its cut in %s (%s)", self._cache_dir, exc)
             return None
-        self._decoder_path = decoder_path
+        self._decoder_path, self._snake = decoder_path, library
         predictor = self._host.open(predictor_path, self._threads, "Kokoro predictor", self._cache_dir)
+        if not open_decoder:
+            return predictor, None
         try:
             decoder = self._host.open(decoder_path, self._threads, "Kokoro decoder", self._cache_dir, library)
         except EngineError as exc:
@@ -468,6 +512,7 @@ class KokoroEngine:
         if self._session is None:
             return
         self._session = self._decoder = self._student = None
+        self._cut = False
         self._host.release()
 
     def phonemize(self, text: str, voice: VoiceInfo | str, lang: str) -> str:
@@ -699,7 +744,7 @@ class KokoroEngine:
         }
         frames = None  # the decoder's frame of each token boundary
         try:
-            if self._decoder is not None:
+            if self._cut:
                 durations, features, f0, energy = session.run(None, feeds)
                 total = features.shape[-1]
                 features, f0, energy = drop_pad_frames(durations, features, f0, energy)
@@ -708,7 +753,7 @@ class KokoroEngine:
                 if self._student is not None and lang in self._student_langs:
                     out = self._host.call(_STUDENT, self._student, features, f0, energy, feeds["style"])
                 else:
-                    out = self._decoder.run(None, {FEATURES: features, F0: f0, ENERGY: energy, "style": feeds["style"]})[0]
+                    out = self._teacher_decoder().run(None, {FEATURES: features, F0: f0, ENERGY: energy, "style": feeds["style"]})[0]
                 per_frame = np.asarray(out).size / max(1, features.shape[-1])
             else:
                 out = session.run(None, feeds)[0]
@@ -907,6 +952,7 @@ class KokoroKind:
         _WORDS: "rtts.g2p.kokoro_langs:FrontEnds.words",
         _WARM: "rtts.g2p.kokoro_langs:FrontEnds.warm_up",
         _STUDENT: "rtts.engines.kokoro_student:StudentWork.run",
+        _STUDENT_OPEN: "rtts.engines.kokoro_student:StudentWork.open",
     }
 
     def scanner(self) -> _Scan:

@@ -160,16 +160,23 @@ class StudentWork:
         self.session: Any = None
         self.path: str | None = None
 
-    def run(self, spec: Spec, features: np.ndarray, f0: np.ndarray, energy: np.ndarray, style: np.ndarray) -> np.ndarray:
-        """A unit's audio (float32, 300 samples a frame of ``f0``) from the decoder's inputs."""
-        from hibari import dsp  # here only: it brings scipy.fft
-
-        from rtts.host.sessions import open_session, run_options
+    def open(self, spec: Spec) -> None:
+        """Open the joined decoder now (the engine's load does, so that what it holds counts
+        in the memory budget's figure for Kokoro; a run opens it too, after a restart)."""
+        from rtts.host.sessions import open_session
 
         path, threads, cache_dir = spec
         if self.session is None or self.path != path:
             self.session = open_session(Path(path), threads, "Kokoro student", None if cache_dir is None else Path(cache_dir))
             self.path = path
+
+    def run(self, spec: Spec, features: np.ndarray, f0: np.ndarray, energy: np.ndarray, style: np.ndarray) -> np.ndarray:
+        """A unit's audio (float32, 300 samples a frame of ``f0``) from the decoder's inputs."""
+        from hibari import dsp  # here only: it brings scipy.fft
+
+        from rtts.host.sessions import run_options
+
+        self.open(spec)
         feeds = {FEATURES: features, F0: f0, ENERGY: energy, "style": style}
         parts = [np.asarray(p[0], np.float32) for p in self.session.run(list(OUTPUTS), feeds, run_options())]
         curve = np.asarray(f0, np.float32).reshape(-1)

@@ -98,3 +98,39 @@ def test_the_join_keeps_the_teachers_decode_blocks(cache_dir: Path) -> None:
     }
     outputs = ort.InferenceSession(str(joined_path), providers=["CPUExecutionProvider"]).run(None, feeds)
     assert all(o.shape == (1, 601, 2 * frames) and np.isfinite(o).all() for o in outputs)
+
+
+def test_the_load_opens_the_students_graph_and_not_the_teachers_decoder(cache_dir: Path) -> None:
+    """The memory budget takes what a load adds to the inference process as Kokoro's part.
+    With the student speaking every language, the load opens its joined graph (inside that
+    count) and not the teacher's decoder, which would sit beside it unused: before, the
+    first run opened the graph after the count and the decoder stayed, a 384 MB box planned
+    for the teacher's size and restarted the process 337 times in 5 minutes
+    (docs/history/benchmarks.md)."""
+    registry = VoiceRegistry.discover(None, cache_dir, threads=2, generator="student")
+    host = registry.host
+    assert host is not None
+    engine = registry.engine_for("kokoro/zf_xiaoxiao")
+    ops: list[str] = []
+    opened: list[str] = []
+    call, open_ = host.call, host.open
+
+    def recorded_call(op: str, *args):  # type: ignore[no-untyped-def]
+        ops.append(op)
+        return call(op, *args)
+
+    def recorded_open(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        opened.append(Path(path).name)
+        return open_(path, *args, **kwargs)
+
+    host.call, host.open = recorded_call, recorded_open  # type: ignore[method-assign]
+    try:
+        engine.load()
+        assert "kokoro.student_open" in ops  # the joined graph, opened inside the load
+        assert len(opened) == 1 and "predictor" in opened[0], opened  # the teacher's decoder is not
+        assert engine.generator["zh"] == "student"
+        audio, _ = _speak(engine, registry.get("kokoro/zf_xiaoxiao"), MANDARIN, "zh")
+        assert audio.size > 24000 and len(opened) == 1  # it spoke, and opened nothing more
+    finally:
+        engine.unload()
+        host.stop()
