@@ -411,22 +411,21 @@ class KokoroEngine:
         # Where the student speaks every language the teacher's decoder is not opened: it
         # would sit beside the student's graph unused (~40 MB more than the teacher alone;
         # a 384 MB box then ran over its budget). It opens if the student cannot be had.
-        everywhere = self._student_langs >= set(LANGS) and student_file() is not None
-        cut = self._load_cut(model, open_decoder=not everywhere)
-        session, decoder = cut or (self._host.open(model, self._threads, cache_dir=self._cache_dir), None)
+        predictor = self._load_cut(model, open_decoder=not self._student_langs >= set(LANGS))
+        session = predictor or self._host.open(model, self._threads, cache_dir=self._cache_dir)
         names = {i.name for i in session.get_inputs()}
         if not {"tokens", "style", "speed"} <= names:
             raise EngineError(f"not a Kokoro v1.0 model: inputs are {sorted(names)}")
         self._styles.update(builtin)
-        self._session, self._decoder, self._cut = session, decoder, cut is not None
+        self._session, self._cut = session, predictor is not None
         if self._cut and self._student_langs:
             self._student = self._open_student(self._load_student())
         if self._cut and self._student is None:
             self._teacher_decoder()
 
     def _teacher_decoder(self) -> RemoteSession:
-        """The teacher's cut decoder, opened the first time a language needs it (with the
-        native Snake op, else, as ``_load_cut`` does, in the graph form)."""
+        """The teacher's cut decoder, opened the first time a language needs it: with the
+        native Snake op, else in the graph form (the same predictor serves both cuts)."""
         if self._decoder is None:
             assert self._decoder_path is not None and self._cache_dir is not None
             try:
@@ -475,15 +474,14 @@ class KokoroEngine:
             return None
         return spec
 
-    def _load_cut(
-        self, model: Path, native_snake: bool = True, open_decoder: bool = True
-    ) -> tuple[RemoteSession, RemoteSession | None] | None:
-        """Predictor and decoder sessions (see ``kokoro_cut``), or None to run the model whole."""
+    def _load_cut(self, model: Path, open_decoder: bool = True) -> RemoteSession | None:
+        """The predictor's session (see ``kokoro_cut``), the teacher's decoder opened too if
+        ``open_decoder`` (``_teacher_decoder``), or None to run the model whole."""
         if self._cache_dir is None:
             return None
         # The Snakes in one native pass each where the library builds here (rtts/native),
         # else as the graph's nodes: the same audio to ~1e-6, the native form faster.
-        library, why = snake_library(self._cache_dir) if native_snake else (None, "")
+        library, why = snake_library(self._cache_dir)
         if library is None and why:
             logger.info("Kokoro's Snake activations run as graph nodes: %s", why)
         try:
@@ -497,16 +495,10 @@ class KokoroEngine:
             return None
         self._decoder_path, self._snake = decoder_path, library
         predictor = self._host.open(predictor_path, self._threads, "Kokoro predictor", self._cache_dir)
-        if not open_decoder:
-            return predictor, None
-        try:
-            decoder = self._host.open(decoder_path, self._threads, "Kokoro decoder", self._cache_dir, library)
-        except EngineError as exc:
-            if library is None:
-                raise
-            logger.warning("Kokoro's native Snake op did not load (%s); its Snakes run as graph nodes", exc)
-            return self._load_cut(model, native_snake=False)
-        return predictor, decoder
+        self._decoder = None
+        if open_decoder:
+            self._teacher_decoder()
+        return predictor
 
     def unload(self) -> None:
         if self._session is None:
