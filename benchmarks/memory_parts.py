@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What each part of rtts costs in resident memory, measured in the real inference process.
 
-    python3 benchmarks/memory_parts.py [--json FILE] [--before DIR] [--runs]
+    python3 benchmarks/memory_parts.py [--json FILE] [--before DIR] [--runs] [--generator G]
 
 Each part is loaded in a fresh inference process (``rtts.host.Host``, as the server
 starts it) and the child's RSS is read before and after, so a part's figure does not
@@ -17,7 +17,9 @@ The front ends are measured as the engines load them, over the compact tables in
 cache directory (``rtts.g2p.compact``, built before anything is timed), and once more
 over the packages' own tables, in a checkout that has the compact ones (Hibari's own
 G2P is what ``--before`` a checkout without them measures). Load times are
-wall-clock on whatever else the machine runs: read them as rough.
+wall-clock on whatever else the machine runs: read them as rough. ``--generator`` is
+``rtts serve --generator``: which waveform generator Kokoro runs with (its runs' memory
+differs by generator).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from pathlib import Path
 ROOT = Path(os.environ.get("RTTS_MEASURED_ROOT", Path(__file__).resolve().parent.parent))
 MB = 1024 * 1024
 LONG = 5000
+# Kokoro's waveform generator in the measured run (``--generator``; the server's default).
+GENERATOR = os.environ.get("RTTS_MEASURED_GENERATOR", "auto")
 
 
 def _status(pid: int, field: str) -> int:
@@ -75,7 +79,7 @@ def measure() -> dict:
     def fresh():
         """A registry and its inference process, started by a request that loads nothing
         (an unknown op fails in it)."""
-        registry = VoiceRegistry.discover(None, cache, 2)
+        registry = VoiceRegistry.discover(None, cache, 2, generator=GENERATOR)
         host = registry.host
         assert host is not None
         try:
@@ -155,7 +159,7 @@ def kokoro_runs() -> dict:
     from rtts.engines.voices import VoiceRegistry
 
     cache = Path(os.environ.get("RTTS_CACHE_DIR", Path.home() / ".cache" / "rtts"))
-    registry = VoiceRegistry.discover(None, cache, 2)
+    registry = VoiceRegistry.discover(None, cache, 2, generator=GENERATOR)
     host = registry.host
     engine = registry.engines["kokoro"]
     engine.load()
@@ -199,6 +203,8 @@ def main() -> int:
     p.add_argument("--json", type=Path)
     p.add_argument("--before", type=Path, help="another checkout, measured after this one")
     p.add_argument("--runs", action="store_true", help="also what Kokoro runs of 32-508 phonemes add at their peak")
+    p.add_argument("--generator", choices=("auto", "student", "teacher"), default="auto",
+                   help="Kokoro's waveform generator, as rtts serve --generator")
     p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.inner:
@@ -212,7 +218,8 @@ def main() -> int:
     for label, root in (("this build", ROOT), *((("before", args.before.resolve()),) if args.before else ())):
         done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--inner"], cwd=root,
                               env={**os.environ, "PYTHONPATH": str(root), "RTTS_MEASURED_ROOT": str(root),
-                                   "RTTS_MEASURE_RUNS": "1" if args.runs and label == "this build" else "0"}, capture_output=True, text=True, check=True)
+                                   "RTTS_MEASURE_RUNS": "1" if args.runs and label == "this build" else "0",
+                                   "RTTS_MEASURED_GENERATOR": args.generator}, capture_output=True, text=True, check=True)
         results[label] = json.loads(done.stdout.strip().splitlines()[-1])
     for label, r in results.items():
         print(f"## {label}")

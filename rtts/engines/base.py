@@ -104,6 +104,10 @@ class Engine(Protocol):
     # what the next run may take with every client on the thread still holding audio
     # (``engines/run_pacing.py``). An engine that makes a unit in long runs (Kokoro) sizes
     # its runs by it; one without it is not asked.
+    #
+    # Optional: ``memory``, a ``Memory`` the budget plans this engine by in place of its
+    # kind's ``costs.memory``, for an engine whose memory depends on how it was made
+    # (Kokoro with its distilled generator: a tenth of the run memory).
 
 
 @dataclass(frozen=True)

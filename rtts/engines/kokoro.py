@@ -23,7 +23,7 @@ import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -112,6 +112,14 @@ QUICK_START_MIN_REST = 4  # symbols: a rest shorter than a syllable or two is no
 # the prior is a little above the most measured (Japanese, 0.063).
 RUN_BASE_MB = 10.0
 RUN_MB_PER_AUDIO_S = 30.0
+# With the distilled generator a run adds a tenth of that: 2.6-3.7 MB a second of audio
+# (runs of 64-508 phonemes in the three languages, ``benchmarks/memory_parts.py --runs
+# --generator student``; the teacher's 20-28 in the same session), over up to 30 MB the
+# first run of a process adds (the predictor's arenas: the teacher's first run adds them
+# too, inside its 10 + 30 a second). Planned by the teacher's line, a 384 MB box refused
+# Japanese "even alone" (a least run of 60 MB where 36 is enough).
+STUDENT_RUN_BASE_MB = 30.0
+STUDENT_RUN_MB_PER_AUDIO_S = 3.5
 AUDIO_S_PER_TOKEN = 0.065
 MIN_RUN_TOKENS = 24  # a few words: shorter runs lose their intonation
 # A run's compute (run_pacing.RunCost), until measured on this box: ~0.1 s whatever its
@@ -442,6 +450,16 @@ class KokoroEngine:
                 self._decoder = self._host.open(path, self._threads, "Kokoro decoder", self._cache_dir)
         return self._decoder
 
+    def _student_speaks(self, lang: str) -> bool:
+        return self._student is not None and lang in self._student_langs
+
+    @property
+    def memory(self) -> Memory:
+        """What the memory budget plans this engine by (``Engine.memory``): the student's
+        figures where it speaks every language (before a load: will), else the kind's."""
+        every = self._student_langs >= set(LANGS) and (not self.loaded or self._student is not None)
+        return STUDENT_MEMORY if every else KokoroKind.costs.memory
+
     @property
     def generator(self) -> dict[str, str]:
         """Which generator speaks each language (before a load: which will)."""
@@ -590,7 +608,8 @@ class KokoroEngine:
         """The longest run, in phonemes, that keeps within the bound (MAX_TOKENS without one)."""
         if self._run_mb is None:
             return MAX_TOKENS
-        audio_s = (self._run_mb - RUN_BASE_MB) / RUN_MB_PER_AUDIO_S
+        base, per_s = (STUDENT_RUN_BASE_MB, STUDENT_RUN_MB_PER_AUDIO_S) if self._student_speaks(lang) else (RUN_BASE_MB, RUN_MB_PER_AUDIO_S)
+        audio_s = (self._run_mb - base) / per_s
         tokens = int(audio_s * speed / self._s_per_token.get(lang, AUDIO_S_PER_TOKEN))
         return max(MIN_RUN_TOKENS, min(MAX_TOKENS, tokens))
 
@@ -598,7 +617,7 @@ class KokoroEngine:
         """How long the unit's first run may be when the listener is waiting for it. None
         where the student speaks: it makes a clause's audio in a few tens of ms, so the
         first run is the whole unit again, without the short run's tone slips (issue 31)."""
-        if self._student is not None and lang in self._student_langs:
+        if self._student_speaks(lang):
             return None
         base = self.quick_start.get(lang) if lead_s <= 0 else None
         if base is None or self._run_s is None:
@@ -742,7 +761,7 @@ class KokoroEngine:
                 features, f0, energy = drop_pad_frames(durations, features, f0, energy)
                 d = np.asarray(durations).ravel().astype(np.int64)
                 frames = np.concatenate(([0], np.cumsum(d[1:-1]))) + d[0] - _lead_dropped(d, total)
-                if self._student is not None and lang in self._student_langs:
+                if self._student_speaks(lang):
                     out = self._host.call(_STUDENT, self._student, features, f0, energy, feeds["style"])
                 else:
                     out = self._teacher_decoder().run(None, {FEATURES: features, F0: f0, ENERGY: energy, "style": feeds["style"]})[0]
@@ -962,3 +981,14 @@ class KokoroKind:
 
 
 KOKORO = KokoroKind()
+
+# Kokoro's memory where the distilled generator speaks every language (KokoroEngine.memory):
+# its sessions add 90 MB of anonymous memory to the inference process where the teacher's
+# add 121 (each loaded alone in a fresh inference process, one after the other), and its
+# runs follow STUDENT_RUN_*: 147 MB for the longest, 36 for the least.
+STUDENT_MEMORY = replace(
+    KokoroKind.costs.memory,
+    model_mb=95,
+    run_mb=math.ceil(STUDENT_RUN_BASE_MB + STUDENT_RUN_MB_PER_AUDIO_S * MAX_TOKENS * AUDIO_S_PER_TOKEN),
+    min_run_mb=math.ceil(STUDENT_RUN_BASE_MB + STUDENT_RUN_MB_PER_AUDIO_S * MIN_RUN_TOKENS * AUDIO_S_PER_TOKEN),
+)

@@ -172,7 +172,7 @@ class InferenceWorker:
         self.budget_bytes = budget_bytes
         self._server_rss = server_rss
         self._server_pending = server_pending
-        self._memory = {k.name: k.costs.memory for k in kinds}
+        self._memory = {k.name: k.costs.memory for k in kinds}  # by kind; see _memory_of
         self.part_mb: dict[str, float] = {}
         self._front_ends: OrderedDict[str, float] = OrderedDict()
         self._front_ends_of = 0  # the host generation they were loaded in
@@ -503,13 +503,13 @@ class InferenceWorker:
         if self.budget_bytes is None or self._host is None:
             return tuple(langs)
         model = self._model_of(kind)
-        mem = kind.costs.memory
+        mem = self._memory_of(model, kind.name)
         used = self._used_mb() + (0 if self._resident_mb().get(model) else self.part_mb.get(model, mem.model_mb))
         room = self.budget_bytes / memory.MB - used - (mem.min_run_mb or mem.run_mb)
         chosen = []
         for lang in langs:
             name = f"{model}:{lang}"
-            mb = 0.0 if name in self._resident_mb() else self._front_end_mb(kind.costs.memory, model, lang)
+            mb = 0.0 if name in self._resident_mb() else self._front_end_mb(mem, model, lang)
             if mb <= room:
                 room -= mb
                 chosen.append(lang)
@@ -634,7 +634,7 @@ class InferenceWorker:
                 # Never below the engine's own figure: that includes what grows after the
                 # load (Hibari's OOV net and DSP on their first run: +30 MB).
                 added = (host.anonymous_bytes() - before) / memory.MB - (0 if before else CHILD_BASE_MB)
-                self.part_mb[model] = max(added, self._memory.get(kind, Memory()).model_mb)
+                self.part_mb[model] = max(added, self._memory_of(model, kind).model_mb)
             took = time.perf_counter() - t0
             if kind:
                 self.load_s[kind] = took
@@ -705,13 +705,20 @@ class InferenceWorker:
         for key, engine in self._registry.engines.items():
             if engine.loaded:
                 kind = next((v.engine for v in self._registry.voices.values() if v.model == key), "")
-                out[key] = self.part_mb.get(key, self._memory.get(kind, Memory()).model_mb)
+                out[key] = self.part_mb.get(key, self._memory_of(key, kind).model_mb)
         if host.generation == self._front_ends_of:
             out.update(self._front_ends)
         return out
 
+    def _memory_of(self, model: str, kind: str) -> Memory:
+        """What ``model`` (of engine kind ``kind``) holds until measured: its engine's own
+        figures where they depend on how it was made (``Engine.memory``: Kokoro's runs
+        with the distilled generator add a tenth of its own's), else its kind's."""
+        own = getattr(self._registry.engines.get(model), "memory", None)
+        return own if isinstance(own, Memory) else self._memory.get(kind, Memory())
+
     def _needed_mb(self, voice: VoiceInfo, lang: str) -> dict[str, float]:
-        mem = self._memory.get(voice.engine, Memory())
+        mem = self._memory_of(voice.model, voice.engine)
         needed = {voice.model: self.part_mb.get(voice.model, mem.model_mb)}
         if lang in dict(mem.front_ends_mb):
             needed[f"{voice.model}:{lang}"] = self._front_end_mb(mem, voice.model, lang)
@@ -722,7 +729,7 @@ class InferenceWorker:
         budget; None without one."""
         if self.budget_bytes is None or self._host is None:
             return None
-        mem = self._memory.get(voice.engine, Memory())
+        mem = self._memory_of(voice.model, voice.engine)
         least = mem.run_mb if mem.min_run_mb is None else mem.min_run_mb
         # Its own memory only: bodies held for clients come and go, and a voice that
         # fits alone must not be refused for them (mid-utterance, after its audio).
@@ -777,7 +784,7 @@ class InferenceWorker:
         self.recent.move_to_end(key)
         while len(self.recent) > 8:
             self.recent.popitem(last=False)
-        mem = self._memory.get(job.voice.engine, Memory())
+        mem = self._memory_of(job.voice.model, job.voice.engine)
         if job.lang in dict(mem.front_ends_mb):
             name = f"{job.voice.model}:{job.lang}"
             self._note_front_end(name, self._front_end_mb(mem, job.voice.model, job.lang))

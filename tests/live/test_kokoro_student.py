@@ -134,3 +134,41 @@ def test_the_load_opens_the_students_graph_and_not_the_teachers_decoder(cache_di
     finally:
         engine.unload()
         host.stop()
+
+
+def _peak_added(pid: int, speak) -> int:  # type: ignore[no-untyped-def]
+    """What ``speak()`` adds to process ``pid``'s resident memory at its peak (VmHWM)."""
+
+    def status(field: str) -> int:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith(field + ":"))
+
+    with open(f"/proc/{pid}/clear_refs", "w", encoding="ascii") as f:
+        f.write("5")  # the high-water mark back to the current RSS
+    before = status("VmRSS")
+    speak()
+    return status("VmHWM") - before
+
+
+def test_the_budget_plans_the_student_by_its_own_runs(student) -> None:  # type: ignore[no-untyped-def]
+    """Its runs add a tenth of the teacher's memory: planned by the teacher's figures, a
+    384 MB box refused Japanese "even alone". Under the same bound the student's runs are
+    longer, and a run of the longest the bound allows stays inside it."""
+    from rtts.engines.kokoro import KOKORO
+
+    engine, voice = student
+    _speak(engine, voice, "你好。", "zh")  # loaded, its first run's arenas made
+    assert engine.memory.model_mb < KOKORO.costs.memory.model_mb
+    assert engine.memory.min_run_mb < KOKORO.costs.memory.min_run_mb
+    bound = 50
+    engine.limit_run_memory(bound)
+    try:
+        tokens = engine.run_tokens("zh", 1.0)
+        assert tokens >= 60, tokens  # the teacher's line allows 20 phonemes (~1.3 s) in 50 MB
+        text = MANDARIN * 4  # ~150 phonemes: one run of the bound's length, then the rest
+        host_pid = engine._host.pid
+        assert host_pid is not None
+        added = _peak_added(host_pid, lambda: _speak(engine, voice, text, "zh"))
+        assert added < bound * 1024 * 1024, added / 2**20
+    finally:
+        engine.limit_run_memory(None)

@@ -235,3 +235,29 @@ def test_bodies_the_server_holds_for_clients_never_make_a_voice_not_fit(tmp_path
     assert bodies.reserve(150 * MB) is not None
     fit = now._plan(voice, "en")
     assert fit is not None and fit.fits and fit.restart
+
+
+def test_an_engine_that_says_its_own_memory_is_planned_by_it(tmp_path: Path) -> None:
+    # Issue 31: Kokoro with its distilled generator holds 90 MB where the teacher holds 121,
+    # and its runs add a tenth as much; planned by the kind's (the teacher's) figures, a
+    # 384 MB box refused Japanese "even alone". An engine's own ``memory`` is what counts.
+    from rtts.engines.base import Costs, Memory
+    from rtts.engines.registry import KINDS
+    from rtts.engines.voices import VoiceRegistry
+    from rtts.synthesis.inference import InferenceWorker
+    from tests.unit.test_engine_seam import ToyKind
+
+    class HeavyKind(ToyKind):  # the kind's priors: too big for the budget even alone
+        costs = Costs(rtf=0.01, load_s=0.1, first_s_per_char=0.001,
+                      memory=Memory(model_mb=150, run_mb=300, min_run_mb=60))
+
+    (tmp_path / "a.toy").write_text("")
+    registry = VoiceRegistry.discover(tmp_path, tmp_path, 1, default_voice="toy/a", kinds=(*KINDS, HeavyKind()))
+    voice = registry.get("toy/a")
+    worker = InferenceWorker(registry, lambda callback: callback(), host=registry.host, budget_bytes=200 * MB,
+                             server_rss=lambda: 0)
+    assert worker._plan(voice, "en") == Plan(False)
+    engine = registry.engines[voice.model]
+    engine.memory = Memory(model_mb=90, run_mb=100, min_run_mb=30)  # type: ignore[attr-defined]
+    fit = worker._plan(voice, "en")
+    assert fit is not None and fit.fits
