@@ -74,6 +74,10 @@ PRIORITIES = ("normal", "high")
 # What ``words`` may ask for: "word" (true), "char" (Chinese and Japanese character by
 # character; other languages by word), "none" (false).
 WORD_UNITS = ("word", "char", "none")
+# Which waveform generator a voice with more than one speaks (an extension of v1, issue 31;
+# Kokoro's: its own, "teacher", or the distilled one, "student"); "auto": the student in
+# the languages where it passed its quality gates. A voice with one generator ignores it.
+GENERATORS = ("auto", "student", "teacher")
 CHANNEL_NAME = re.compile(r"[A-Za-z0-9._-]{1,%d}" % MAX_CHANNEL_CHARS)
 # How far ahead ``publish.not_before`` may be (seconds): a day is enough to schedule
 # tomorrow's opening announcement, and a millisecond timestamp (1000x a Unix time) or
@@ -115,6 +119,7 @@ class Hello:
     # Word timing for this connection's utterances (an extension of v1): true or "word",
     # "char" (Chinese and Japanese character by character), false or "none".
     words: bool | str | None = None
+    generator: str | None = None  # GENERATORS, for this connection's utterances; None: the server's
 
 
 @dataclass(frozen=True)
@@ -127,6 +132,7 @@ class Speak:
     speed: float | None = None
     interrupt: bool = False
     words: bool | str | None = None  # as hello.words, for this utterance
+    generator: str | None = None  # as hello.generator, for this utterance
 
 
 @dataclass(frozen=True)
@@ -139,6 +145,7 @@ class Append:
     lang: str | None = None
     speed: float | None = None
     words: bool | str | None = None
+    generator: str | None = None
 
 
 @dataclass(frozen=True)
@@ -372,6 +379,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "not_before": _NUM,
     "play_at": _NUM,
     "words": (bool, str),
+    "generator": (str,),
 }
 _SCALAR = (type(None), bool, int, float, str)
 
@@ -560,6 +568,9 @@ def _check_values(msg: ClientMessage, msg_id: str | None) -> None:
     words = getattr(msg, "words", None)
     if isinstance(words, str) and words not in WORD_UNITS:
         raise bad(f"words must be true, false or one of {', '.join(WORD_UNITS)}")
+    generator = getattr(msg, "generator", None)
+    if generator is not None and generator not in GENERATORS:
+        raise bad(f"generator must be one of {', '.join(GENERATORS)}")
 
 
 def check_not_before(not_before: float | None, now: float, name: str = "not_before") -> None:

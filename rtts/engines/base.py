@@ -108,6 +108,12 @@ class Engine(Protocol):
     # Optional: ``memory``, a ``Memory`` the budget plans this engine by in place of its
     # kind's ``costs.memory``, for an engine whose memory depends on how it was made
     # (Kokoro with its distilled generator: a tenth of the run memory).
+    #
+    # Optional, for an engine with more than one waveform generator (``VoiceInfo.generators``):
+    # ``synthesize(..., generator=NAME)``, the one a request named (protocol.GENERATORS;
+    # passed only when one was); ``generator_part(lang, NAME)``, (part name, MB) of what
+    # speaking ``lang`` with it opens beyond the load, or None; ``run_memory(lang, NAME)``,
+    # (most, least) MB one of its runs adds.
 
 
 @dataclass(frozen=True)

@@ -120,6 +120,12 @@ RUN_MB_PER_AUDIO_S = 30.0
 # Japanese "even alone" (a least run of 60 MB where 36 is enough).
 STUDENT_RUN_BASE_MB = 30.0
 STUDENT_RUN_MB_PER_AUDIO_S = 3.5
+# What a generator adds when a request names one the load did not open (MB of anonymous
+# memory in the inference process): the student's graph beside the teacher's decoder, or
+# the teacher's decoder beside the student's graph (KokoroEngine.generator_part).
+# Opened alone after a first run: +43 and +76 MB (their first runs add 13-15 MB more, which
+# the runs' own figures cover).
+GENERATOR_MB = {"student": 45.0, "teacher": 80.0}
 AUDIO_S_PER_TOKEN = 0.065
 MIN_RUN_TOKENS = 24  # a few words: shorter runs lose their intonation
 # A run's compute (run_pacing.RunCost), until measured on this box: ~0.1 s whatever its
@@ -451,7 +457,33 @@ class KokoroEngine:
         return self._decoder
 
     def _student_speaks(self, lang: str) -> bool:
+        """Whether the student speaks ``lang`` by the server's choice (and is loaded)."""
         return self._student is not None and lang in self._student_langs
+
+    def _speaker(self, lang: str, generator: str | None) -> str:
+        """Which generator speaks ``lang`` for a request naming ``generator`` (None: the
+        server's), once whatever it needs is open: "student" or "teacher"."""
+        if generator is None:
+            return self.generator[lang]
+        wanted = lang in student_langs(generator) and student_file() is not None
+        return "student" if wanted and (self._cut or not self.loaded) else "teacher"
+
+    def generator_part(self, lang: str, generator: str) -> tuple[str, float] | None:
+        """What speaking ``lang`` with the ``generator`` a request named opens beyond what
+        the load opened (the memory budget counts it before the run, as a front end's):
+        (its name, MB), or None when the load's own generator speaks."""
+        speaker = self._speaker(lang, generator)
+        if speaker == self._speaker(lang, None):
+            return None
+        return speaker, GENERATOR_MB[speaker]
+
+    def run_memory(self, lang: str, generator: str | None = None) -> tuple[float, float]:
+        """(the most a run in ``lang`` adds, the least one can be held to), MB, for a
+        request naming ``generator`` (None: the server's): the student's runs add a tenth
+        of the teacher's."""
+        mem = STUDENT_MEMORY if self._speaker(lang, generator) == "student" else KokoroKind.costs.memory
+        assert mem.min_run_mb is not None
+        return mem.run_mb, mem.min_run_mb
 
     @property
     def memory(self) -> Memory:
@@ -575,11 +607,13 @@ class KokoroEngine:
         return None if self._cache_dir is None else str(self._cache_dir)
 
     def synthesize(
-        self, text: str, voice: VoiceInfo, lang: str, speed: float, lead_s: float = 0.0, words: bool = False
+        self, text: str, voice: VoiceInfo, lang: str, speed: float, lead_s: float = 0.0, words: bool = False,
+        generator: str | None = None,
     ) -> Iterator[np.ndarray | Timing]:
         """See ``Engine.synthesize``. ``lead_s`` 0 (the listener waits): a Mandarin unit's
         first run is its first words (QUICK_START); above 0 every run is paced
-        (``limit_run_compute``)."""
+        (``limit_run_compute``). ``generator``: the one a request named
+        (``kokoro_student.GENERATORS``; None: the server's), opened now if the load did not."""
         if not (math.isfinite(speed) and speed > 0):
             raise ValueError(f"speed must be a positive number, not {speed!r}")
         if lang not in LANGS:
@@ -593,8 +627,23 @@ class KokoroEngine:
         # one's reading ("eight | hundred" of 800) was heard as two words. (Where each word
         # is costs ~1.5 ms more a sentence than the phonemes alone.)
         phonemes, found = self.phonemize_words(text, voice, lang)
-        first = self._first_symbols(lang, lead_s, speed)
-        return self._generate(phonemes, voice.speaker, speed, first, lang, found if words else None, lead_s, found)
+        student = self._open_speaker(lang, generator) == "student"
+        first = self._first_symbols(lang, lead_s, speed, student)
+        return self._generate(
+            phonemes, voice.speaker, speed, first, lang, found if words else None, lead_s, found, student
+        )
+
+    def _open_speaker(self, lang: str, generator: str | None) -> str:
+        """Open what ``_speaker`` names for ``lang`` if the load did not (before the first
+        run, where the memory budget counted it); the generator that will speak."""
+        speaker = self._speaker(lang, generator)
+        if speaker == "student" and self._student is None:
+            self._student = self._open_student(self._load_student())
+            if self._student is None:  # said why: the teacher speaks
+                speaker = "teacher"
+        if speaker == "teacher" and self._cut:
+            self._teacher_decoder()
+        return speaker
 
     def limit_run_memory(self, mb: float | None) -> None:
         self._run_mb = mb
@@ -604,20 +653,26 @@ class KokoroEngine:
         compute where a cut between words allows (None: no bound); see ``run_pacing``."""
         self._run_s = seconds
 
-    def run_tokens(self, lang: str, speed: float) -> int:
-        """The longest run, in phonemes, that keeps within the bound (MAX_TOKENS without one)."""
+    def run_tokens(self, lang: str, speed: float, student: bool | None = None) -> int:
+        """The longest run, in phonemes, that keeps within the bound (MAX_TOKENS without
+        one), spoken by the student (None: as the server's choice)."""
         if self._run_mb is None:
             return MAX_TOKENS
-        base, per_s = (STUDENT_RUN_BASE_MB, STUDENT_RUN_MB_PER_AUDIO_S) if self._student_speaks(lang) else (RUN_BASE_MB, RUN_MB_PER_AUDIO_S)
+        if student is None:
+            student = self._student_speaks(lang)
+        base, per_s = (STUDENT_RUN_BASE_MB, STUDENT_RUN_MB_PER_AUDIO_S) if student else (RUN_BASE_MB, RUN_MB_PER_AUDIO_S)
         audio_s = (self._run_mb - base) / per_s
         tokens = int(audio_s * speed / self._s_per_token.get(lang, AUDIO_S_PER_TOKEN))
         return max(MIN_RUN_TOKENS, min(MAX_TOKENS, tokens))
 
-    def _first_symbols(self, lang: str, lead_s: float, speed: float = 1.0) -> tuple[int, int] | None:
+    def _first_symbols(
+        self, lang: str, lead_s: float, speed: float = 1.0, student: bool | None = None
+    ) -> tuple[int, int] | None:
         """How long the unit's first run may be when the listener is waiting for it. None
-        where the student speaks: it makes a clause's audio in a few tens of ms, so the
-        first run is the whole unit again, without the short run's tone slips (issue 31)."""
-        if self._student_speaks(lang):
+        where the student speaks (None: as the server's choice): it makes a clause's audio
+        in a few tens of ms, so the first run is the whole unit again, without the short
+        run's tone slips (issue 31)."""
+        if self._student_speaks(lang) if student is None else student:
             return None
         base = self.quick_start.get(lang) if lead_s <= 0 else None
         if base is None or self._run_s is None:
@@ -650,7 +705,7 @@ class KokoroEngine:
         next_s = fixed + slope * MIN_RUN_TOKENS / speed
         return math.ceil(next_s * HEAD_MARGIN * speed / self._s_per_token.get(lang, AUDIO_S_PER_TOKEN))
 
-    def _least_run(self, lang: str, speed: float) -> int | None:
+    def _least_run(self, lang: str, speed: float, cost: str | None = None) -> int | None:
         """How short a paced run may be cut where MIN_RUN_TOKENS would be late (paced_run's
         ``least``): a run whose audio outlasts its own compute by HEAD_MARGIN (shorter
         runs lose ground), and no shorter than the quick start's least (its language's
@@ -660,7 +715,7 @@ class KokoroEngine:
         at 17: the listener heard a gap in every round."""
         if lang not in self.quick_start:
             return None
-        fixed, slope = self._run_cost.line(lang)
+        fixed, slope = self._run_cost.line(cost or lang)
         gain = self._s_per_token.get(lang, AUDIO_S_PER_TOKEN) - HEAD_MARGIN * slope  # a phoneme's audio over its compute
         if gain <= 0:
             return None
@@ -677,23 +732,30 @@ class KokoroEngine:
         words: list[Word] | None = None,
         lead_s: float = 0.0,
         spans: list[Word] | None = None,
+        student: bool | None = None,
     ) -> Iterator[np.ndarray | Timing]:
         """The audio of ``phonemes``, a run at a time; with ``words`` (where each word is in
         ``phonemes``), each run's ``Timing`` before its audio. Runs are cut between the
-        written words of ``spans`` (``words`` where not given)."""
+        written words of ``spans`` (``words`` where not given). ``student``: the student
+        speaks (None: as the server's choice)."""
         spans = words if spans is None else spans
         if not phonemes:
             return
         self.load()
         style = self._style(style_name)
         vocab = self._get_vocab()
+        if student is None:
+            student = self._student_speaks(lang)
+        # A run's cost is learned per generator: the student's is a fifth of the teacher's,
+        # and a server may speak both (a request names one).
+        cost = f"{lang}:student" if student else lang
 
         def joined(piece: str, at: int) -> frozenset[int]:
             # The piece's spaces inside one written word: a reading cut there is misheard,
             # and timed words lose it.
             return frozenset() if spans is None else inside_words(spans, at, at + len(piece))
 
-        pieces = deque(split_phonemes(phonemes, self.run_tokens(lang, speed), joined(phonemes, 0)))
+        pieces = deque(split_phonemes(phonemes, self.run_tokens(lang, speed, student), joined(phonemes, 0)))
 
         if first is not None and pieces:
             start = phonemes.index(pieces[0])
@@ -710,23 +772,23 @@ class KokoroEngine:
             at = phonemes.index(piece, at)
             if paced and self._run_s is not None:
                 # Read as each run starts: the thread sets it afresh between runs.
-                most = self._run_cost.tokens_within(lang, self._run_s, speed)
+                most = self._run_cost.tokens_within(cost, self._run_s, speed)
                 piece, rest = paced_run(
                     piece, most, MIN_RUN_TOKENS, lang not in PACED_AT_BREAKS_ONLY, joined(piece, at),
-                    self._least_run(lang, speed),
+                    self._least_run(lang, speed, cost),
                 )
                 if rest:
                     pieces.appendleft(rest)
             paced = True
             tokens = [vocab[ch] for ch in piece]
             t0 = time.perf_counter()
-            audio, bounds = self._run(tokens, style, speed, lang)
+            audio, bounds = self._run(tokens, style, speed, lang, student)
             took = time.perf_counter() - t0
             if logger.isEnabledFor(logging.DEBUG):  # how a box's runs are paced (issue 32)
-                fixed, slope = self._run_cost.line(lang)
+                fixed, slope = self._run_cost.line(cost)
                 logger.debug("kokoro %s run: %d phonemes in %.3f s (line %.3f s + %.4f s a phoneme, margin %.2f)",
-                             lang, len(tokens), took, fixed, slope, self._run_cost.margin(lang))
-            self._run_cost.learn(lang, len(tokens), speed, took)
+                             cost, len(tokens), took, fixed, slope, self._run_cost.margin(cost))
+            self._run_cost.learn(cost, len(tokens), speed, took)
             self._learn_length(lang, len(tokens), audio.size / SAMPLE_RATE * speed)
             if audio.size:
                 if words is not None:
@@ -741,9 +803,12 @@ class KokoroEngine:
             old = self._s_per_token.get(lang, AUDIO_S_PER_TOKEN)
             self._s_per_token[lang] = 0.8 * old + 0.2 * audio_s / tokens
 
-    def _run(self, tokens: list[int], style: np.ndarray, speed: float, lang: str = "en") -> tuple[np.ndarray, np.ndarray]:
+    def _run(
+        self, tokens: list[int], style: np.ndarray, speed: float, lang: str = "en", student: bool | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """A run's audio, and where in it each token starts (and the last ends): from the
-        predictor's durations when cut, else in equal shares."""
+        predictor's durations when cut, else in equal shares; by the student where
+        ``student`` (None: as the server's choice)."""
         session = self._session
         if session is None:
             raise EngineError("Kokoro was unloaded during synthesis")
@@ -761,7 +826,8 @@ class KokoroEngine:
                 features, f0, energy = drop_pad_frames(durations, features, f0, energy)
                 d = np.asarray(durations).ravel().astype(np.int64)
                 frames = np.concatenate(([0], np.cumsum(d[1:-1]))) + d[0] - _lead_dropped(d, total)
-                if self._student_speaks(lang):
+                use_student = self._student_speaks(lang) if student is None else student and self._student is not None
+                if use_student:
                     out = self._host.call(_STUDENT, self._student, features, f0, energy, feeds["style"])
                 else:
                     out = self._teacher_decoder().run(None, {FEATURES: features, F0: f0, ENERGY: energy, "style": feeds["style"]})[0]

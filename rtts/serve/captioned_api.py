@@ -89,6 +89,7 @@ class CaptionedRequest:
     stream: bool
     timestamps: bool
     volume: float
+    generator: str | None = None  # rtts's own, as /v1/audio/speech takes it
 
 
 def parse(body: bytes, names: VoiceNames) -> CaptionedRequest:
@@ -115,6 +116,7 @@ def parse(body: bytes, names: VoiceNames) -> CaptionedRequest:
         stream=fields.get("stream", bool, True),
         timestamps=fields.get("return_timestamps", bool, True),
         volume=volume,
+        generator=fields.generator,
     )
 
 

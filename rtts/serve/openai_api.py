@@ -19,6 +19,8 @@ made: each 20 ms frame goes through the response format's encoder and out.
   "speech.audio.delta", "audio": base64}`` events (the bytes of the response format,
   in order), then ``speech.audio.done`` with usage.
 - ``instructions`` is accepted and ignored.
+- ``generator`` (rtts's own): as a WebSocket ``speak``'s, which waveform generator a Kokoro
+  voice speaks with: ``auto``, ``student`` or ``teacher`` (docs/protocol.md).
 - Errors: ``{"error": {"message", "type", "param", "code"}}`` with a 4xx/5xx status;
   ``code`` is rtts's stable error code.
 
@@ -216,6 +218,7 @@ class SpeechRequest:
     response_format: str
     stream_format: str
     model: str | None
+    generator: str | None = None  # protocol.GENERATORS; None: the server's
 
 
 class SpeechFields:
@@ -246,6 +249,9 @@ class SpeechFields:
             raise bad_request(f"speed must be within {SPEED_RANGE[0]}..{SPEED_RANGE[1]}", "speed")
         # OpenAI's range is wider than the session's: the ends are the session's ends.
         self.speed = min(max(speed, protocol.SPEED_RANGE[0]), protocol.SPEED_RANGE[1])
+        self.generator: str | None = self.get("generator", str)  # rtts's own
+        if self.generator is not None and self.generator not in protocol.GENERATORS:
+            raise bad_request(f"generator must be one of {', '.join(protocol.GENERATORS)}", "generator")
 
     def get(self, name: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
         """Field ``name`` if it is a ``kind`` (a bool only where ``kind`` is bool), ``default``
@@ -276,7 +282,7 @@ def parse_speech(body: bytes, names: VoiceNames) -> SpeechRequest:
         raise bad_request("stream_format must be audio or sse", "stream_format")
     model = fields.get("model", str)
     fields.get("instructions", str)  # accepted (and type-checked), not used
-    return SpeechRequest(fields.text, voice, fields.speed, fields.format, stream_format, model)
+    return SpeechRequest(fields.text, voice, fields.speed, fields.format, stream_format, model, fields.generator)
 
 
 # ---------------------------------------------------------------- the body

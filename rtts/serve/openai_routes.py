@@ -109,7 +109,7 @@ class OpenAIRoutes:
         speech = openai_api.parse_speech(request.body, self.names())
         held = self._hold(address)
         async with held.starting():
-            start = await held.stream.start(speech.text, speech.voice, None, speech.speed)
+            start = await held.stream.start(speech.text, speech.voice, None, speech.speed, generator=speech.generator)
             body = SpeechBody(speech)  # admitted: only now is an encoder made
             held.encoder = body.encoder
         # Which voice reads the text's start: an OpenAI name or no voice leaves it to the text's language.
@@ -138,7 +138,8 @@ class OpenAIRoutes:
                 raise
         stream = held.stream
         async with held.starting():
-            await stream.start(ask.text, ask.voice, ask.lang, ask.speed, words="word" if ask.timestamps else None)
+            await stream.start(ask.text, ask.voice, ask.lang, ask.speed, words="word" if ask.timestamps else None,
+                               generator=ask.generator)
             body = CaptionedBody(ask, held.whole.fill if held.whole is not None else None)
             held.encoder = body.encoder
             if not ask.stream:

@@ -426,6 +426,7 @@ class RttsServer:
         captions = request.arg("captions")
         if captions is not None and captions not in subtitles.FORMATS:
             return text(HTTPStatus.BAD_REQUEST, f"bad_message: captions must be {' or '.join(subtitles.FORMATS)}\n")
+        generator = request.arg("generator")  # checked with the rest of the request, by the session
         headers = [("Content-Type", subtitles.CONTENT_TYPES[captions] if captions else "audio/wav")]
         if request.method == "HEAD":
             return HttpResponse(HTTPStatus.OK.value, headers)  # what GET would answer, without the work
@@ -441,7 +442,8 @@ class RttsServer:
             self.caps.give_back(address)
 
         try:
-            start = await stream.start(text_arg, voice, request.arg("lang"), speed, words="word" if captions else None)
+            start = await stream.start(text_arg, voice, request.arg("lang"), speed, words="word" if captions else None,
+                                       generator=generator)
         except protocol.ProtocolError as exc:
             done()
             unavailable = exc.code in _UNAVAILABLE

@@ -65,13 +65,15 @@ class SpeechStream(Connection):
 
     async def start(
         self, text: str, voice: str | None = None, lang: str | None = None, speed: float | None = None,
-        words: bool | str | None = None,
+        words: bool | str | None = None, generator: str | None = None,
     ) -> protocol.Start:
         """Ask for ``text``; returns ``start`` once the first audio is ready, or raises what
         ``error`` says. Waiting for the audio, not for ``start`` alone, lets an HTTP route
         answer a failure of the first unit (``memory_budget``, ``engine_unavailable``)
-        with its status instead of a 200 whose body breaks off. ``words``: as ``speak.words``."""
-        self.handle(protocol.Speak(id="u", text=text, voice=voice, lang=lang, speed=speed, words=words))
+        with its status instead of a 200 whose body breaks off. ``words`` and ``generator``:
+        as ``speak``'s."""
+        self.handle(protocol.Speak(id="u", text=text, voice=voice, lang=lang, speed=speed, words=words,
+                                   generator=generator))
         return await self._started
 
     async def __aiter__(self) -> AsyncIterator[bytes]:

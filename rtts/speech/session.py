@@ -125,6 +125,7 @@ class Session:
         self.lang: str | None = None
         self.speed = 1.0
         self.words = "none"  # hello.words: protocol.WORD_UNITS
+        self.generator: str | None = None  # hello.generator: protocol.GENERATORS; None: the server's
         self.out = Output(config.sample_rate, config.format, config.frame_ms)
         self.utterances: OrderedDict[str, Utterance] = OrderedDict()
         # When the client will have played everything sent so far (monotonic seconds).
@@ -229,13 +230,17 @@ class Session:
             return self._hello(msg)
         if isinstance(msg, protocol.Speak):
             effects = self._cancel_all() if msg.interrupt else []
-            utt = self._new_utterance(msg.id, msg.text, *self._defaults(msg.voice, msg.lang, msg.speed), msg.words)
+            utt = self._new_utterance(
+                msg.id, msg.text, *self._defaults(msg.voice, msg.lang, msg.speed), msg.words, msg.generator
+            )
             self._whole(utt, msg.text)
             return effects + self._pump()
         if isinstance(msg, protocol.Append):
             utt = self.utterances.get(msg.id)
             if utt is None:
-                utt = self._new_utterance(msg.id, msg.text, *self._defaults(msg.voice, msg.lang, msg.speed), msg.words)
+                utt = self._new_utterance(
+                    msg.id, msg.text, *self._defaults(msg.voice, msg.lang, msg.speed), msg.words, msg.generator
+                )
                 utt.buffer = UnitBuffer(first_max_chars=self._first_unit_chars(utt, msg.text))
                 utt.markup = markup.MarkupStream()
                 self.utterances[utt.id] = utt
@@ -351,6 +356,7 @@ class Session:
         self.lang = self._spoken_lang(msg.lang, None) if msg.lang is not None else self.lang
         self.speed = msg.speed if msg.speed is not None else self.speed
         self.words = word_unit(msg.words, self.words)
+        self.generator = msg.generator if msg.generator is not None else self.generator
         return [Send(self._ready())]
 
     def _ready(self) -> protocol.Ready:
@@ -379,7 +385,8 @@ class Session:
         )
 
     def _new_utterance(
-        self, utt_id: str, text: str, voice: str, lang: str | None, speed: float, words: bool | str | None = None
+        self, utt_id: str, text: str, voice: str, lang: str | None, speed: float, words: bool | str | None = None,
+        generator: str | None = None,
     ) -> Utterance:
         if utt_id in self.utterances:
             raise ProtocolError(ErrorCode.DUPLICATE_ID, f"utterance {utt_id!r} is still live", utt_id)
@@ -399,6 +406,7 @@ class Session:
             chars=len(text),
             pause_left_ms=round(self._config.max_pause * 1000),
             clock=None if (unit := word_unit(words, self.words)) == "none" else word_timing.Clock(unit),
+            generator=generator if generator is not None else self.generator,
         )
 
     def _pump(self) -> list[Effect]:
@@ -524,7 +532,7 @@ class Session:
             part, voice = head, head.voice
             job = Job(
                 utt.id, part.speak, voice, part.lang, utt.speed, deadline, opens=not utt.started,
-                words=utt.clock is not None,
+                words=utt.clock is not None, generator=utt.generator,
             )  # fmt: skip
             if utt.announcement is not None:
                 job.shared = (utt.announcement.id, utt.shared_jobs)

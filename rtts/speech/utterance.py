@@ -65,6 +65,7 @@ class Utterance:
     speed: float
     out: Output
     created: float
+    generator: str | None = None  # the request's (protocol.GENERATORS); None: the server's
     units: deque[Unit] = field(default_factory=deque)
     parts: deque[Part | int] = field(default_factory=deque)  # the current unit's parts and pauses (ms)
     buffer: UnitBuffer | None = None  # text still arriving by append; None once complete

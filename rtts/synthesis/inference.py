@@ -397,15 +397,17 @@ class InferenceWorker:
     def _stream_rtf(self, job: Job) -> float:
         """What ``job``'s stream costs the thread a second of its audio: its costliest voice's
         RTF (a unit in English and Mandarin holds the thread as its Mandarin does)."""
-        return max([self._rtf(job.voice, job.lang), *(self._rtf(v, v.langs[0]) for v in job.voices)])
+        generator = job.generator
+        return max([self._rtf(job.voice, job.lang, generator), *(self._rtf(v, v.langs[0], generator) for v in job.voices)])
 
-    def _rtf(self, voice: VoiceInfo, lang: str) -> float:
-        """The RTF of ``voice``'s engine in ``lang`` as measured here, else the engine's."""
-        return self.lang_rtf.get(f"{voice.engine}:{lang}", self.rtf.get(voice.engine, 1.0))
+    def _rtf(self, voice: VoiceInfo, lang: str, generator: str | None = None) -> float:
+        """The RTF of ``voice``'s engine in ``lang`` (with ``generator`` where the client
+        named one) as measured here, else the engine's."""
+        return self.lang_rtf.get(_cost_key(voice, lang, generator), self.rtf.get(voice.engine, 1.0))
 
     def _cost(self, job: Job) -> float:
         """Estimated compute seconds for a job, before it has run."""
-        return self._rtf(job.voice, job.lang) * len(job.text) * self._audio_s_per_char(job) / job.speed
+        return self._rtf(job.voice, job.lang, job.generator) * len(job.text) * self._audio_s_per_char(job) / job.speed
 
     def _audio_s_per_char(self, job: Job) -> float:
         return self._speech_s_per_char(job.voice.engine, job.lang)
@@ -415,10 +417,11 @@ class InferenceWorker:
         return self.audio_s_per_char.get(f"{engine}:{lang}", prior)
 
     def _first_s_per_char(self, job: Job) -> float:
-        return self._first_s_per_char_of(job.voice.engine, job.lang)
+        return self._first_s_per_char_of(job.voice.engine, job.lang, _generator(job))
 
-    def _first_s_per_char_of(self, engine: str, lang: str) -> float:
-        return self.first_s_per_char.get(f"{engine}:{lang}", self.first_s_per_char.get(engine, 0.05))
+    def _first_s_per_char_of(self, engine: str, lang: str, generator: str | None = None) -> float:
+        key = f"{engine}:{lang}" + (f":{generator}" if generator else "")  # _cost_key's
+        return self.first_s_per_char.get(key, self.first_s_per_char.get(engine, 0.05))
 
     def first_audio_s(self, voice: VoiceInfo, lang: str, text: str) -> tuple[float, float]:
         """(compute seconds before ``voice`` has its first audio of ``text`` on a free
@@ -432,7 +435,9 @@ class InferenceWorker:
 
     @staticmethod
     def _cache_key(job: Job) -> Key:
-        return PhraseCache.key(job.voice.id, job.lang, job.speed, job.text, job.words, job.shared is not None)
+        return PhraseCache.key(
+            job.voice.id, job.lang, job.speed, job.text, job.words, job.shared is not None, _generator(job)
+        )
 
     def drop(self, job: Job) -> None:
         """Cancel a job; if queued it is skipped, if running it stops at the next chunk."""
@@ -717,34 +722,50 @@ class InferenceWorker:
         own = getattr(self._registry.engines.get(model), "memory", None)
         return own if isinstance(own, Memory) else self._memory.get(kind, Memory())
 
-    def _needed_mb(self, voice: VoiceInfo, lang: str) -> dict[str, float]:
+    def _needed_mb(self, voice: VoiceInfo, lang: str, generator: str | None = None) -> dict[str, float]:
         mem = self._memory_of(voice.model, voice.engine)
         needed = {voice.model: self.part_mb.get(voice.model, mem.model_mb)}
         if lang in dict(mem.front_ends_mb):
             needed[f"{voice.model}:{lang}"] = self._front_end_mb(mem, voice.model, lang)
+        # A generator the client named that the load did not open (Kokoro's teacher on a
+        # server that speaks the student, or the other way round) opens on first use.
+        other = getattr(self._registry.engines.get(voice.model), "generator_part", None)
+        part = other(lang, generator) if generator is not None and other is not None else None
+        if part is not None:
+            name, mb = part
+            needed[f"{voice.model}:{name}"] = self.part_mb.get(f"{voice.model}:{name}", mb)
         return needed
 
-    def _plan(self, voice: VoiceInfo, lang: str, preload: bool = False) -> memory.Plan | None:
+    def _plan(self, voice: VoiceInfo, lang: str, preload: bool = False, generator: str | None = None) -> memory.Plan | None:
         """How the job (or, ``preload``, the model alone with one short run) fits the
         budget; None without one."""
         if self.budget_bytes is None or self._host is None:
             return None
-        mem = self._memory_of(voice.model, voice.engine)
-        least = mem.run_mb if mem.min_run_mb is None else mem.min_run_mb
+        run_mb, least = self._run_mb_of(voice, lang, generator)
         # Its own memory only: bodies held for clients come and go, and a voice that
         # fits alone must not be refused for them (mid-utterance, after its audio).
         server = self._server_rss() / memory.MB
         return memory.plan(
             self.budget_bytes / memory.MB, self._used_mb(), self._resident_mb(),
-            self._needed_mb(voice, lang), least if preload else mem.run_mb, least, server + CHILD_BASE_MB,
+            self._needed_mb(voice, lang, generator), least if preload else run_mb, least, server + CHILD_BASE_MB,
         )
+
+    def _run_mb_of(self, voice: VoiceInfo, lang: str, generator: str | None) -> tuple[float, float]:
+        """(the most one run of ``voice`` in ``lang`` adds, the least it can be held to), MB:
+        its engine's figures for the generator that speaks (``run_memory``: Kokoro's
+        distilled one's runs add a tenth of its own's), else its memory's."""
+        own = getattr(self._registry.engines.get(voice.model), "run_memory", None)
+        if own is not None:
+            return own(lang, generator)
+        mem = self._memory_of(voice.model, voice.engine)
+        return mem.run_mb, (mem.run_mb if mem.min_run_mb is None else mem.min_run_mb)
 
     def _make_room(self, entry: _Entry) -> bool:
         """Before a job's first chunk: fit it in the budget. False when it must wait
         (requeued) or was refused (failed); True to run it."""
         job = entry.job
         assert job is not None
-        fit = self._plan(job.voice, job.lang)
+        fit = self._plan(job.voice, job.lang, generator=_generator(job))
         engine = self._registry.engines[job.voice.model]
         if fit is None:
             return True
@@ -784,10 +805,9 @@ class InferenceWorker:
         self.recent.move_to_end(key)
         while len(self.recent) > 8:
             self.recent.popitem(last=False)
-        mem = self._memory_of(job.voice.model, job.voice.engine)
-        if job.lang in dict(mem.front_ends_mb):
-            name = f"{job.voice.model}:{job.lang}"
-            self._note_front_end(name, self._front_end_mb(mem, job.voice.model, job.lang))
+        for name, mb in self._needed_mb(job.voice, job.lang, _generator(job)).items():
+            if name != job.voice.model:  # a front end, or a generator opened for the job
+                self._note_front_end(name, mb)
 
     def _run_job(self, entry: _Entry) -> None:
         job = entry.job
@@ -817,10 +837,11 @@ class InferenceWorker:
                 if pace is not None:  # before synthesize: how its first run is cut reads it
                     pace(self._run_budget(entry))
                 lead_s = self._lead(job)
-                if job.words:
-                    entry.chunks = iter(engine.synthesize(job.text, job.voice, job.lang, job.speed, lead_s, words=True))
-                else:  # as before the seam had words: an engine outside rtts need not know of them
-                    entry.chunks = iter(engine.synthesize(job.text, job.voice, job.lang, job.speed, lead_s))
+                # Asked for only where wanted: an engine outside rtts need not know of them.
+                extra: dict[str, object] = {"words": True} if job.words else {}
+                if _generator(job) is not None:
+                    extra["generator"] = job.generator
+                entry.chunks = iter(engine.synthesize(job.text, job.voice, job.lang, job.speed, lead_s, **extra))
                 self._note_use(job)  # synthesize has phonemized: the job's front end is loaded
                 if self.cache.cacheable(job.text):
                     entry.kept = []
@@ -837,7 +858,7 @@ class InferenceWorker:
                     continue
                 now_pc = time.perf_counter()
                 if entry.samples == 0 and job.text:
-                    fold(self.first_s_per_char, f"{job.voice.engine}:{job.lang}", (now_pc - t0) / len(job.text))
+                    fold(self.first_s_per_char, _cost_key(job.voice, job.lang, job.generator), (now_pc - t0) / len(job.text))
                 entry.last_chunk_s = now_pc - chunk_t0
                 self._emit(job, JobAudio(chunk))
                 entry.samples += len(chunk)
@@ -948,7 +969,7 @@ class InferenceWorker:
         if audio_s < 0.2:
             return  # too short to say anything about the rate
         fold(self.rtf, job.voice.engine, entry.compute_s / audio_s)
-        fold(self.lang_rtf, f"{job.voice.engine}:{job.lang}", entry.compute_s / audio_s)
+        fold(self.lang_rtf, _cost_key(job.voice, job.lang, job.generator), entry.compute_s / audio_s)
         if job.text:
             fold(self.audio_s_per_char, f"{job.voice.engine}:{job.lang}", audio_s * job.speed / len(job.text))
 
@@ -967,3 +988,18 @@ class InferenceWorker:
         sink = job.sink
         if sink is not None:
             self._post(lambda: sink(job, event))
+
+
+def _generator(job: Job) -> str | None:
+    """The waveform generator ``job``'s client named, where its voice has a choice of them
+    (``VoiceInfo.generators``); None: the server's, or a voice with one only."""
+    return job.generator if job.voice.generators else None
+
+
+def _cost_key(voice: VoiceInfo, lang: str, generator: str | None) -> str:
+    """What a cost is learned under: the engine and language ("kokoro:zh"), and the
+    generator a client named for a voice with a choice ("kokoro:zh:student"): Kokoro's
+    distilled generator costs a fifth of its own, and one figure for both would admit
+    streams by neither."""
+    key = f"{voice.engine}:{lang}"
+    return f"{key}:{generator}" if generator and voice.generators else key

@@ -69,6 +69,9 @@ class Job:
     shared: tuple[str, int] | None = None
     # The client asked for word timing: the engine also reports ``JobWords``.
     words: bool = False
+    # The waveform generator the client asked for (protocol.GENERATORS), for a voice that
+    # has a choice of them (``VoiceInfo.generators``); None: the server's.
+    generator: str | None = None
     # A stream's first job that waits for room (issue 32, ``--admission queue``): it goes to
     # the thread only once the load of the streams there, with its own, is at most this
     # (or it would be alone). None: it goes at once.

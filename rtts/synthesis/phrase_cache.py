@@ -3,7 +3,7 @@
 A kiosk says "Please mind the gap." hundreds of times a day; synthesizing it once
 and replaying the samples costs nothing and starts at once. Entries are whole text
 units (what a ``Job`` speaks) keyed by everything that changes the audio: voice,
-language, speed and the text itself (and whether its word timing is kept with it, and
+language, speed, the waveform generator asked for and the text itself (and whether its word timing is kept with it, and
 whether it is an announcement's, made the same way on every instance whatever the load:
 a private stream's may be cut into runs by it). Least recently used entries are dropped first
 once the samples held pass ``max_bytes``. Used from the event loop (lookups) and the
@@ -21,7 +21,7 @@ from rtts.engines.base import Timing
 
 __all__ = ["PhraseCache"]
 
-Key = tuple[str, str, float, str, bool, bool]
+Key = tuple[str, str, float, str, bool, bool, str | None]
 Chunk = np.ndarray | Timing
 
 
@@ -37,8 +37,11 @@ class PhraseCache:
         self.misses = 0
 
     @staticmethod
-    def key(voice: str, lang: str, speed: float, text: str, words: bool = False, shared: bool = False) -> Key:
-        return (voice, lang, round(float(speed), 3), text, words, shared)
+    def key(
+        voice: str, lang: str, speed: float, text: str, words: bool = False, shared: bool = False,
+        generator: str | None = None,
+    ) -> Key:
+        return (voice, lang, round(float(speed), 3), text, words, shared, generator)
 
     def cacheable(self, text: str) -> bool:
         return self.max_bytes > 0 and 0 < len(text) <= self.max_chars

@@ -261,3 +261,31 @@ def test_an_engine_that_says_its_own_memory_is_planned_by_it(tmp_path: Path) -> 
     engine.memory = Memory(model_mb=90, run_mb=100, min_run_mb=30)  # type: ignore[attr-defined]
     fit = worker._plan(voice, "en")
     assert fit is not None and fit.fits
+
+
+def test_a_generator_a_request_names_is_counted_before_it_opens(tmp_path: Path) -> None:
+    # Issue 31: a request may name the Kokoro generator the load did not open (the teacher's
+    # decoder beside the student's graph: +76 MB); the budget counts it as a part of its
+    # own before the run, and its runs by that generator's figures (``run_memory``).
+    from rtts.engines.base import Costs, Memory
+    from rtts.engines.registry import KINDS
+    from rtts.engines.voices import VoiceRegistry
+    from rtts.synthesis.inference import InferenceWorker
+    from tests.unit.test_engine_seam import ToyKind
+
+    class ChoiceKind(ToyKind):
+        costs = Costs(rtf=0.01, load_s=0.1, first_s_per_char=0.001, memory=Memory(model_mb=90, run_mb=40, min_run_mb=30))
+
+    (tmp_path / "a.toy").write_text("")
+    registry = VoiceRegistry.discover(tmp_path, tmp_path, 1, default_voice="toy/a", kinds=(*KINDS, ChoiceKind()))
+    voice = registry.get("toy/a")
+    engine = registry.engines[voice.model]
+    engine.generator_part = lambda lang, generator: ("teacher", 80.0) if generator == "teacher" else None  # type: ignore[attr-defined]
+    engine.run_memory = lambda lang, generator: (700.0, 60.0) if generator == "teacher" else (40.0, 30.0)  # type: ignore[attr-defined]
+    worker = InferenceWorker(registry, lambda callback: callback(), host=registry.host, budget_bytes=200 * MB,
+                             server_rss=lambda: 0)
+    assert worker._plan(voice, "en") == Plan(True)
+    assert worker._plan(voice, "en", generator="student") == Plan(True)
+    assert worker._needed_mb(voice, "en", "teacher") == {voice.model: 90, f"{voice.model}:teacher": 80.0}
+    # 20 (a fresh process) + 90 + 80 leaves 10 MB: less than the teacher's least run of 60.
+    assert worker._plan(voice, "en", generator="teacher") == Plan(False)

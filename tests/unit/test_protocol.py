@@ -34,9 +34,10 @@ def test_encode_omits_none_and_carries_type():
 
 def test_every_client_message_round_trips():
     msgs = [
-        protocol.Hello(token="t", voice="v", lang="en", speed=1.5, sample_rate=16000, format="mulaw", frame_ms=40),
-        protocol.Speak(id="1", text="x", voice="v", lang="en", speed=0.5, interrupt=True),
-        protocol.Append(id="1", text="x"),
+        protocol.Hello(token="t", voice="v", lang="en", speed=1.5, sample_rate=16000, format="mulaw", frame_ms=40,
+                       generator="student"),
+        protocol.Speak(id="1", text="x", voice="v", lang="en", speed=0.5, interrupt=True, generator="teacher"),
+        protocol.Append(id="1", text="x", generator="auto"),
         protocol.Flush(id="1"),
         protocol.Cancel(id="1"),
         protocol.Ping(t=12.5),
@@ -72,6 +73,9 @@ def test_server_messages_decode():
         (pack({"type": "speak", "id": "a", "text": "x", "speed": True}), "bad_message"),
         (pack({"type": "speak", "id": "a", "text": "x", "speed": 9.0}), "bad_message"),
         (pack({"type": "speak", "id": "a", "text": "x", "interrupt": 1}), "bad_message"),
+        (pack({"type": "speak", "id": "a", "text": "x", "generator": "fast"}), "bad_message"),
+        (pack({"type": "append", "id": "a", "text": "x", "generator": 1}), "bad_message"),
+        (pack({"type": "hello", "generator": ["student"]}), "bad_message"),
         (pack({"type": "speak", "id": "", "text": "x"}), "bad_message"),
         (pack({"type": "hello", "v": 2}), "bad_message"),
         (pack({"type": "hello", "format": "mp3"}), "bad_message"),
@@ -136,6 +140,7 @@ def test_random_maps_decode_or_raise_protocol_error(obj):
         protocol.Speak(id="a", text="hi", speed=9.0),
         protocol.Speak(id="", text="hi"),
         protocol.Speak(id="a", text="hi", voice=3),  # type: ignore[arg-type]
+        protocol.Speak(id="a", text="hi", generator="Student"),
         protocol.Hello(format="wav"),
         protocol.Hello(v=2),
         protocol.Hello(sample_rate=12345),

@@ -744,3 +744,29 @@ def test_an_announcement_starts_with_its_play_at_and_a_speak_without():
     assert sent(send(session, type="speak", id="own", text="Mine."), protocol.Start) == []  # queued behind it
     other, _ = make()
     assert sent(send(other, type="speak", id="own", text="Mine."), protocol.Start)[0].play_at is None
+
+
+def test_the_generator_asked_for_goes_with_every_job_of_its_utterance() -> None:
+    # Issue 31: a request may name Kokoro's waveform generator; hello names it for the
+    # connection, speak and append for one utterance, and every job of it carries it.
+    session, _ = make()
+    session.open()
+    effects = send(session, type="speak", id="a", text="One. Two.", voice="kokoro/b", generator="student")
+    jobs = _all_jobs(session, effects)
+    assert len(jobs) >= 2 and {j.generator for j in jobs} == {"student"}
+    assert {j.generator for j in _all_jobs(session, send(session, type="speak", id="b", text="Hi.", voice="kokoro/b"))} == {None}
+    send(session, type="hello", v=1, generator="teacher")
+    assert {j.generator for j in _all_jobs(session, send(session, type="speak", id="c", text="Hi.", voice="kokoro/b"))} == {"teacher"}
+    created = send(session, type="append", id="d", text="Hi there. ", voice="kokoro/b", generator="auto")
+    created += send(session, type="flush", id="d")
+    assert {j.generator for j in _all_jobs(session, created)} == {"auto"}
+
+
+def _all_jobs(session: Session, first_effects) -> list:  # type: ignore[no-untyped-def]
+    """Every job ``first_effects`` leads to, each answered as the worker would."""
+    jobs, queue = [], submits(first_effects)
+    while queue:
+        job = queue.pop(0)
+        jobs.append(job)
+        queue += submits(run_job(session, job))
+    return jobs
