@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Wake after the idle unload: connect → first audio in English, Mandarin and Japanese.
 
-    python3 benchmarks/wake.py [--runs 5] [--before DIR] [--langs zh,ja,en]
+    python3 benchmarks/wake.py [--runs 5] [--before DIR | --generators teacher,student] [--langs zh,ja,en]
 
 For each language, each run starts ``python3 -m rtts serve`` (caches warm, as after the
 first start on a machine; ``--idle-unload 2``) and measures, with the text in that
@@ -17,8 +17,9 @@ language and no voice named (the path users take):
 
 It reports connect → first audio frame (what the listener waits) and the RSS of the
 server and its children once unloaded. ``--before DIR`` serves a second checkout (e.g.
-``git archive main | tar -x -C DIR``) in alternation with this one; the host probe of
-``latency.py`` is printed before and after. Targets (issue 22): English ≤ 500 ms,
+``git archive main | tar -x -C DIR``) in alternation with this one; ``--generators``
+serves this checkout once per Kokoro generator (``--generator``), in alternation. The host
+probe of ``latency.py`` and the CPU model are printed before and after. Targets (issue 22): English ≤ 500 ms,
 Mandarin and Japanese ≤ 1.0 s; RSS after the unload ≤ 80 MB.
 """
 
@@ -57,9 +58,9 @@ def unloaded(server: latency.ServerProcess) -> None:
     time.sleep(1.0)  # the inference process has ended, as after any idle unload
 
 
-def one_server(root: Path, lang: str, log: Path) -> dict[str, tuple[float, str]]:
+def one_server(root: Path, lang: str, log: Path, extra: tuple[str, ...] = ()) -> dict[str, tuple[float, str]]:
     latency.ROOT = root  # ServerProcess starts the server from this checkout
-    server = latency.ServerProcess(2.0, log)
+    server = latency.ServerProcess(2.0, log, *extra)
     out = {}
     try:
         out["fresh"] = asyncio.run(first_audio(server.url, TEXTS[lang]))
@@ -80,16 +81,18 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--langs", default="zh,ja,en")
     p.add_argument("--before", type=Path, help="another checkout to measure in alternation (the previous build)")
+    p.add_argument("--generators", default="", help="e.g. teacher,student: this checkout once per Kokoro generator")
     args = p.parse_args()
     langs = args.langs.split(",")
-    builds = {"this build": ROOT} | ({"before": args.before.resolve()} if args.before else {})
+    builds = latency.builds(args.before, args.generators)
+    print(f"CPU: {latency.cpu_model()}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="rtts-wake-"))
     cpu0, probe0 = latency.cpu_times(), latency.probe_ms()
     results: dict[tuple[str, str, str], list[tuple[float, str]]] = {}
     for i in range(args.runs):
         for lang in langs:
-            for name, root in builds.items():
-                got = one_server(root, lang, work / f"{name.replace(' ', '-')}-{lang}-{i}.log")
+            for name, (root, extra) in builds.items():
+                got = one_server(root, lang, work / f"{name.replace(' ', '-')}-{lang}-{i}.log", extra)
                 for kind, value in got.items():
                     results.setdefault((lang, kind, name), []).append(value)
                 shown = ", ".join(f"{k} {v[0] * (1 if 'MB' in k else 1000):.0f}{'' if 'MB' in k else ' ms'}"

@@ -19,7 +19,9 @@ named by the student file's bytes too. It runs, with the DSP, in the inference p
 
 from __future__ import annotations
 
+import importlib
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -167,6 +169,9 @@ class StudentWork:
 
         path, threads, cache_dir = spec
         if self.session is None or self.path != path:
+            # The DSP's import (scipy.fft: ~0.16 s) beside the session's making, not in the
+            # first run: after an idle unload a kiosk's first words waited for it.
+            threading.Thread(target=importlib.import_module, args=("hibari.dsp",), name="dsp-import", daemon=True).start()
             self.session = open_session(Path(path), threads, "Kokoro student", None if cache_dir is None else Path(cache_dir))
             self.path = path
 
