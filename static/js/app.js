@@ -13,6 +13,7 @@ const client = new RttsClient({
   voice: params.get("voice") || saved.voice || "",
   lang: saved.lang || "",
   speed: Number(saved.speed || 1),
+  generator: params.get("generator") || saved.generator || "",
   sampleRate: Number(params.get("rate") || saved.sampleRate || 24000),
   format: params.get("format") || saved.format || "pcm16",
   // Word timing (the caption follows each word): on unless switched off here or in the URL.
@@ -21,7 +22,7 @@ const client = new RttsClient({
 window.rtts = client; // the tests (and curious people) read window.rtts.stats
 
 const els = {
-  text: $("text"), voice: $("voice"), lang: $("lang"), speed: $("speed"), speedOut: $("speed-out"),
+  text: $("text"), voice: $("voice"), lang: $("lang"), speed: $("speed"), speedOut: $("speed-out"), generator: $("generator"),
   rate: $("rate"), format: $("format"), speak: $("speak"), stop: $("stop"), typealong: $("typealong"), download: $("download"),
   words: $("words"),
   caption: $("caption"), notice: $("notice"), conn: $("conn"), retry: $("retry"), token: $("token"),
@@ -40,7 +41,10 @@ function loadSettings() {
 
 function saveSettings() {
   const s = client.settings;
-  const keep = { voice: s.voice, lang: s.lang, speed: s.speed, sampleRate: s.sampleRate, format: s.format, token: s.token, words: s.words };
+  const keep = {
+    voice: s.voice, lang: s.lang, speed: s.speed, generator: s.generator, sampleRate: s.sampleRate, format: s.format,
+    token: s.token, words: s.words,
+  };
   try {
     localStorage.setItem("rtts.settings", JSON.stringify(keep));
   } catch {
@@ -49,6 +53,7 @@ function saveSettings() {
 }
 
 els.speed.value = client.settings.speed;
+els.generator.value = ["student", "teacher"].includes(client.settings.generator) ? client.settings.generator : "";
 els.rate.value = String(client.settings.sampleRate);
 els.format.value = client.settings.format === "opus" ? "opus" : "pcm16";
 els.token.value = client.settings.token;
@@ -71,6 +76,10 @@ els.voice.addEventListener("change", () => {
 });
 els.lang.addEventListener("change", () => {
   client.configure({ lang: els.lang.value });
+  saveSettings();
+});
+els.generator.addEventListener("change", () => {
+  client.configure({ generator: els.generator.value }); // for the next utterances
   saveSettings();
 });
 els.rate.addEventListener("change", async () => {

@@ -28,8 +28,9 @@ const CJK_END = /[\u3000-\u9fff\uff00-\uffef]$/u;
 const CJK_START = /^[\u3000-\u9fff\uff00-\uffef]/u;
 
 export class RttsClient extends EventTarget {
-  // settings: {token, voice, lang, speed, sampleRate, format, prebufferMs, words}; voice/lang/speed
-  // go with each utterance, sampleRate, format, token and words with `hello`. format "opus" is
+  // settings: {token, voice, lang, speed, generator, sampleRate, format, prebufferMs, words};
+  // voice/lang/speed/generator go with each utterance, sampleRate, format, token and words with
+  // `hello`. generator ("", "student", "teacher"): Kokoro's waveform generator, "" the server's. format "opus" is
   // used when both this browser (WebCodecs) and the server (ready.formats) can; else pcm16.
   // words (true, "word" or "char"): ask for word timing, and caption word by word.
   // sync: play timed announcements in step; outputMs: the sink's latency beyond what the
@@ -148,6 +149,7 @@ export class RttsClient extends EventTarget {
     if (s.voice) out.voice = s.voice;
     if (s.lang) out.lang = s.lang;
     if (s.speed && Number(s.speed) !== 1) out.speed = Number(s.speed);
+    if (s.generator) out.generator = s.generator;
     return out;
   }
 

@@ -325,6 +325,28 @@ def test_page_names_the_voice_that_speaks(server: ServerThread, new_page) -> Non
     page.evaluate("window.rtts.stop()")
 
 
+def test_page_names_kokoros_generator_for_the_next_utterances(server: ServerThread, new_page) -> None:  # type: ignore[no-untyped-def]
+    """Issue 31: the teacher one option away, per request. The page's "Kokoro generator"
+    goes with each utterance (this server speaks the distilled one by default); naming
+    Kokoro's own opens its decoder in the server, which the memory parts then show."""
+    page = new_page()
+    page.goto(server.http + "/")
+    wait_ready(page)
+    assert page.input_value("#generator") == ""
+    assert "generator" not in page.evaluate("window.rtts._voiceFields()")
+    assert "kokoro:teacher" not in server.service.worker.resident_parts()
+    page.select_option("#generator", "teacher")
+    assert page.evaluate("window.rtts._voiceFields()")["generator"] == "teacher"
+    rec = wait_end(page, speak_from_page(page, "欢迎光临。"))
+    assert rec["reason"] == "done" and rec["stats"]["audio_ms"] > 500
+    assert "kokoro:teacher" in server.service.worker.resident_parts()
+    page.reload()  # the choice is kept with the page's other settings
+    wait_ready(page)
+    assert page.input_value("#generator") == "teacher"
+    page.select_option("#generator", "")
+    assert "generator" not in page.evaluate("window.rtts._voiceFields()")
+
+
 def test_samples_played_and_the_history_agree(server: ServerThread, new_page) -> None:  # type: ignore[no-untyped-def]
     """The history's last column showed the worklet's `received` as it was at `end` (41.0 %)
     beside the live "Samples received … (100.0 %)": now both are the samples played of
