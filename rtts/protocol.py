@@ -196,6 +196,7 @@ class Publish:
     not_before: float | None = None  # Unix time (seconds) before which it is not spoken
     # Unix time on the shared clock at which it is to be heard (docs/protocol.md, "Playing in step").
     play_at: float | None = None
+    generator: str | None = None  # as speak.generator, for every subscriber
 
 
 ClientMessage = Hello | Speak | Append | Flush | Cancel | Ping | Subscribe | Unsubscribe | Publish

@@ -21,7 +21,7 @@ from rtts.protocol import ErrorCode, ProtocolError
 # The fields a bus message carries (``Draft.to_json``), each required; and those it may
 # carry (absent when unset, so that an instance of an earlier version still reads it).
 _WIRE_FIELDS = ("channel", "text", "voice", "lang", "speed", "priority", "not_before", "published")
-_OPTIONAL_WIRE_FIELDS = ("wanted_at",)
+_OPTIONAL_WIRE_FIELDS = ("wanted_at", "generator")
 _MAX_SEQ_DIGITS = 18  # below 2**63: what Redis INCR can count to
 
 
@@ -36,6 +36,7 @@ class Draft:
     not_before: float | None  # Unix time
     # ``publish.play_at``: when the publisher wants it heard (Unix s on the shared clock).
     wanted_at: float | None = None
+    generator: str | None = None  # ``publish.generator``; None: each instance's own
 
     def numbered(self, seq: int, published: float) -> Announcement:
         return Announcement(**asdict(self), seq=seq, published=published)
@@ -94,6 +95,7 @@ def decode(data: bytes, *, now: float, max_text_chars: int) -> Announcement:
     msg = protocol.Publish(
         channel=fields["channel"], text=fields["text"], voice=voice, lang=fields["lang"],
         speed=speed, priority=fields["priority"], not_before=fields["not_before"], play_at=fields.get("wanted_at"),
+        generator=fields.get("generator"),
     )
     protocol.check(msg)
     protocol.check_not_before(msg.not_before, now)
@@ -104,5 +106,5 @@ def decode(data: bytes, *, now: float, max_text_chars: int) -> Announcement:
         raise ProtocolError(ErrorCode.TEXT_TOO_LONG, f"text is over {max_text_chars} characters")
     not_before = float(msg.not_before) if msg.not_before is not None else None
     wanted_at = float(msg.play_at) if msg.play_at is not None else None
-    draft = Draft(msg.channel, msg.text, voice, msg.lang, float(speed), msg.priority, not_before, wanted_at)
+    draft = Draft(msg.channel, msg.text, voice, msg.lang, float(speed), msg.priority, not_before, wanted_at, msg.generator)
     return draft.numbered(int(head), float(published))

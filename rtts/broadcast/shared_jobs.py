@@ -44,7 +44,7 @@ class _Run:
 
 
 def _spec(job: Job) -> tuple[object, ...]:
-    return job.text, job.voice.id, job.lang, job.speed
+    return job.text, job.voice.id, job.lang, job.speed, job.generator
 
 
 @dataclass(eq=False)
@@ -96,7 +96,7 @@ class SharedJobs:
             # it is made the same way on every instance (inference.SHARED_LEAD_S).
             run = _Run(
                 Job(announcement, job.text, job.voice, job.lang, job.speed, job.deadline, opens=job.opens, words=True,
-                    shared=job.shared)
+                    shared=job.shared, generator=job.generator)
             )
             run.job.sink = lambda _, event, run=run: self._fan_out(run, event)
             held.runs[index] = run

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["announce"]
 
-_FIELDS = ("channel", "text", "voice", "lang", "speed", "priority", "not_before", "play_at")
+_FIELDS = ("channel", "text", "voice", "lang", "speed", "priority", "not_before", "play_at", "generator")
 _STATUS = {
     ErrorCode.UNAUTHORIZED: HTTPStatus.UNAUTHORIZED,
     ErrorCode.FORBIDDEN: HTTPStatus.FORBIDDEN,

@@ -319,7 +319,8 @@ class Session:
         not_before = float(msg.not_before) if msg.not_before is not None else None  # finite: protocol.check
         wanted_at = float(msg.play_at) if msg.play_at is not None else None
         return Draft(
-            msg.channel, msg.text, voice.id, lang, float(msg.speed or 1.0), msg.priority, not_before, wanted_at
+            msg.channel, msg.text, voice.id, lang, float(msg.speed or 1.0), msg.priority, not_before, wanted_at,
+            msg.generator,
         )
 
     def announce(self, ann: Announcement) -> list[Effect]:
@@ -328,7 +329,10 @@ class Session:
         and speed, so every subscriber makes the same jobs and shares their synthesis."""
         effects = self._cancel_all() if ann.high else []
         try:
+            # The publisher's generator, or the server's: never this connection's own (hello),
+            # so that every subscriber makes the same jobs.
             utt = self._new_utterance(ann.id, ann.text, ann.voice, ann.lang, ann.speed, self.words)
+            utt.generator = ann.generator
             utt.announcement = ann
             self._whole(utt, ann.text)
         except ProtocolError as exc:

@@ -126,3 +126,27 @@ def fetch_post(url: str, body: dict) -> tuple[int, dict[str, str], bytes]:
             return r.status, dict(r.headers), r.read()
     except urllib.error.HTTPError as err:
         return err.code, dict(err.headers), err.read()
+
+
+def test_an_announcement_names_its_generator_for_every_subscriber(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """publish.generator (and /v1/announce's): the publisher's choice, for every subscriber,
+    whatever each connection named for itself; a bad one refused before it is published."""
+    from tests.live.test_channels_live import BEARER, CHANNEL, PUBLISH_TOKEN, all_until_end, post, subscriber
+
+    with ServerThread(make_config(tmp_path, generator="auto", publish_token=PUBLISH_TOKEN, phrase_cache_mb=0)) as srv:
+        listeners = [subscriber(srv), subscriber(srv, generator="teacher")]
+        try:
+            status, answer = post(srv, {"channel": CHANNEL, "text": TEXT, "generator": "student"}, BEARER)
+            assert status == 202, answer
+            heard = []
+            for client in listeners:
+                msgs = all_until_end(client, answer["id"])
+                assert msgs[-1].reason == "done", msgs[-1]  # type: ignore[union-attr]
+                heard.append(np.concatenate([audio.decode(m.data, "pcm16") for m in msgs if isinstance(m, protocol.Audio)]))
+            assert np.array_equal(heard[0], heard[1])  # one synthesis, shared
+            assert "kokoro:student" in json.loads(fetch(srv.http + "/readyz")[2])["memory"]["parts_mb"]
+            status, refused = post(srv, {"channel": CHANNEL, "text": TEXT, "generator": "fast"}, BEARER)
+            assert status == 400 and refused["error"] == "bad_message" and "generator" in refused["message"]
+        finally:
+            for client in listeners:
+                client.close()

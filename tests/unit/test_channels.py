@@ -671,6 +671,19 @@ def test_a_publishers_play_at_crosses_the_bus_and_old_messages_still_decode() ->
             decode(bad)
 
 
+def test_a_publishers_generator_crosses_the_bus_checked() -> None:
+    # Issue 31: publish.generator names Kokoro's generator for the announcement, the same
+    # for every subscriber on every instance (tests/unit/test_session.py: their jobs); a
+    # bus message is checked as a publish is.
+    ann = decode(b"4\n" + replace(draft("Hi."), generator="teacher").to_json(time.time()).encode())
+    assert ann.generator == "teacher"
+    assert "generator" not in draft("Hi.").to_json(time.time())  # unset: what an older instance reads
+    assert decode(wire(5)).generator is None
+    for bad in (wire(generator="fast"), wire(generator=1)):
+        with pytest.raises(ProtocolError):
+            decode(bad)
+
+
 async def test_a_model_that_must_load_first_is_waited_for_on_top_of_the_lead() -> None:
     """Kokoro unloaded after an idle hour takes seconds to load: every kiosk would join the
     announcement that far in. The load is added to the lead, and not learnt as lag."""

@@ -770,3 +770,16 @@ def _all_jobs(session: Session, first_effects) -> list:  # type: ignore[no-untyp
         jobs.append(job)
         queue += submits(run_job(session, job))
     return jobs
+
+
+def test_an_announcement_speaks_with_its_publishers_generator_not_the_connections() -> None:
+    from rtts.broadcast.announcements import Announcement
+
+    session, _ = make()
+    session.open()
+    send(session, type="hello", v=1, generator="student")  # this connection's own utterances only
+    named = Announcement("lobby", "Hello there.", "kokoro/b", None, 1.0, "normal", None, generator="teacher",
+                         seq=4, published=UNIX0)
+    assert {j.generator for j in _all_jobs(session, session.announce(named))} == {"teacher"}
+    unnamed = Announcement("lobby", "Hello again.", "kokoro/b", None, 1.0, "normal", None, seq=5, published=UNIX0)
+    assert {j.generator for j in _all_jobs(session, session.announce(unnamed))} == {None}
