@@ -7,7 +7,10 @@ Events are the ``wyoming`` package's own (``Describe``/``Info``, ``Synthesize``,
 the same inference thread, scheduling, limits and idle unload as a WebSocket client.
 
 - ``describe`` → ``info``: one TTS program, every voice with its languages, and
-  ``supports_synthesize_streaming``.
+  ``supports_synthesize_streaming``. A voice with a choice of waveform generators (Kokoro's:
+  its own and the distilled one) lists them as its speakers, ``student`` and ``teacher``:
+  Home Assistant's speaker setting is the per-request choice (``speak.generator``);
+  none, the server's.
 - ``synthesize`` → ``audio-start``, ``audio-chunk``… as the audio is made, ``audio-stop``.
 - ``synthesize-start``, ``synthesize-chunk``… (text as an LLM writes it), ``synthesize-stop``
   → the same audio events, each clause spoken as soon as it is complete (the session's
@@ -40,7 +43,7 @@ import socket
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.error import Error
 from wyoming.event import Event, write_event
-from wyoming.info import Attribution, Describe, Info, TtsProgram, TtsVoice
+from wyoming.info import Attribution, Describe, Info, TtsProgram, TtsVoice, TtsVoiceSpeaker
 from wyoming.tts import (
     Synthesize,
     SynthesizeChunk,
@@ -320,9 +323,10 @@ class _Client:
                 return
             try:
                 synth = Synthesize.from_event(event)
-                voice, lang = self._voice(synth.voice)
+                voice, lang, generator = self._voice(synth.voice)
                 end = self.runner.speak(
-                    protocol.Speak(id=f"w{next(self._ids)}", text=synth.text, voice=voice, lang=lang)
+                    protocol.Speak(id=f"w{next(self._ids)}", text=synth.text, voice=voice, lang=lang,
+                                   generator=generator)
                 )
                 await end
             except protocol.ProtocolError as exc:
@@ -339,8 +343,10 @@ class _Client:
             return
         try:
             if stream.end is None:
-                voice, lang = self._voice(stream.voice)
-                stream.end = self.runner.append(protocol.Append(id=stream.id, text=text, voice=voice, lang=lang))
+                voice, lang, generator = self._voice(stream.voice)
+                stream.end = self.runner.append(
+                    protocol.Append(id=stream.id, text=text, voice=voice, lang=lang, generator=generator)
+                )
             else:
                 self.runner.append(protocol.Append(id=stream.id, text=text))
         except protocol.ProtocolError as exc:
@@ -362,23 +368,29 @@ class _Client:
         except protocol.ProtocolError as exc:
             self._error(exc.code.value, exc.message)
 
-    def _voice(self, wanted: SynthesizeVoice | None) -> tuple[str | None, str | None]:
-        """(rtts voice id, language hint) for a Wyoming voice: a name is an rtts voice id
-        (a speaker picks ``piper/NAME/SPEAKER``); a language alone picks that language's voice."""
+    def _voice(self, wanted: SynthesizeVoice | None) -> tuple[str | None, str | None, str | None]:
+        """(rtts voice id, language hint, generator) for a Wyoming voice: a name is an rtts
+        voice id (a speaker picks ``piper/NAME/SPEAKER``, or a Kokoro voice's generator,
+        ``describe``'s speakers); a language alone picks that language's voice."""
         if wanted is None:
-            return None, None
+            return None, None, None
         voices = self.service.registry.voices
         lang = _lang(wanted.language) if wanted.language else None
         if wanted.name:
             if wanted.speaker and f"{wanted.name}/{wanted.speaker}" in voices:
-                return f"{wanted.name}/{wanted.speaker}", lang
-            return wanted.name, lang
+                return f"{wanted.name}/{wanted.speaker}", lang, None
+            named = voices.get(wanted.name)
+            if wanted.speaker and named is not None and named.generators:
+                # Checked with the rest of the request, by the session: a speaker that
+                # names no generator is its bad_message.
+                return wanted.name, lang, wanted.speaker
+            return wanted.name, lang, None
         if lang is not None:
             chosen = self.runner.session.lang_voices().get(lang)
             if chosen is None:
                 raise self.runner.session.not_offered(lang)
-            return chosen.id, lang
-        return None, None
+            return chosen.id, lang, None
+        return None, None, None
 
     def _error(self, code: str, text: str) -> None:
         self.runner.write(event_bytes(Error(text=text, code=code).event()))
@@ -392,6 +404,11 @@ class _TextStream:
         self.voice = voice
         self.end: asyncio.Future[protocol.End] | None = None
         self.failed = False
+
+
+# A voice's generators as Wyoming speakers (protocol.GENERATORS less "auto": no speaker is
+# the server's choice).
+_SPEAKERS = ("student", "teacher")
 
 
 def _lang(code: str) -> str:
@@ -409,6 +426,7 @@ def describe(service: Service) -> Info:
             installed=True,
             version=None,
             languages=list(v.langs),
+            speakers=[TtsVoiceSpeaker(name=g) for g in _SPEAKERS] if v.generators else None,
         )
         for v in service.registry.voices.values()
     ]

@@ -333,3 +333,23 @@ async def test_wyoming_sockets_get_the_kernel_send_buffer_cap(server: ServerThre
         assert await asyncio.to_thread(server_send_buffer, sock, expected) == expected
     finally:
         sock.close()
+
+
+async def test_a_kokoro_voices_speakers_are_its_generators(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 31's per-request choice, from Home Assistant: describe lists a Kokoro voice's
+    generators as its speakers, and a speaker names the one a request speaks with."""
+    with ServerThread(make_config(tmp_path, wyoming_port=0, generator="auto", phrase_cache_mb=0)) as srv:
+        async with client(srv) as c:
+            await c.write_event(Describe().event())
+            info = Info.from_event(await read(c))
+            voices = {v.name: v for v in info.tts[0].voices}
+            assert [s.name for s in voices[KOKORO].speakers or []] == ["student", "teacher"]
+            assert not voices[PIPER].speakers
+            await c.write_event(Synthesize(text="欢迎光临。", voice=SynthesizeVoice(name=KOKORO, speaker="student")).event())
+            _, samples = await audio_until(c, AudioStop().event().type)
+            assert len(samples) > 24000 // 2
+            parts = json.loads(fetch(srv.http + "/readyz")[2])["memory"]["parts_mb"]
+            assert "kokoro:student" in parts, parts  # opened for it: this server speaks the teacher
+            await c.write_event(Synthesize(text="你好。", voice=SynthesizeVoice(name=KOKORO, speaker="fast")).event())
+            error = Error.from_event(await read(c))
+            assert error.code == "bad_message" and "generator" in error.text
