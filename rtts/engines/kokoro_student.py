@@ -19,6 +19,7 @@ named by the student file's bytes too. It runs, with the DSP, in the inference p
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 import threading
@@ -155,6 +156,12 @@ def cached_student_decoder(decoder: Path, cache_dir: Path) -> tuple[Path, dict]:
 Spec = tuple[str, int, "str | None"]
 
 
+def _import_dsp() -> None:
+    # If it cannot be imported, the first run imports it again and says why (EngineError).
+    with contextlib.suppress(ImportError):
+        importlib.import_module("hibari.dsp")
+
+
 class StudentWork:
     """The joined decoder and the DSP, in the inference process (one per process)."""
 
@@ -171,7 +178,7 @@ class StudentWork:
         if self.session is None or self.path != path:
             # The DSP's import (scipy.fft: ~0.16 s) beside the session's making, not in the
             # first run: after an idle unload a kiosk's first words waited for it.
-            threading.Thread(target=importlib.import_module, args=("hibari.dsp",), name="dsp-import", daemon=True).start()
+            threading.Thread(target=_import_dsp, name="dsp-import", daemon=True).start()
             self.session = open_session(Path(path), threads, "Kokoro student", None if cache_dir is None else Path(cache_dir))
             self.path = path
 

@@ -417,11 +417,11 @@ class InferenceWorker:
         return self.audio_s_per_char.get(f"{engine}:{lang}", prior)
 
     def _first_s_per_char(self, job: Job) -> float:
-        return self._first_s_per_char_of(job.voice.engine, job.lang, _generator(job))
+        return self._first_s_per_char_of(job.voice, job.lang, job.generator)
 
-    def _first_s_per_char_of(self, engine: str, lang: str, generator: str | None = None) -> float:
-        key = f"{engine}:{lang}" + (f":{generator}" if generator else "")  # _cost_key's
-        return self.first_s_per_char.get(key, self.first_s_per_char.get(engine, 0.05))
+    def _first_s_per_char_of(self, voice: VoiceInfo, lang: str, generator: str | None = None) -> float:
+        key = _cost_key(voice, lang, generator)
+        return self.first_s_per_char.get(key, self.first_s_per_char.get(voice.engine, 0.05))
 
     def first_audio_s(self, voice: VoiceInfo, lang: str, text: str) -> tuple[float, float]:
         """(compute seconds before ``voice`` has its first audio of ``text`` on a free
@@ -430,7 +430,7 @@ class InferenceWorker:
         before the slower voice after it begins (``Session``, issue 32)."""
         engine = self._registry.engines.get(voice.model)
         loading = self.load_s.get(voice.engine, 2.0) if engine is not None and not engine.loaded else 0.0
-        compute = loading + self._first_s_per_char_of(voice.engine, lang) * len(text)
+        compute = loading + self._first_s_per_char_of(voice, lang) * len(text)
         return compute, self._speech_s_per_char(voice.engine, lang) * len(text)
 
     @staticmethod
