@@ -273,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     say.add_argument("--vtt", metavar="FILE", help="also write the words' timing as WebVTT subtitles")
     say.add_argument("--srt", metavar="FILE", help="also write the words' timing as SRT subtitles")
     config.add_flags(say, ["models_dir", "cache_dir", "threads", "log_level", "default_voice", "sample_rate",
-                           "max_text_chars", "inference_timeout"])
+                           "max_text_chars", "inference_timeout", "generator"])
     voices = sub.add_parser(
         "voices",
         help="list every voice found; `rtts voices import FILE...` copies Kokoro voice files into the models dir",

@@ -21,6 +21,7 @@ def test_help_says_where_the_wav_goes_stdin_and_the_text_limit() -> None:
     assert "default out.wav" in text  # no -o wrote out.wav, and --help did not say so
     assert "- reads it from standard input" in text
     assert "--max-text-chars" in text
+    assert "--generator GENERATOR Kokoro's waveform generator" in text  # issue 31: the teacher one option away
 
 
 @pytest.mark.parametrize("where", [
