@@ -10,6 +10,7 @@ random ops, and the student's noise is seeded per run): the name, not the server
 
 from __future__ import annotations
 
+import base64
 import json
 import urllib.parse
 from collections.abc import Iterator
@@ -113,7 +114,11 @@ def test_every_http_route_takes_the_generator(servers) -> None:  # type: ignore[
     assert np.array_equal(audio.decode(pcm, "pcm16"), _speak(student, voice="kokoro/zf_xiaoxiao"))
     status, _, body = fetch_post(auto.http + "/dev/captioned_speech", {
         "input": TEXT, "voice": "zf_xiaoxiao", "response_format": "pcm", "stream": False, "generator": "student"})
-    assert status == 200 and json.loads(body)["timestamps"]
+    assert status == 200
+    answer = json.loads(body)
+    assert answer["timestamps"]
+    heard = audio.decode(base64.b64decode(answer["audio"]), "pcm16")
+    assert np.array_equal(heard, _speak(student, voice="kokoro/zf_xiaoxiao"))
 
 
 def fetch_post(url: str, body: dict) -> tuple[int, dict[str, str], bytes]:
