@@ -40,7 +40,7 @@ from rtts.engines.kokoro_cut import (
     cached_kokoro_cut,
     drop_pad_frames,
 )
-from rtts.engines.kokoro_student import StudentError, cached_student_decoder, student_file, student_langs
+from rtts.engines.kokoro_student import GENERATORS, StudentError, cached_student_decoder, student_file, student_langs
 from rtts.engines.run_pacing import RunCost, paced_run
 from rtts.engines.trim import PAD_S, silence_bounds
 from rtts.g2p import espeak, kokoro_langs
@@ -388,8 +388,12 @@ class KokoroEngine:
         self._decoder = None  # the teacher's decoder when cut, once opened (see _teacher_decoder)
         self._cut = False  # the model runs as predictor and decoder (kokoro_cut), not whole
         self._snake: Path | None = None  # the native Snake library the decoder opens with, if any
-        self._student_langs = student_langs(generator)  # languages the student speaks
+        # The languages the student speaks under each generator a server or request may
+        # name, read once (``auto``'s from the gates file beside the student).
+        self._langs_of = {name: student_langs(name) for name in GENERATORS}
+        self._student_langs = self._langs_of[generator]  # the server's
         self._student: tuple[str, int, str | None] | None = None  # its spec (kokoro_student.Spec) once loaded
+        self._no_student = False  # it could not be had since the load (said once): the teacher speaks
         self._decoder_path: Path | None = None  # the cut decoder loaded, whose decode blocks the student's join takes
         self._run_mb: float | None = None  # bound on a run's added memory (limit_run_memory)
         self._s_per_token: dict[str, float] = {}  # seconds of audio per phoneme, by language
@@ -433,7 +437,7 @@ class KokoroEngine:
         self._styles.update(builtin)
         self._session, self._cut = session, predictor is not None
         if self._cut and self._student_langs:
-            self._student = self._open_student(self._load_student())
+            self._open_student()
         if self._cut and self._student is None:
             self._teacher_decoder()
 
@@ -456,17 +460,20 @@ class KokoroEngine:
                 self._decoder = self._host.open(path, self._threads, "Kokoro decoder", self._cache_dir)
         return self._decoder
 
-    def _student_speaks(self, lang: str) -> bool:
-        """Whether the student speaks ``lang`` by the server's choice (and is loaded)."""
-        return self._student is not None and lang in self._student_langs
+    def _student_for(self, lang: str, student: bool | None) -> bool:
+        """Whether the student speaks a run in ``lang``: as the caller resolved it
+        (``_open_speaker``), else by the server's choice; never while it is not open."""
+        wanted = lang in self._student_langs if student is None else student
+        return wanted and self._student is not None
 
     def _speaker(self, lang: str, generator: str | None) -> str:
         """Which generator speaks ``lang`` for a request naming ``generator`` (None: the
-        server's), once whatever it needs is open: "student" or "teacher"."""
-        if generator is None:
-            return self.generator[lang]
-        wanted = lang in student_langs(generator) and student_file() is not None
-        return "student" if wanted and (self._cut or not self.loaded) else "teacher"
+        server's): "student" or "teacher". Before a load, which will; after, the student
+        where the model runs cut and the student could be had (``_open_student``)."""
+        langs = self._student_langs if generator is None else self._langs_of[generator]
+        if lang not in langs or self._no_student or (self.loaded and not self._cut):
+            return "teacher"
+        return "student"
 
     def generator_part(self, lang: str, generator: str) -> tuple[str, float] | None:
         """What speaking ``lang`` with the ``generator`` a request named opens beyond what
@@ -489,14 +496,13 @@ class KokoroEngine:
     def memory(self) -> Memory:
         """What the memory budget plans this engine by (``Engine.memory``): the student's
         figures where it speaks every language (before a load: will), else the kind's."""
-        every = self._student_langs >= set(LANGS) and (not self.loaded or self._student is not None)
+        every = all(speaker == "student" for speaker in self.generator.values())
         return STUDENT_MEMORY if every else KokoroKind.costs.memory
 
     @property
     def generator(self) -> dict[str, str]:
-        """Which generator speaks each language (before a load: which will)."""
-        student = bool(self._student_langs) and student_file() is not None and (not self.loaded or self._student is not None)
-        return {lang: "student" if student and lang in self._student_langs else "teacher" for lang in LANGS}
+        """Which generator speaks each language by the server's choice (before a load: which will)."""
+        return {lang: self._speaker(lang, None) for lang in LANGS}
 
     def _load_student(self) -> tuple[str, int, str | None] | None:
         """The student's spec (the teacher's decode blocks joined to it, in the cache
@@ -510,19 +516,22 @@ class KokoroEngine:
             return None
         return (str(joined), self._threads, self._cache_str())
 
-    def _open_student(self, spec: tuple[str, int, str | None] | None) -> tuple[str, int, str | None] | None:
-        """``spec`` with its graph opened in the inference process, inside the load: the
-        memory budget counts what a load adds as Kokoro's part, and the joined graph
-        (~40 MB) was opened by the first run, after that count, so a capped box planned for
-        less than it held. None, said, when it cannot be opened: the teacher speaks."""
-        if spec is None:
-            return None
-        try:
-            self._host.call(_STUDENT_OPEN, spec)
-        except EngineError as exc:
-            logger.warning("Kokoro's student generator is unavailable, the teacher speaks: %s", exc)
-            return None
-        return spec
+    def _open_student(self) -> bool:
+        """Open the student's graph in the inference process if it is not open: inside the
+        load where the server speaks it (the memory budget counts what a load adds as
+        Kokoro's part; opened by the first run, after that count, a capped box planned for
+        less than it held), else for the first request that names it. False, said once
+        until the next load, when it cannot be had: the teacher speaks."""
+        if self._student is None and not self._no_student:
+            spec = self._load_student()
+            try:
+                if spec is not None:
+                    self._host.call(_STUDENT_OPEN, spec)
+                    self._student = spec
+            except EngineError as exc:
+                logger.warning("Kokoro's student generator is unavailable, the teacher speaks: %s", exc)
+            self._no_student = self._student is None
+        return self._student is not None
 
     def _load_cut(self, model: Path, open_decoder: bool = True) -> RemoteSession | None:
         """The predictor's session (see ``kokoro_cut``), the teacher's decoder opened too if
@@ -554,7 +563,7 @@ class KokoroEngine:
         if self._session is None:
             return
         self._session = self._decoder = self._student = None
-        self._cut = False
+        self._cut = self._no_student = False
         self._host.release()
 
     def phonemize(self, text: str, voice: VoiceInfo | str, lang: str) -> str:
@@ -637,10 +646,8 @@ class KokoroEngine:
         """Open what ``_speaker`` names for ``lang`` if the load did not (before the first
         run, where the memory budget counted it); the generator that will speak."""
         speaker = self._speaker(lang, generator)
-        if speaker == "student" and self._student is None:
-            self._student = self._open_student(self._load_student())
-            if self._student is None:  # said why: the teacher speaks
-                speaker = "teacher"
+        if speaker == "student" and not self._open_student():
+            speaker = "teacher"  # said why
         if speaker == "teacher" and self._cut:
             self._teacher_decoder()
         return speaker
@@ -658,8 +665,7 @@ class KokoroEngine:
         one), spoken by the student (None: as the server's choice)."""
         if self._run_mb is None:
             return MAX_TOKENS
-        if student is None:
-            student = self._student_speaks(lang)
+        student = self._student_for(lang, student)
         base, per_s = (STUDENT_RUN_BASE_MB, STUDENT_RUN_MB_PER_AUDIO_S) if student else (RUN_BASE_MB, RUN_MB_PER_AUDIO_S)
         audio_s = (self._run_mb - base) / per_s
         tokens = int(audio_s * speed / self._s_per_token.get(lang, AUDIO_S_PER_TOKEN))
@@ -672,7 +678,7 @@ class KokoroEngine:
         where the student speaks (None: as the server's choice): it makes a clause's audio
         in a few tens of ms, so the first run is the whole unit again, without the short
         run's tone slips (issue 31)."""
-        if self._student_speaks(lang) if student is None else student:
+        if self._student_for(lang, student):
             return None
         base = self.quick_start.get(lang) if lead_s <= 0 else None
         if base is None or self._run_s is None:
@@ -744,8 +750,7 @@ class KokoroEngine:
         self.load()
         style = self._style(style_name)
         vocab = self._get_vocab()
-        if student is None:
-            student = self._student_speaks(lang)
+        student = self._student_for(lang, student)
         # A run's cost is learned per generator: the student's is a fifth of the teacher's,
         # and a server may speak both (a request names one).
         cost = f"{lang}:student" if student else lang
@@ -804,11 +809,11 @@ class KokoroEngine:
             self._s_per_token[lang] = 0.8 * old + 0.2 * audio_s / tokens
 
     def _run(
-        self, tokens: list[int], style: np.ndarray, speed: float, lang: str = "en", student: bool | None = None
+        self, tokens: list[int], style: np.ndarray, speed: float, lang: str = "en", student: bool = False
     ) -> tuple[np.ndarray, np.ndarray]:
         """A run's audio, and where in it each token starts (and the last ends): from the
         predictor's durations when cut, else in equal shares; by the student where
-        ``student`` (None: as the server's choice)."""
+        ``student`` (``_generate`` resolved it: the student is open)."""
         session = self._session
         if session is None:
             raise EngineError("Kokoro was unloaded during synthesis")
@@ -826,8 +831,7 @@ class KokoroEngine:
                 features, f0, energy = drop_pad_frames(durations, features, f0, energy)
                 d = np.asarray(durations).ravel().astype(np.int64)
                 frames = np.concatenate(([0], np.cumsum(d[1:-1]))) + d[0] - _lead_dropped(d, total)
-                use_student = self._student_speaks(lang) if student is None else student and self._student is not None
-                if use_student:
+                if student:
                     out = self._host.call(_STUDENT, self._student, features, f0, energy, feeds["style"])
                 else:
                     out = self._teacher_decoder().run(None, {FEATURES: features, F0: f0, ENERGY: energy, "style": feeds["style"]})[0]
