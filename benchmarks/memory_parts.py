@@ -203,7 +203,9 @@ def main() -> int:
     p.add_argument("--json", type=Path)
     p.add_argument("--before", type=Path, help="another checkout, measured after this one")
     p.add_argument("--runs", action="store_true", help="also what Kokoro runs of 32-508 phonemes add at their peak")
-    p.add_argument("--generator", choices=("auto", "student", "teacher"), default="auto",
+    from rtts.protocol import GENERATORS
+
+    p.add_argument("--generator", choices=GENERATORS, default="auto",
                    help="Kokoro's waveform generator, as rtts serve --generator")
     p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()

@@ -406,9 +406,8 @@ class _TextStream:
         self.failed = False
 
 
-# A voice's generators as Wyoming speakers (protocol.GENERATORS less "auto": no speaker is
-# the server's choice).
-_SPEAKERS = ("student", "teacher")
+# A voice's generators as Wyoming speakers ("auto" left out: no speaker is the server's choice).
+_SPEAKERS = tuple(g for g in protocol.GENERATORS if g != "auto")
 
 
 def _lang(code: str) -> str:

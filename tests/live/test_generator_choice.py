@@ -22,6 +22,7 @@ import pytest
 from rtts import protocol
 from rtts.sound import audio
 from tests.conftest import Client, ServerThread, make_config
+from tests.live.test_captions import captioned
 from tests.live.test_server import fetch
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
@@ -112,25 +113,12 @@ def test_every_http_route_takes_the_generator(servers) -> None:  # type: ignore[
     pcm = api.audio.speech.create(model="tts-1", voice="kokoro/zf_xiaoxiao", input=TEXT, response_format="pcm",
                                   extra_body={"generator": "student"}).content
     assert np.array_equal(audio.decode(pcm, "pcm16"), _speak(student, voice="kokoro/zf_xiaoxiao"))
-    status, _, body = fetch_post(auto.http + "/dev/captioned_speech", {
-        "input": TEXT, "voice": "zf_xiaoxiao", "response_format": "pcm", "stream": False, "generator": "student"})
-    assert status == 200
-    answer = json.loads(body)
+    response = captioned(auto, input=TEXT, voice="zf_xiaoxiao", response_format="pcm", stream=False, generator="student")
+    assert response.status_code == 200
+    answer = response.json()
     assert answer["timestamps"]
     heard = audio.decode(base64.b64decode(answer["audio"]), "pcm16")
     assert np.array_equal(heard, _speak(student, voice="kokoro/zf_xiaoxiao"))
-
-
-def fetch_post(url: str, body: dict) -> tuple[int, dict[str, str], bytes]:
-    import urllib.error
-    import urllib.request
-
-    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=120) as r:
-            return r.status, dict(r.headers), r.read()
-    except urllib.error.HTTPError as err:
-        return err.code, dict(err.headers), err.read()
 
 
 def test_an_announcement_names_its_generator_for_every_subscriber(tmp_path) -> None:  # type: ignore[no-untyped-def]
