@@ -3,6 +3,9 @@
 
     python3 benchmarks/memory_parts.py [--json FILE] [--before DIR] [--runs] [--generator G]
 
+(``--runs`` also measures what each Kokoro run adds by its length, and the anonymous
+memory Kokoro holds with each generator and what opening the other adds.)
+
 Each part is loaded in a fresh inference process (``rtts.host.Host``, as the server
 starts it) and the child's RSS is read before and after, so a part's figure does not
 depend on what was loaded first. Then the engines are loaded together, and the child
@@ -145,10 +148,44 @@ def measure() -> dict:
             "before_mb": round(before / MB, 1),
             "peak_mb": round(_status(pid, "VmHWM") / MB, 1),
             "after_mb": round(child_rss(host) / MB, 1),
+            # Of it, file pages (the mapped dictionaries: reclaimable, not in the budget).
+            "after_file_mb": round(_status(pid, "RssFile") / MB, 1),
             "audio_s": round(audio_s, 1),
             "compute_s": round(time.perf_counter() - t0, 1),
         }
     host.stop()
+    return out
+
+
+def kokoro_generators() -> dict:
+    """Anonymous memory (what the budget counts) Kokoro's load adds to a fresh inference
+    process with each generator the server speaks, and what opening the other one for a
+    request adds after a first unit (``KokoroEngine.generator_part``'s figures)."""
+    sys.path.insert(0, str(ROOT))
+    from rtts.engines.voices import VoiceRegistry
+
+    cache = Path(os.environ.get("RTTS_CACHE_DIR", Path.home() / ".cache" / "rtts"))
+    out: dict = {}
+    for own, other in (("student", "teacher"), ("teacher", "student")):
+        registry = VoiceRegistry.discover(None, cache, 2, generator=own)
+        host = registry.host
+        assert host is not None
+        try:
+            host.call("rtts-no-such-op")  # starts the inference process, loading nothing
+        except Exception:
+            pass
+        engine = registry.engines["kokoro"]
+        before = host.anonymous_bytes()
+        engine.load()
+        loaded = host.anonymous_bytes()
+        info = registry.get("kokoro/zf_xiaoxiao")
+        for _ in engine.synthesize("你好。", info, "zh", 1.0):
+            pass
+        ran = host.anonymous_bytes()
+        engine._open_speaker("zh", other)
+        out[own] = {"load_mb": round((loaded - before) / MB, 1),
+                    f"{other}_opened_mb": round((host.anonymous_bytes() - ran) / MB, 1)}
+        host.stop()
     return out
 
 
@@ -214,6 +251,7 @@ def main() -> int:
         result["server_mb"] = server_rss()
         if os.environ.get("RTTS_MEASURE_RUNS") == "1":
             result["kokoro_runs"] = kokoro_runs()
+            result["kokoro_generators"] = kokoro_generators()
         print(json.dumps(result))
         return 0
     results = {}
@@ -231,7 +269,9 @@ def main() -> int:
         print(f"  all engines and front ends loaded: {r['all loaded_mb']} MB")
         for name, q in r["requests"].items():
             print(f"  {name:28s} before {q['before_mb']:6.1f}  peak {q['peak_mb']:6.1f}  after {q['after_mb']:6.1f} MB"
-                  f"   ({q['audio_s']} s audio in {q['compute_s']} s)")
+                  f" (file pages {q.get('after_file_mb', 0):.1f})   ({q['audio_s']} s audio in {q['compute_s']} s)")
+        for own, figures in r.get("kokoro_generators", {}).items():
+            print(f"  Kokoro speaking the {own} (anonymous): " + ", ".join(f"{k} +{v}" for k, v in figures.items()))
         for lang, rows in r.get("kokoro_runs", {}).items():
             print(f"  Kokoro {lang} runs: " + ", ".join(
                 f"{row['tokens']} phonemes ({row['audio_s']} s) +{row['peak_mb']} MB" for row in rows))

@@ -121,11 +121,12 @@ RUN_MB_PER_AUDIO_S = 30.0
 STUDENT_RUN_BASE_MB = 30.0
 STUDENT_RUN_MB_PER_AUDIO_S = 3.5
 # What a generator adds when a request names one the load did not open (MB of anonymous
-# memory in the inference process): the student's graph beside the teacher's decoder, or
-# the teacher's decoder beside the student's graph (KokoroEngine.generator_part).
-# Opened alone after a first run: +43 and +76 MB (their first runs add 13-15 MB more, which
-# the runs' own figures cover).
-GENERATOR_MB = {"student": 45.0, "teacher": 80.0}
+# memory in the inference process): the student's graph (and its DSP's import) beside the
+# teacher's decoder, or the teacher's decoder beside the student's graph
+# (KokoroEngine.generator_part). Opened after a first unit of the other: +53 and +75 MB
+# (``benchmarks/memory_parts.py --runs``, "Kokoro speaking the ..."); their own first runs
+# add 13-15 MB more, which the runs' figures cover.
+GENERATOR_MB = {"student": 55.0, "teacher": 80.0}
 AUDIO_S_PER_TOKEN = 0.065
 MIN_RUN_TOKENS = 24  # a few words: shorter runs lose their intonation
 # A run's compute (run_pacing.RunCost), until measured on this box: ~0.1 s whatever its
@@ -1053,12 +1054,12 @@ class KokoroKind:
 KOKORO = KokoroKind()
 
 # Kokoro's memory where the distilled generator speaks every language (KokoroEngine.memory):
-# its sessions add 90 MB of anonymous memory to the inference process where the teacher's
-# add 121 (each loaded alone in a fresh inference process, one after the other), and its
-# runs follow STUDENT_RUN_*: 147 MB for the longest, 36 for the least.
+# its load adds 101 MB of anonymous memory to a fresh inference process (its sessions and
+# its DSP's import) where the teacher's adds 121 (``benchmarks/memory_parts.py --runs``),
+# and its runs follow STUDENT_RUN_*: 147 MB for the longest, 36 for the least.
 STUDENT_MEMORY = replace(
     KokoroKind.costs.memory,
-    model_mb=95,
+    model_mb=105,
     run_mb=math.ceil(STUDENT_RUN_BASE_MB + STUDENT_RUN_MB_PER_AUDIO_S * MAX_TOKENS * AUDIO_S_PER_TOKEN),
     min_run_mb=math.ceil(STUDENT_RUN_BASE_MB + STUDENT_RUN_MB_PER_AUDIO_S * MIN_RUN_TOKENS * AUDIO_S_PER_TOKEN),
 )

@@ -238,7 +238,7 @@ def test_bodies_the_server_holds_for_clients_never_make_a_voice_not_fit(tmp_path
 
 
 def test_an_engine_that_says_its_own_memory_is_planned_by_it(tmp_path: Path) -> None:
-    # Issue 31: Kokoro with its distilled generator holds 90 MB where the teacher holds 121,
+    # Issue 31: Kokoro with its distilled generator holds 101 MB where the teacher holds 121,
     # and its runs add a tenth as much; planned by the kind's (the teacher's) figures, a
     # 384 MB box refused Japanese "even alone". An engine's own ``memory`` is what counts.
     from rtts.engines.base import Costs, Memory
@@ -265,7 +265,7 @@ def test_an_engine_that_says_its_own_memory_is_planned_by_it(tmp_path: Path) -> 
 
 def test_a_generator_a_request_names_is_counted_before_it_opens(tmp_path: Path) -> None:
     # Issue 31: a request may name the Kokoro generator the load did not open (the teacher's
-    # decoder beside the student's graph: +76 MB); the budget counts it as a part of its
+    # decoder beside the student's graph: +75 MB); the budget counts it as a part of its
     # own before the run, and its runs by that generator's figures (``run_memory``).
     from rtts.engines.base import Costs, Memory
     from rtts.engines.registry import KINDS
