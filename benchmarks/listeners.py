@@ -60,7 +60,7 @@ PATHS = {
 @dataclass
 class Listener:
     stream: latency.Stream = field(default_factory=latency.Stream)
-    expected_s: float = 0.0
+    expected_s: float = 0.0  # start.expected_audio_ms, else (older servers) expected_wait_ms
     queued: bool = False  # start.queued: the server held it back for room (issue 32)
     refused: bool = False
 
@@ -76,7 +76,7 @@ async def listen(ws, text: str, voice: str | None) -> Listener:  # type: ignore[
             continue
         kind = msg["type"]
         if kind == "start":
-            got.expected_s = (msg.get("expected_wait_ms") or 0) / 1000
+            got.expected_s = (msg.get("expected_audio_ms", msg.get("expected_wait_ms")) or 0) / 1000
             got.queued = msg.get("queued") is True
         elif kind == "audio":
             got.stream.frame(time.perf_counter(), len(msg["data"]) / 2 / latency.RATE)
@@ -116,9 +116,10 @@ def summary(rounds: list[list[Listener]]) -> dict:
         "ttfa": [x.stream.ttfa for x in admitted if x.stream.first is not None],
         "refused": sum(1 for r in rounds for x in r if x.refused),
         "queued": sum(1 for x in admitted if x.queued or x.expected_s > QUEUED_S),
-        # Streams held back for room: the wait their start told them, and their first audio.
+        # Streams held back for room: the first audio their start told them, and when it came.
         "told": [x.expected_s for x in admitted if x.queued],
         "waited": [x.stream.ttfa for x in admitted if x.queued and x.stream.first is not None],
+        "late": [x.stream.ttfa - x.expected_s for x in admitted if x.queued and x.stream.first is not None],
         # The load each round put on the box: the admitted streams' RTFs summed, median over rounds.
         "load": statistics.median(
             sum(x.stream.stats.get("rtf", 0.0) for x in r if not x.refused) for r in rounds
@@ -153,10 +154,13 @@ def measure(servers: dict[str, latency.ServerProcess], paths: list[str], ns: lis
 
 
 def told(s: dict) -> str:
-    """The streams held back for room: the wait they were told and their first audio, p50."""
+    """The streams held back for room: the first audio they were told and when it came, p50,
+    and each one's first audio less what it was told (p50 and the largest)."""
     if not s["told"] or not s["waited"]:
         return ""
-    return f", told {statistics.median(s['told']):.1f} s / first audio {statistics.median(s['waited']):.1f} s"
+    late = s["late"]
+    return (f", told {statistics.median(s['told']):.1f} s / first audio {statistics.median(s['waited']):.1f} s"
+            f" (heard − told p50 {statistics.median(late):+.1f} s, max {max(late, key=abs):+.1f} s)")
 
 
 def report(results: dict, builds: list[str], paths: list[str], ns: list[int], command: str, probes: list[float],
@@ -169,7 +173,8 @@ def report(results: dict, builds: list[str], paths: list[str], ns: list[int], co
         "once, each playing from its own first frame; streams that underran / admitted, the total gap, first audio "
         "p50 / p95 over every admitted stream of every round, refused and queued streams, and the load (the admitted "
         "streams' RTFs summed, median of the rounds: 1.0 is the whole of the one inference thread); for the streams "
-        "held back for room, the wait their `start` told them and their first audio (p50).",
+        "held back for room, the first audio their `start` told them (`expected_audio_ms`; before it, "
+        "`expected_wait_ms`) and their first audio (p50), and each one's first audio less what it was told.",
         "",
         "| path | N | " + " | ".join(f"{b}: underran, gap, first audio p50 / p95, refused, queued, load" for b in builds) + " |",
         "|---|---|" + "---|" * len(builds),

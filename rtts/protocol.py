@@ -233,9 +233,13 @@ class Start:
     voice: str
     sample_rate: int
     format: str
-    # Estimated milliseconds until the first audio of this utterance is computed (an
+    # Estimated milliseconds until the inference thread starts on this utterance (an
     # extension of v1; absent from older servers).
     expected_wait_ms: int | None = None
+    # Estimated milliseconds until its first audio is made: the wait and its first run
+    # (an extension of v1, issue 32; absent from older servers and for announcements,
+    # which are heard at ``play_at``).
+    expected_audio_ms: int | None = None
     # An announcement of a channel (extensions of v1): its channel, whole text and priority.
     channel: str | None = None
     text: str | None = None

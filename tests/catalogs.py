@@ -5,7 +5,7 @@ from __future__ import annotations
 from rtts.engines.base import VoiceInfo
 from rtts.engines.registry import kind
 from rtts.engines.voices import routes
-from rtts.synthesis.jobs import Job
+from rtts.synthesis.jobs import Estimate, Job
 
 
 class FixedCatalog:
@@ -40,8 +40,8 @@ class FixedCatalog:
         own = dict(kind(engine).first_unit_chars_by_lang).get(lang or "", kind(engine).first_unit_chars)
         return self._first_unit.get(engine, own)
 
-    def estimate(self, job: Job, room: float | None = None) -> tuple[float, float]:
-        return 0.0, 0.0  # an idle inference thread
+    def estimate(self, job: Job, room: float | None = None) -> Estimate:
+        return Estimate(0.0, 0.0, 0.0)  # an idle inference thread
 
     def first_audio_s(self, voice: VoiceInfo, lang: str, text: str) -> tuple[float, float]:
         compute, audio = self._first_audio.get(voice.engine, (0.0, 1.0))

@@ -32,7 +32,7 @@ from rtts.speech.effects import Close, Drop, Effect, Join, Leave, Post, Send, Su
 from rtts.speech.languages import SPOKEN_LANGS, implied_lang, spoken_lang
 from rtts.speech.ratelimit import MessageRate, Verdict
 from rtts.speech.utterance import Output, Part, Utterance, says_something, word_unit
-from rtts.synthesis.jobs import Job, JobAudio, JobDone, JobEvent, JobFailed, JobWords
+from rtts.synthesis.jobs import Estimate, Job, JobAudio, JobDone, JobEvent, JobFailed, JobWords
 from rtts.text import markup
 from rtts.text.lexicon import Lexicon
 from rtts.text.segment import Segment, segment
@@ -56,10 +56,10 @@ class Catalog(TypingProtocol):
         time to first audio."""
         ...
 
-    def estimate(self, job: Job, room: float | None = None) -> tuple[float, float]:
-        """(expected seconds before ``job`` starts, load of the inference thread with it;
-        with ``room``, the wait of a stream that would wait for room counts that wait);
-        ``InferenceWorker.estimate``."""
+    def estimate(self, job: Job, room: float | None = None) -> Estimate:
+        """Expected seconds before ``job`` starts, load of the inference thread with it,
+        expected seconds before its first audio; with ``room``, a stream that would wait
+        for room counts that wait; ``InferenceWorker.estimate``."""
         ...
 
     def first_audio_s(self, voice: VoiceInfo, lang: str, text: str) -> tuple[float, float]:
@@ -546,7 +546,7 @@ class Session:
             # A stream that would wait for room is told when it gets some, by what the
             # streams ahead of it still have to say.
             holds = self._config.admission == "queue" and utt.announcement is None
-            wait, load = self._catalog.estimate(job, self._config.admission_max_load if holds else None)
+            wait, load, first_audio = self._catalog.estimate(job, self._config.admission_max_load if holds else None)
             late = wait > self._config.admission_max_wait or load > self._config.admission_max_load
             # An announcement is never refused: its synthesis is shared, and it was queued on its channel.
             if late and self._config.admission != "queue" and utt.announcement is None:
@@ -562,7 +562,7 @@ class Session:
             if part is not None and self._outruns(utt, part):
                 utt.held, utt.held_job = [], job
             utt.track = Track(utt.out.sample_rate, utt.out.frame_ms, utt.out.format)
-            start = self._start(utt, voice.id, expected_wait_ms=round(wait * 1000), queued=queued or None)
+            start = self._start(utt, voice.id, round(wait * 1000), round(first_audio * 1000), queued=queued or None)
             effects.append(Send(start))
         utt.parts.popleft()
         job.last = not utt.parts and not utt.units and utt.buffer is None
@@ -739,13 +739,16 @@ class Session:
         return effects
 
     def _start(
-        self, utt: Utterance, voice: str, expected_wait_ms: int | None = None, queued: bool | None = None
+        self, utt: Utterance, voice: str, expected_wait_ms: int | None = None,
+        expected_audio_ms: int | None = None, queued: bool | None = None,
     ) -> protocol.Start:
         ann = utt.announcement
+        out = utt.out
         if ann is None:
-            return protocol.Start(utt.id, voice, utt.out.sample_rate, utt.out.format, expected_wait_ms, queued=queued)
+            return protocol.Start(utt.id, voice, out.sample_rate, out.format, expected_wait_ms, expected_audio_ms,
+                                  queued=queued)
         return protocol.Start(
-            utt.id, voice, utt.out.sample_rate, utt.out.format, expected_wait_ms,
+            utt.id, voice, out.sample_rate, out.format, expected_wait_ms,
             channel=ann.channel, text=ann.text, priority=ann.priority, play_at=ann.play_at,
         )
 

@@ -59,9 +59,9 @@ from rtts.host import memory
 from rtts.host.client import Host
 from rtts.protocol import ErrorCode
 from rtts.sound import audio
-from rtts.synthesis.jobs import Job, JobAudio, JobDone, JobEvent, JobFailed, JobWords
+from rtts.synthesis.jobs import Estimate, Job, JobAudio, JobDone, JobEvent, JobFailed, JobWords
 from rtts.synthesis.phrase_cache import Key, PhraseCache
-from rtts.synthesis.room import Stream, Waiting, wait_for_room
+from rtts.synthesis.room import Heard, Stream, Waiting, when_heard
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +106,10 @@ MEMORY_WAIT_S = 0.05
 # unit comes back from the event loop a moment later, and a stream waiting for room
 # must not take that moment for room (issue 32).
 STREAM_GAP_S = 1.0
+# About what the thread spends on a piece of a unit of an engine that streams inside one
+# (a run of Kokoro's, a window of Piper's) before the most urgent job may go: streams
+# of such engines take turns piece by piece, not unit by unit (``room.when_heard``).
+PIECE_S = 0.1
 
 
 def can_yield(slack_s: float, ahead_s: list[float], own_next_s: float, guard_s: float = YIELD_GUARD_S) -> bool:
@@ -277,63 +281,83 @@ class InferenceWorker:
 
         self._post(turn)
 
-    def estimate(self, job: Job, room: float | None = None) -> tuple[float, float]:
-        """(seconds until ``job`` would start if submitted now, load of the thread with it).
+    def estimate(self, job: Job, room: float | None = None) -> Estimate:
+        """What ``job`` may expect if submitted now: seconds until it starts, the load of
+        the thread with it, seconds until its first audio.
 
-        The wait is the model load if the model is not in memory, the estimated compute
-        of the queued jobs due before it, and what the running job will still take
-        before it can yield. The load is the sum of the RTFs of every utterance with
-        work queued or running, this one included: above 1 the thread cannot keep all
-        of them playing in real time (an utterance alone counts 0: it delays nobody).
-        With ``room`` (the job would wait for room, ``Job.room``) and a load above it, the
-        wait is until the streams there, and those waiting ahead, leave it room
-        (``room.wait_for_room``).
+        Both times are the model load if the model is not in memory and the thread played
+        forward (``room.when_heard``): the running job until it can yield, the queued ones
+        due before it, and then its first run. The load is the sum of the RTFs of every
+        utterance with work queued or running, this one included: above 1 the thread
+        cannot keep all of them playing in real time (an utterance alone counts 0: it
+        delays nobody). With ``room`` (the job would wait for room, ``Job.room``) and a
+        load above it, it goes to the thread once the streams there leave it room.
         """
         now = time.monotonic()
-        voice, deadline = job.voice, job.deadline
+        voice = job.voice
         if self.cache.cacheable(job.text) and self.cache.peek(self._cache_key(job)):
-            return 0.0, 0.0
+            return Estimate(0.0, 0.0, 0.0)
         engine = self._registry.engines.get(voice.model)
         loading = self.load_s.get(voice.engine, 2.0) if engine is not None and not engine.loaded else 0.0
-        wait = loading
         entries, current = self._live()
         busy = self._busy(entries, current)
-        for entry in entries:
-            assert entry.job is not None
-            if entry.deadline <= deadline:
-                wait += max(0.0, self._cost(entry.job) - entry.compute_s)
-        if current is not None:
-            assert current.job is not None
-            remaining = self._left_s(current, now)
-            # A job of an engine that streams inside a unit yields after its current piece;
-            # any other runs its unit to the end.
-            wait += min(remaining, 0.1) if self._streams.get(current.job.voice.engine, False) else remaining
         load = self._stream_rtf(job) + self._load_of(busy)
-        if room is not None and busy and load > room:
-            wait = loading + self._room_wait(job, room, entries, current, now)
+        waits = room is not None and busy and load > room
+        heard = self._when_heard(job, room if waits and room is not None else math.inf, entries, current, now)
         if not busy:
             # Alone on the thread it delays nobody, and refusing it would keep a cost
             # estimate from a bad moment forever: estimates only move when jobs run. So
             # no --admission-max-load makes it late.
             load = 0.0
-        return wait, load
+        return Estimate(loading + heard.start_s, load, loading + heard.audio_s)
 
-    def _room_wait(self, job: Job, room: float, entries: list[_Entry], current: _Entry | None, now: float) -> float:
-        """Seconds until ``job``, waiting for room behind the streams already waiting, goes
-        to the thread: each stream there by what it still has to say (its queued or
-        running unit's compute left and the rest of its utterance, ``Job.rest_chars``)."""
+    def _first_s(self, job: Job) -> float:
+        """Compute seconds from a job's start to its first audio: its first run (Kokoro's
+        quick start, a Piper window), at most the whole unit."""
+        return min(self._first_s_per_char(job) * len(job.text) / job.speed, self._cost(job))
+
+    def _when_heard(self, job: Job, room: float, entries: list[_Entry], current: _Entry | None, now: float) -> Heard:
+        """When ``job`` goes to the thread (waiting for ``room`` behind the streams already
+        waiting), when the thread starts on it and when its first audio is made: each
+        stream there by what it still has to say (its queued or running unit's compute
+        left and the rest of its utterance, ``Job.rest_chars``), the audio it holds, its
+        first run if it has not started, and how long it holds the thread at a time."""
         left: dict[tuple[str, object], Stream] = {}
         with self._cond:
-            gap = [j for j, ended in self._ended.values() if now - ended < self._gap_s]
-            ahead = [Waiting(self._stream_rtf(j), self._cost(j) + self._rest_s(j), j.room or 0.0)
+            gap = [(j, ended) for j, ended in self._ended.values() if now - ended < self._gap_s]
+            ahead = [Waiting(self._stream_rtf(j), self._cost(j) + self._rest_s(j), j.room or 0.0, self._turn_s(j))
                      for j in self._waiting if not j.cancelled]
-        for j in gap:
-            left[(j.utterance, j.sink)] = Stream(self._stream_rtf(j), self._rest_s(j))
-        for entry in [*entries, *([current] if current is not None else [])]:
+        for j, ended in gap:
+            # Its next unit is on its way back from the session; it holds what its last made.
+            holds = max(0.0, j.deadline - now) + self._cost(j) / max(self._stream_rtf(j), 1e-3)
+            left[(j.utterance, j.sink)] = Stream(self._stream_rtf(j), self._rest_s(j), self._turn_s(j), holds)
+        for entry in [*([current] if current is not None else []), *entries]:
             assert entry.job is not None
             j = entry.job
-            left[(j.utterance, j.sink)] = Stream(self._stream_rtf(j), self._left_s(entry, now) + self._rest_s(j))
-        return wait_for_room(list(left.values()), ahead, self._stream_rtf(job), room)
+            this = self._left_s(entry, now)
+            running = entry is current
+            if entry.chunks is None and not running:
+                turn = min(self._first_s(j), this)  # its first run: the quick start's
+            else:
+                turn = min(this, PIECE_S) if self._in_pieces(j.voice) else this
+            left[(j.utterance, j.sink)] = Stream(
+                self._stream_rtf(j), this + self._rest_s(j), self._turn_s(j), entry.deadline - now, turn, running
+            )
+        own = Waiting(self._stream_rtf(job), self._cost(job) + self._rest_s(job), room, self._turn_s(job))
+        return when_heard(list(left.values()), ahead, own, self._first_s(job))
+
+    def _turn_s(self, job: Job) -> float:
+        """Compute seconds ``job``'s stream holds the thread for at a time: a piece of a
+        unit where its engine makes one in pieces, else the whole unit."""
+        cost = max(self._cost(job), 1e-3)
+        return min(cost, PIECE_S) if self._in_pieces(job.voice) else cost
+
+    def _in_pieces(self, voice: VoiceInfo) -> bool:
+        """Whether ``voice``'s engine makes a unit in pieces the thread may go elsewhere
+        between: windows (``streams_in_unit``), or runs paced to the other streams'
+        audio in hand (``limit_run_compute``, Kokoro's), which under load are short."""
+        engine = self._registry.engines.get(voice.model)
+        return self._streams.get(voice.engine, False) or hasattr(engine, "limit_run_compute")
 
     def _left_s(self, entry: _Entry, now: float) -> float:
         """Compute seconds a queued or running entry's job still needs, by estimate."""

@@ -10,12 +10,21 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 from rtts.engines.base import Spoken, VoiceInfo
 
 _ids = itertools.count(1)
+
+
+class Estimate(NamedTuple):
+    """What the inference thread expects of a job submitted now (``InferenceWorker.estimate``)."""
+
+    wait_s: float  # seconds until the thread starts on it
+    load: float  # the load of the thread with its stream (the streams' RTFs summed)
+    audio_s: float  # seconds until its first audio is made
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""When a stream that waits for room gets it (issue 32, ``start.queued``).
+"""When a stream that waits for room gets it, and when it is heard (issue 32, ``start.queued``).
 
 A stream past ``--admission-max-load`` waits until the streams on the inference thread,
 with its own, fit again (``InferenceWorker._admit``). When that is depends on how much
@@ -6,11 +6,16 @@ each of them still has to say: the session tells each job how many characters of
 utterance come after it (``Job.rest_chars``), and the worker turns what every stream
 still has into compute seconds by its engine's real-time factor.
 
-The thread runs the most urgent unit first, and every stream on it is kept playing, so
-the streams share it about evenly: modelled here as processor sharing, each of ``n``
-streams getting ``1/n`` of the thread. The stream with the least left ends first, at
-``n × its compute``; then the rest share it among fewer. Streams waiting ahead of this
-one go on when they fit, first come first served, and take their share from then on.
+The thread is played forward here as it runs: one unit at a time, whole, the unit of the
+stream whose audio runs out first (a stream that has none yet goes first). That order is
+what makes the wait: the streams on the thread do not end together, as an even share of
+the thread would have them, but one unit after another; and a stream let in while others
+still have units to make is served first until it holds as much audio as they do, so
+the last of those ends later. Measured on the 2-core Xeon with six Mandarin streams
+(teacher, three let in at a time): an even share told the three waiting streams 5.5 s,
+and they went to the thread at 5.3, 6.0 and 7.5 s (docs/benchmarks.md, "What a held-back
+stream is told").
+
 A stream fed by ``append`` (an LLM) counts only the text it has sent: its wait is a
 lower bound, as the worker cannot know what is still to come.
 """
@@ -20,43 +25,102 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Stream", "Waiting", "wait_for_room"]
+__all__ = ["Heard", "Stream", "Waiting", "when_heard"]
+
+# Past this many units played forward the estimate stops (a stream with no end in sight,
+# or an rtf of ~0): what it has by then is a lower bound.
+MAX_UNITS = 5_000
 
 
 @dataclass(frozen=True)
 class Stream:
+    """A stream on the thread."""
+
     rtf: float  # compute seconds per second of its audio, on this box
     left_s: float  # compute seconds of what it still has to say
+    unit_s: float  # compute seconds of one of its units (a unit holds the thread whole)
+    runs_out_s: float = 0.0  # seconds from now until the audio it holds runs out
+    next_s: float | None = None  # compute of the unit it has queued or running now (None: unit_s)
+    running: bool = False  # that unit is running: it holds the thread until it ends
 
 
 @dataclass(frozen=True)
 class Waiting:
+    """A stream waiting for room, in the order they came."""
+
     rtf: float
     compute_s: float  # compute seconds of the whole of it
     room: float  # the load it goes in under (``Job.room``)
+    unit_s: float
 
 
-def wait_for_room(on_thread: Sequence[Stream], ahead: Sequence[Waiting], own_rtf: float, room: float) -> float:
-    """Seconds until a stream of ``own_rtf`` waiting behind ``ahead`` fits within ``room``
-    beside the streams then on the thread (0.0: it fits now, or would be alone)."""
+@dataclass(frozen=True)
+class Heard:
+    room_s: float  # seconds until it goes to the thread (0: at once)
+    start_s: float  # seconds until the thread starts on it
+    audio_s: float  # seconds until its first audio is made
+
+
+class _Live:
+    __slots__ = ("left", "next", "order", "rtf", "runs_out", "started", "unit")
+
+    def __init__(
+        self, rtf: float, left: float, unit: float, runs_out: float, nxt: float | None, order: int
+    ) -> None:
+        self.rtf, self.left, self.unit, self.runs_out = max(rtf, 1e-6), left, max(unit, 1e-3), runs_out
+        self.next, self.started, self.order = nxt, runs_out > 0, order
+
+
+def when_heard(on_thread: Sequence[Stream], ahead: Sequence[Waiting], own: Waiting, first_s: float) -> Heard:
+    """When a stream ``own`` waiting behind ``ahead`` goes to the thread, when the thread
+    starts on it and when its first audio (``first_s`` of compute once it runs) is made. A
+    stream that fits now, or would be alone, goes at once, behind the streams there that
+    asked before it and have no audio yet."""
     now = 0.0
-    live = [[s.rtf, s.left_s] for s in on_thread if s.left_s > 0]
+    live: list[_Live] = []
+    for i, s in enumerate(on_thread):
+        if s.left_s <= 0:
+            continue
+        stream = _Live(s.rtf, s.left_s, s.unit_s, s.runs_out_s, s.next_s, i)
+        if s.running:  # the thread is its until its unit ends
+            now += _run(stream, now, stream.next if stream.next is not None else stream.unit)
+        if stream.left > 1e-9:
+            live.append(stream)
+    queue = [*ahead, own]
+    admitted: _Live | None = None
+    room_s = 0.0
+    for _ in range(MAX_UNITS):
+        while queue and (not live or sum(s.rtf for s in live) + queue[0].rtf <= queue[0].room):
+            w = queue.pop(0)
+            # A stream let in after waiting has no audio and its deadline is its request,
+            # before every other's; one that goes at once asked now.
+            asked_now = w is own and now == 0
+            entry = _Live(
+                w.rtf, w.compute_s, w.unit_s, 0.0 if asked_now else -1e9 + len(live), None, len(live)
+            )
+            if not queue:
+                admitted, room_s = entry, now
+                entry.next = min(first_s, max(w.compute_s, 0.0)) if first_s > 0 else None
+            live.append(entry)
+        if not live:
+            break
+        stream = min(live, key=lambda s: (s.runs_out, s.order))
+        start = now
+        now += _run(stream, now, stream.next if stream.next is not None else stream.unit)
+        if stream is admitted:
+            return Heard(room_s, start, now)
+        if stream.left <= 1e-9:
+            live.remove(stream)
+    return Heard(room_s if admitted is not None else now, now, now)
 
-    def fits(rtf: float, within: float) -> bool:
-        return not live or sum(r for r, _ in live) + rtf <= within
 
-    def next_end() -> None:
-        nonlocal now
-        least = min(left for _, left in live)
-        now += least * len(live)
-        for stream in live:
-            stream[1] -= least
-        live[:] = [s for s in live if s[1] > 1e-9]
-
-    for w in ahead:
-        while not fits(w.rtf, w.room):
-            next_end()
-        live.append([w.rtf, w.compute_s])
-    while not fits(own_rtf, room):
-        next_end()
-    return now
+def _run(stream: _Live, now: float, want: float) -> float:
+    """Play one unit of ``stream`` (``want`` compute seconds, at most what it has left)
+    starting at ``now``: the compute it took."""
+    run = min(want, stream.left)
+    stream.next = None
+    stream.left -= run
+    done = now + run
+    stream.runs_out = (max(stream.runs_out, done) if stream.started else done) + run / stream.rtf
+    stream.started = True
+    return run

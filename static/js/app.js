@@ -307,7 +307,7 @@ client.addEventListener("ready", (e) => {
 });
 
 client.addEventListener("start", (e) => {
-  const wait = e.detail.expectedWaitMs;
+  const wait = e.detail.expectedAudioMs;
   if (wait !== null && wait > 1000) notice(`Speech starts in about ${(wait / 1000).toFixed(1)} s: a voice is loading or other streams go first.`, "info");
 });
 
@@ -381,7 +381,7 @@ function refresh() {
     $("f-sound").textContent = ms(rec.firstSoundMs);
     $("f-sttfa").textContent = ms(rec.serverTtfaMs);
     // A stream the server had no room for waits until one ends: say so, not just the estimate.
-    $("f-wait").textContent = ms(rec.expectedWaitMs) + (rec.queued && !rec.sent ? " · waiting for room" : "");
+    $("f-wait").textContent = ms(rec.expectedAudioMs) + (rec.queued && !rec.sent ? " · waiting for room" : "");
     // Played of what came from the server, as the history's Played column says once
     // the sound is over (the worklet's `received`, counted at `end`, trails its messages).
     $("f-samples").textContent = rec.sent ? `${rec.played} of ${rec.sent} (${percent(rec.played, rec.sent)})` : "—";

@@ -158,6 +158,7 @@ export class RttsClient extends EventTarget {
       id, text, mode, sentAt: performance.now(), flushAt: null,
       started: false, voice: null, voices: [], marks: [], words: [], cps: null, firstPts: null, sent: 0, received: 0, played: 0,
       ttfaMs: null, firstSoundMs: null, serverTtfaMs: null, firstFrameAt: null, expectedWaitMs: null,
+      expectedAudioMs: null,
       reason: null, stats: null, error: null, cancelled: false, stopMs: null, playAt: null, lateMs: null,
     };
     this.utterances.set(id, rec);
@@ -272,6 +273,8 @@ export class RttsClient extends EventTarget {
               (err) => this._onOpusError(rec, err));
           }
           rec.expectedWaitMs = msg.expected_wait_ms ?? null;
+          // When its first audio should come (issue 32); an older server says only the wait.
+          rec.expectedAudioMs = msg.expected_audio_ms ?? rec.expectedWaitMs;
           rec.queued = msg.queued === true; // waiting for room on the server (issue 32)
           if (rec.playAt === null && this._timed(msg)) {
             // Before any of its audio: the worklet plays a chunk as it comes unless it
@@ -521,6 +524,7 @@ export class RttsClient extends EventTarget {
         ttfaMs: r.ttfaMs, firstSoundMs: r.firstSoundMs, serverTtfaMs: r.serverTtfaMs,
         reason: r.reason, stats: r.stats, error: r.error, stopMs: r.stopMs, format: r.format ?? null, bytes: r.bytes ?? 0,
         marks: r.marks.length, firstFrameAt: r.firstFrameAt, flushAt: r.flushAt, expectedWaitMs: r.expectedWaitMs,
+        expectedAudioMs: r.expectedAudioMs,
         channel: r.channel ?? null, priority: r.priority ?? null, words: r.words.length, voices: r.voices,
         playAt: r.playAt, lateMs: r.lateMs,
       };

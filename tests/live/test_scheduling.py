@@ -102,7 +102,7 @@ def test_repeated_phrases_come_from_the_cache(worker: InferenceWorker) -> None:
     assert worker.cache.hits == hits + 1
     done = [e for _, n, e in worker.events if n == "again" and isinstance(e, JobDone)]  # type: ignore[attr-defined]
     assert done[0].compute_s == 0.0
-    wait, load = worker.estimate(_job(worker, "x", text, time.monotonic()))
+    wait, load, _ = worker.estimate(_job(worker, "x", text, time.monotonic()))
     assert (wait, load) == (0.0, 0.0)  # a cached phrase starts at once
 
 
@@ -300,8 +300,11 @@ def test_a_stream_past_the_load_waits_for_room_and_then_speaks(tmp_path: Path) -
         # And it was told so: its expected wait counts the rest of the long one's text, not
         # only the unit queued when it came (a quarter of the wait: the estimate is of the
         # box's speed, measured as units go, and a loaded box slows the real one).
-        print(f"queued: expected {start.expected_wait_ms} ms, first audio {ttfa:.0f} ms")
+        print(f"queued: expected wait {start.expected_wait_ms} ms, first audio {start.expected_audio_ms} ms; "
+              f"first audio {ttfa:.0f} ms")
         assert start.expected_wait_ms is not None and start.expected_wait_ms > 0.25 * ttfa
+        # Its first audio comes its first run after the wait (issue 32).
+        assert start.expected_audio_ms is not None and start.expected_audio_ms > start.expected_wait_ms
     with ServerThread(make_config(tmp_path, default_voice=PIPER)) as srv, Client(srv.url) as a, Client(srv.url) as b:
         a.recv(), b.recv()
         a.send(type="speak", id="long", text=text)

@@ -234,6 +234,7 @@ def test_page_speaks_and_the_worklet_receives_the_samples(server: ServerThread, 
     assert rec["played"] >= 0.95 * rec["sent"]
     assert rec["marks"] >= 2
     assert 0 < rec["ttfaMs"] < 30_000 and rec["serverTtfaMs"] is not None
+    assert rec["expectedAudioMs"] is not None and rec["expectedAudioMs"] >= rec["expectedWaitMs"] >= 0
     assert rec["ttfaMs"] >= rec["serverTtfaMs"] - 1  # the page cannot hear it before the server sent it
     assert page.locator("#history tr").count() == 1
     assert "done" in page.locator("#e-reason").inner_text()

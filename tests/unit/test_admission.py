@@ -16,7 +16,7 @@ from rtts.engines.voices import routes
 from rtts.speech.effects import Close, Send, Submit
 from rtts.speech.session import Session
 from rtts.synthesis.inference import YIELD_GUARD_S, can_yield
-from rtts.synthesis.jobs import Job
+from rtts.synthesis.jobs import Estimate, Job
 from rtts.synthesis.phrase_cache import PhraseCache
 from tests.catalogs import FixedCatalog
 
@@ -56,11 +56,11 @@ class BusyCatalog(FixedCatalog):
 
     def __init__(self, wait: float, load: float) -> None:
         super().__init__({"piper/a": VOICE}, "piper/a", loaded=["piper/a"])
-        self.answer = (wait, load)
+        self.answer = Estimate(wait, load, wait + 0.1)
         self.asked: list[Job] = []
         self.rooms: list[float | None] = []
 
-    def estimate(self, job: Job, room: float | None = None) -> tuple[float, float]:
+    def estimate(self, job: Job, room: float | None = None) -> Estimate:
         self.asked.append(job)
         self.rooms.append(room)
         return self.answer
@@ -79,7 +79,7 @@ def test_start_carries_the_expected_wait() -> None:
     catalog = BusyCatalog(wait=0.35, load=0.4)
     effects = _speak(_session(catalog))
     start = [e.message for e in effects if isinstance(e, Send) and isinstance(e.message, protocol.Start)]
-    assert start and start[0].expected_wait_ms == 350
+    assert start and start[0].expected_wait_ms == 350 and start[0].expected_audio_ms == 450
     assert catalog.asked[0].text == "Hello there." and any(isinstance(e, Submit) for e in effects)
     decoded = protocol.decode_server(protocol.encode(start[0]))
     assert decoded == start[0]
@@ -123,7 +123,7 @@ def test_refuse_policy_answers_busy_and_keeps_the_connection(wait: float, load: 
     assert [(m.code, m.id) for m in errors] == [("busy", "u")]
     assert not any(isinstance(e, (Submit, Close)) for e in effects)
     assert not session.utterances  # nothing left half-started; the id may be reused
-    session._catalog.answer = (0.0, 0.2)  # type: ignore[attr-defined]
+    session._catalog.answer = Estimate(0.0, 0.2, 0.1)  # type: ignore[attr-defined]
     assert any(isinstance(e, Submit) for e in _speak(session))
 
 

@@ -91,7 +91,7 @@ def test_a_registered_kind_is_discovered_costed_and_routed(tmp_path: Path) -> No
     worker = InferenceWorker(registry, lambda callback: callback(), host=registry.host)
     assert worker.rtf["toy"] == 0.01 and worker.load_s["toy"] == 0.1
     job = Job("u", "hello", registry.get("toy/a"), "en", 1.0, 0.0)
-    wait, load = worker.estimate(job)
+    wait, load, _ = worker.estimate(job)
     assert wait == 0.1  # the toy model is not loaded yet: its prior load time
     assert load == 0.0  # nothing else queued: alone, it delays nobody and is never late by load
     worker.warm_up([toy])
@@ -140,21 +140,26 @@ def test_a_stream_that_waits_for_room_is_told_how_long_by_what_the_others_still_
         def wait_behind(rest_a: int, rest_b: int) -> float:
             for name, rest in (("a", rest_a), ("b", rest_b)):
                 worker.submit(Job(name, "hello", voice, "en", 1.0, 0.0, rest_chars=rest))
-            wait, load = worker.estimate(Job("c", "hello", voice, "en", 1.0, 0.0), room=1.0)
+            wait, load, audio = worker.estimate(Job("c", "hello", voice, "en", 1.0, 0.0), room=1.0)
             assert load == pytest.approx(1.2)
+            assert audio > wait  # and then its first run
             with worker._cond:  # the thread is not started: the queue is emptied by hand
                 worker._heap.clear()
             return wait
 
-        # b has nothing after its unit: it ends after 0.2 s (a and b share the thread), and
-        # a with c is 0.8.
-        assert wait_behind(1000, 0) == pytest.approx(0.2)
-        # b says 200 characters more (4 s of compute): c waits until b ends, 2 x 4.1 s.
-        assert wait_behind(1000, 200) == pytest.approx(8.2)
-        # Without room asked for, the wait is the queue's alone (two units of 0.1 s).
+        # b has nothing after its unit: it ends after about 0.2 s (a's first run, b's unit
+        # and a's pieces between), and a with c is 0.8.
+        assert wait_behind(1000, 0) == pytest.approx(0.2, abs=0.02)
+        # b says 200 characters more (4 s of compute): c waits until b ends, a's units and
+        # b's taking turns, ~2 x 4.1 s.
+        assert wait_behind(1000, 200) == pytest.approx(8.2, abs=0.11)
+        # Without room asked for, it goes at once: the thread starts on it after the first
+        # runs of the two that asked before it, whose audio then runs out after its own.
         worker.submit(Job("a", "hello", voice, "en", 1.0, 0.0, rest_chars=1000))
         worker.submit(Job("b", "hello", voice, "en", 1.0, 0.0, rest_chars=1000))
-        assert worker.estimate(Job("c", "hello", voice, "en", 1.0, 0.0))[0] == pytest.approx(0.2)
+        first_run = worker._first_s(Job("a", "hello", voice, "en", 1.0, 0.0))
+        wait, _, audio = worker.estimate(Job("c", "hello", voice, "en", 1.0, 0.0))
+        assert 0 < first_run < 0.1 and wait == pytest.approx(2 * first_run) and audio == pytest.approx(3 * first_run)
     finally:
         if registry.host is not None:
             registry.host.stop()

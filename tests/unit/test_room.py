@@ -1,35 +1,82 @@
-"""When a stream that waits for room gets it (rtts/synthesis/room.py, issue 32)."""
+"""When a stream that waits for room gets it, and is heard (rtts/synthesis/room.py, issue 32)."""
 
 from __future__ import annotations
 
 import pytest
 
-from rtts.synthesis.room import Stream, Waiting, wait_for_room
+from rtts.synthesis.room import Heard, Stream, Waiting, when_heard
 
 
-def test_a_stream_that_fits_or_would_be_alone_waits_for_nothing() -> None:
-    assert wait_for_room([Stream(0.4, 3.0)], [], 0.4, 1.0) == 0.0
-    assert wait_for_room([], [], 2.0, 1.0) == 0.0
+def own(rtf: float, compute_s: float = 1.0, room: float = 1.0, unit_s: float = 0.5) -> Waiting:
+    return Waiting(rtf, compute_s, room, unit_s)
 
 
-def test_it_waits_for_the_stream_with_the_least_left_sharing_the_thread() -> None:
-    # Two streams of 0.45 with 1 s and 4 s of compute left share the thread: the first
-    # ends after 2 s (each had half of it), and then 0.45 + 0.45 fits in 1.0.
-    on_thread = [Stream(0.45, 4.0), Stream(0.45, 1.0)]
-    assert wait_for_room(on_thread, [], 0.45, 1.0) == pytest.approx(2.0)
-    # Room only for it alone: it waits for both, 2 s and then the second's 3 s alone.
-    assert wait_for_room(on_thread, [], 0.6, 0.6) == pytest.approx(5.0)
+def test_a_stream_that_would_be_alone_goes_at_once_and_is_heard_after_its_first_run() -> None:
+    assert when_heard([], [], own(2.0), 0.3) == Heard(0.0, 0.0, 0.3)
+    assert when_heard([Stream(0.9, 0.0, 0.5)], [], own(0.5), 0.2) == Heard(0.0, 0.0, 0.2)  # a finished stream
 
 
-def test_streams_waiting_ahead_go_first_and_take_their_share() -> None:
-    on_thread = [Stream(0.5, 1.0)]
-    # Alone behind it: 1 s. Behind one waiting stream of 3 s: that one goes at 1 s, and
-    # this one only when it ends, 3 s later.
-    assert wait_for_room(on_thread, [], 0.6, 1.0) == pytest.approx(1.0)
-    assert wait_for_room(on_thread, [Waiting(0.5, 3.0, 1.0)], 0.6, 1.0) == pytest.approx(4.0)
-    # A stream ahead that needs less room goes in beside the other, and then they share.
-    assert wait_for_room([Stream(0.3, 1.0)], [Waiting(0.3, 2.0, 1.0)], 0.6, 0.9) == pytest.approx(2.0)
+def test_a_stream_that_fits_goes_after_those_that_asked_before_it_and_have_no_audio() -> None:
+    # One stream has audio in hand for 3 s; another asked a moment ago and is still on its
+    # first run (0.25 s of compute). The new one is made after that run, and before the
+    # stream with audio in hand.
+    on_thread = [Stream(0.3, 5.0, 0.1, runs_out_s=3.0), Stream(0.3, 2.0, 0.1, runs_out_s=-0.1, next_s=0.25)]
+    assert when_heard(on_thread, [], own(0.3, room=float("inf")), 0.2) == Heard(
+        0.0, pytest.approx(0.25), pytest.approx(0.45)
+    )
 
 
-def test_a_finished_stream_is_no_obstacle() -> None:
-    assert wait_for_room([Stream(0.9, 0.0)], [Waiting(0.5, 0.0, 1.0)], 0.9, 1.0) == 0.0
+def test_it_waits_for_a_stream_to_end_and_then_is_served_first() -> None:
+    # Two streams of 0.45 on the thread, units of 0.5 s of compute: b has one unit left, a
+    # many. The thread takes the stream whose audio runs out first: b's (0.5 s in hand)
+    # before a's (2 s), so b ends at 0.5 s; then a + the new one fit in 1.0, and the new one,
+    # holding no audio, goes before a.
+    on_thread = [Stream(0.45, 4.0, 0.5, runs_out_s=2.0), Stream(0.45, 0.5, 0.5, runs_out_s=0.5)]
+    assert when_heard(on_thread, [], own(0.45), 0.2) == Heard(
+        pytest.approx(0.5), pytest.approx(0.5), pytest.approx(0.7)
+    )
+
+
+def test_the_running_unit_holds_the_thread_until_it_ends() -> None:
+    # The running unit has 0.3 s left; the stream it belongs to ends with it.
+    running = Stream(0.6, 0.3, 0.5, runs_out_s=5.0, next_s=0.3, running=True)
+    assert when_heard([running], [], own(0.6), 0.1) == Heard(
+        pytest.approx(0.3), pytest.approx(0.3), pytest.approx(0.4)
+    )
+
+
+def test_streams_on_the_thread_end_one_unit_after_another_not_together() -> None:
+    # Measured (docs/benchmarks.md, "What a held-back stream is told"): three Mandarin
+    # streams of 0.2 with 1.85 s of compute each, three waiting, room for three. An even
+    # share of the thread ended the three together and told every waiting stream the
+    # same 5.5 s; they went at 5.3, 6.0 and 7.5 s. Played unit by unit the three on the
+    # thread end apart, and each stream let in catches up with the audio the others hold
+    # before the last of them is made, so the third waits longest.
+    on_thread = [Stream(0.2, 1.85, 0.4) for _ in range(3)]
+    ahead: list[Waiting] = []
+    heard = []
+    for _ in range(3):
+        heard.append(when_heard(on_thread, ahead, Waiting(0.2, 1.85, 0.7, 0.4), 0.2))
+        ahead.append(Waiting(0.2, 1.85, 0.7, 0.4))
+    rooms = [h.room_s for h in heard]
+    assert rooms == sorted(rooms) and rooms[0] < 5.55 < rooms[2] and rooms[2] - rooms[0] > 0.5
+    assert all(h.audio_s > h.room_s for h in heard)
+
+
+def test_streams_waiting_ahead_go_first() -> None:
+    on_thread = [Stream(0.5, 1.0, 1.0)]
+    alone = when_heard(on_thread, [], own(0.6), 0.1)
+    behind = when_heard(on_thread, [Waiting(0.5, 3.0, 1.0, 1.0)], own(0.6), 0.1)
+    assert alone.room_s == pytest.approx(1.0)
+    # The one ahead fits beside the other at once; this one waits until both have ended,
+    # the 4 s of compute they have between them.
+    assert behind.room_s == pytest.approx(4.0)
+    # Room beside one of them: it goes once the stream on the thread has ended (its unit
+    # after the first of the one let in before it).
+    assert when_heard(
+        [Stream(0.3, 1.0, 1.0)], [Waiting(0.3, 2.0, 1.0, 1.0)], own(0.6, room=0.9), 0.1
+    ).room_s == (pytest.approx(2.0))
+    # Room for it alone: it waits for both.
+    assert when_heard(
+        [Stream(0.3, 1.0, 1.0)], [Waiting(0.3, 2.0, 1.0, 1.0)], own(0.6, room=0.6), 0.1
+    ).room_s == (pytest.approx(3.0))

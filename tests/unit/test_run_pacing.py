@@ -143,7 +143,7 @@ def test_two_clients_with_the_same_utterance_id_are_two_streams(worker: Inferenc
     now = time.monotonic()
     for session in ("s1", "s2"):
         _queue(worker, Job("u", "hello", voice, "en", 1.0, now + 1, sink=lambda job, event, s=session: None))
-    _, load = worker.estimate(Job("u", "hello", voice, "en", 1.0, now + 1))
+    _, load, _ = worker.estimate(Job("u", "hello", voice, "en", 1.0, now + 1))
     assert load == pytest.approx(3 * worker.rtf["toy"])
 
 

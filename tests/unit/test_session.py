@@ -110,7 +110,7 @@ def test_speak_streams_exact_frames_marks_and_end():
     clock.t += 0.05
     effects = speak_all(session, effects)
     starts = sent(effects, protocol.Start)
-    assert starts == [protocol.Start("u1", "piper/a", 24000, "pcm16", expected_wait_ms=0)]
+    assert starts == [protocol.Start("u1", "piper/a", 24000, "pcm16", expected_wait_ms=0, expected_audio_ms=0)]
     frames = sent(effects, protocol.Audio)
     assert [f.seq for f in frames] == list(range(len(frames)))
     assert all(len(f.data) == 480 * 2 for f in frames[:-1])  # 20 ms at 24 kHz, int16
