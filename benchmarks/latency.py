@@ -180,6 +180,7 @@ class Stream:
     audio_s: float = 0.0
     underruns: int = 0
     gap_s: float = 0.0
+    gaps: list[tuple[float, float]] = field(default_factory=list)  # (audio heard before it, its length), seconds
     stats: dict = field(default_factory=dict)
     reason: str = ""
     _runs_out: float = 0.0  # when the audio received so far will have been played
@@ -195,6 +196,7 @@ class Stream:
         elif now > self._runs_out + UNDERRUN_TOLERANCE_S:
             self.underruns += 1
             self.gap_s += now - self._runs_out
+            self.gaps.append((self.audio_s, now - self._runs_out))
         self._runs_out = max(self._runs_out, now) + seconds
         self.audio_s += seconds
 

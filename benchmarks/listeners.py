@@ -60,6 +60,7 @@ PATHS = {
 @dataclass
 class Listener:
     stream: latency.Stream = field(default_factory=latency.Stream)
+    wait_s: float = 0.0  # start.expected_wait_ms
     expected_s: float = 0.0  # start.expected_audio_ms, else (older servers) expected_wait_ms
     queued: bool = False  # start.queued: the server held it back for room (issue 32)
     refused: bool = False
@@ -76,6 +77,7 @@ async def listen(ws, text: str, voice: str | None) -> Listener:  # type: ignore[
             continue
         kind = msg["type"]
         if kind == "start":
+            got.wait_s = (msg.get("expected_wait_ms") or 0) / 1000
             got.expected_s = (msg.get("expected_audio_ms", msg.get("expected_wait_ms")) or 0) / 1000
             got.queued = msg.get("queued") is True
         elif kind == "audio":
@@ -115,7 +117,7 @@ def summary(rounds: list[list[Listener]]) -> dict:
         "gap_s": sum(x.stream.gap_s for x in admitted),
         "ttfa": [x.stream.ttfa for x in admitted if x.stream.first is not None],
         "refused": sum(1 for r in rounds for x in r if x.refused),
-        "queued": sum(1 for x in admitted if x.queued or x.expected_s > QUEUED_S),
+        "queued": sum(1 for x in admitted if x.queued or x.wait_s > QUEUED_S),
         # Streams held back for room: the first audio their start told them, and when it came.
         "told": [x.expected_s for x in admitted if x.queued],
         "waited": [x.stream.ttfa for x in admitted if x.queued and x.stream.first is not None],
@@ -150,6 +152,9 @@ def measure(servers: dict[str, latency.ServerProcess], paths: list[str], ns: lis
                       f"first audio p50 {latency.ms(latency.pct(s['ttfa'], 50))} p95 {latency.ms(latency.pct(s['ttfa'], 95))}, "
                       f"refused {s['refused']}, queued {s['queued']}, load {s['load']:.2f}"
                       + told(s) + (f", failed {s['failed'][:2]}" if s["failed"] else ""), flush=True)
+                gaps = [f"{at:.1f}+{gap:.2f}" for r in rounds[name] for x in r for at, gap in x.stream.gaps]
+                if gaps:  # where each gap fell: audio heard before it + its length, seconds
+                    print(f"  {'':10} gaps at {', '.join(gaps)}", flush=True)
     return results
 
 
