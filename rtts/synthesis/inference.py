@@ -302,8 +302,8 @@ class InferenceWorker:
         entries, current = self._live()
         busy = self._busy(entries, current)
         load = self._stream_rtf(job) + self._load_of(busy)
-        waits = room is not None and busy and load > room
-        heard = self._when_heard(job, room if waits and room is not None else math.inf, entries, current, now)
+        bound = room if room is not None and busy and load > room else math.inf  # it waits for room, or goes now
+        heard = self._when_heard(job, bound, entries, current, now)
         if not busy:
             # Alone on the thread it delays nobody, and refusing it would keep a cost
             # estimate from a bad moment forever: estimates only move when jobs run. So
@@ -324,10 +324,10 @@ class InferenceWorker:
         first run if it has not started, and how long it holds the thread at a time."""
         left: dict[tuple[str, object], Stream] = {}
         with self._cond:
-            gap = [(j, ended) for j, ended in self._ended.values() if now - ended < self._gap_s]
+            gap = [j for j, ended in self._ended.values() if now - ended < self._gap_s]
             ahead = [Waiting(self._stream_rtf(j), self._cost(j) + self._rest_s(j), j.room or 0.0, self._turn_s(j))
                      for j in self._waiting if not j.cancelled]
-        for j, ended in gap:
+        for j in gap:
             # Its next unit is on its way back from the session; it holds what its last made.
             holds = max(0.0, j.deadline - now) + self._cost(j) / max(self._stream_rtf(j), 1e-3)
             left[(j.utterance, j.sink)] = Stream(self._stream_rtf(j), self._rest_s(j), self._turn_s(j), holds)
