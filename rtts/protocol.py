@@ -70,6 +70,9 @@ FRAME_MS_RANGE = (10, 200)
 SPEED_RANGE = (0.5, 2.0)
 MAX_ID_CHARS = 128
 MAX_CHANNEL_CHARS = 64
+# The longest ``subscribe.ahead_ms``: Snapcast's buffer is 1 s by default; the lead it
+# asks for is bounded by --sync-max-lead in any case.
+MAX_AHEAD_MS = 10_000
 PRIORITIES = ("normal", "high")
 # What ``words`` may ask for: "word" (true), "char" (Chinese and Japanese character by
 # character; other languages by word), "none" (false).
@@ -173,6 +176,10 @@ class Subscribe:
     TYPE: ClassVar[str] = "subscribe"
     channel: str
     after: int | None = None  # the last announcement ``seq`` heard here: count what was missed since
+    # How long before ``play_at`` this subscriber must have an announcement's audio: what its
+    # output writes ahead (a Snapcast pipe source: snapserver's buffer). The channel's lead
+    # covers the longest of its subscribers', within --sync-max-lead.
+    ahead_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -380,6 +387,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "interrupt": (bool,),
     "channel": (str,),
     "after": _INT,
+    "ahead_ms": _INT,
     "priority": (str,),
     "not_before": _NUM,
     "play_at": _NUM,
@@ -552,6 +560,8 @@ def _check_values(msg: ClientMessage, msg_id: str | None) -> None:
         raise bad(f"channel must be 1..{MAX_CHANNEL_CHARS} letters, digits, '.', '_' or '-'")
     if isinstance(msg, Subscribe) and msg.after is not None and msg.after < 0:
         raise bad("after must be >= 0")
+    if isinstance(msg, Subscribe) and msg.ahead_ms is not None and not 0 <= msg.ahead_ms <= MAX_AHEAD_MS:
+        raise bad(f"ahead_ms must be 0..{MAX_AHEAD_MS}")
     if isinstance(msg, Publish) and msg.priority not in PRIORITIES:
         raise bad(f"priority must be one of {', '.join(PRIORITIES)}")
     if isinstance(msg, Publish) and msg.not_before is not None and not finite(msg.not_before):

@@ -87,7 +87,9 @@ class Member(Protocol):
 @dataclass(eq=False)
 class _Channel:
     name: str
-    members: dict[Member, None] = field(default_factory=dict)  # an ordered set
+    # Its subscribers, in the order they came, each with how long before play_at it must
+    # have the audio (``subscribe.ahead_ms``).
+    members: dict[Member, float] = field(default_factory=dict)
     queue: list[Announcement] = field(default_factory=list)
     current: Announcement | None = None
     waiting: set[Member] = field(default_factory=set)  # subscribers that have not ended ``current``
@@ -157,15 +159,15 @@ class Channels:
 
     # ------------------------------------------------------------ subscriptions
 
-    def join(self, member: Member, name: str, after: int | None) -> None:
-        """``name`` was checked by ``protocol`` (``subscribe.channel``)."""
+    def join(self, member: Member, name: str, after: int | None, ahead_s: float = 0.0) -> None:
+        """``name`` and ``ahead_s`` were checked by ``protocol`` (``subscribe``)."""
         mine = self._subscriptions.get(member, set())
         if name not in mine and len(mine) >= MAX_SUBSCRIPTIONS:
             member.tell(protocol.Error(ErrorCode.BAD_MESSAGE.value,
                                        f"at most {MAX_SUBSCRIPTIONS} channels per connection; unsubscribe one first"))
             return
         ch = self._channel(name)
-        ch.members[member] = None
+        ch.members[member] = ahead_s
         self._subscriptions.setdefault(member, set()).add(name)
         # Members are in before the answer is: nothing that starts meanwhile is lost.
         self._spawn(self._answer_join(member, ch, after))
@@ -339,7 +341,7 @@ class Channels:
         log.info("channel %s: %s to %d subscribers", ch.name, ann.id, len(ch.waiting))
         now = self._clock()
         ch.begun_at, ch.delivered_s, ch.lag_s = now, 0.0, None
-        lead, floor = self.lead.lead(), timeline.floor(ch.play_end, self._gap, ann.not_before, ann.high)
+        lead, floor = self._lead(ch.name), timeline.floor(ch.play_end, self._gap, ann.not_before, ann.high)
         if ann.wanted_at is not None:
             floor = max(floor, ann.wanted_at)  # the publisher's time, unless it cannot be made
         # A model that must load first (unloaded after an idle hall's long silence) delays
@@ -540,8 +542,20 @@ class Channels:
         before the time its publisher wants it heard, so that every kiosk has it by then."""
         due = ann.not_before or 0.0
         if ann.wanted_at is not None:
-            due = max(due, ann.wanted_at - self.lead.lead() - self._model_wait(ann.voice) - WANTED_EARLY_S)
+            due = max(due, ann.wanted_at - self._lead(ann.channel) - self._model_wait(ann.voice) - WANTED_EARLY_S)
         return due
+
+    def _lead(self, name: str) -> float:
+        """How far ahead of its begin a channel's announcement is heard: the lead the audio
+        needs to reach every subscriber (``timeline.LeadEstimator``) and the longest its
+        subscribers write ahead of play_at (``subscribe.ahead_ms``: a Snapcast pipe source
+        writes its buffer, 1 s, ahead; with less, the start of an announcement came after
+        its place had been written, as silence: "The museum" lost), together at most
+        --sync-max-lead, the bound on the delay playing in step adds."""
+        ch = self._channels.get(name)
+        ahead = max(ch.members.values(), default=0.0) if ch is not None else 0.0
+        lead = self.lead.lead()
+        return min(lead + ahead, max(lead, self.lead.max_lead))
 
     def _pool(self, ch: _Channel | None, later: bool, now: float) -> list[Announcement]:
         """The half of the queue an announcement goes in: those scheduled for later, or the rest."""

@@ -75,9 +75,13 @@ class Listener:
             if not ready.clock:
                 log.warning("%s offers no shared clock: announcements play as they come, not in step", url)
             self.player.new_clock()
+            # What the output writes ahead of play_at (--trim-ms; a Snapcast pipe: its buffer):
+            # the server sets the channel's lead to cover it, or an announcement's start
+            # would come after its place had been written.
+            ahead = {"ahead_ms": round(self.settings.trim_ms)} if self.settings.trim_ms >= 1 else {}
             for channel in self.settings.channels:
                 after = self.heard.get(channel)
-                await ws.send(_pack(type="subscribe", channel=channel, **({"after": after} if after else {})))
+                await ws.send(_pack(type="subscribe", channel=channel, **({"after": after} if after else {}), **ahead))
             self.counts.connected, self.counts.server = True, url
             self.counts.connects += 1
             log.info("connected to %s (session %s), hearing %s", url, ready.session, ", ".join(self.settings.channels))

@@ -103,7 +103,7 @@ class Connection:
             elif isinstance(effect, Close):
                 self.outbox.close(effect.code, effect.reason)
             elif isinstance(effect, Join):
-                self.service.channels.join(self, effect.channel, effect.after)
+                self.service.channels.join(self, effect.channel, effect.after, effect.ahead_s)
             elif isinstance(effect, Leave):
                 self.service.channels.leave(self, effect.channel)
             elif isinstance(effect, Post):

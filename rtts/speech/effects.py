@@ -39,6 +39,7 @@ class Join:
 
     channel: str
     after: int | None
+    ahead_s: float = 0.0  # ``subscribe.ahead_ms``: how long before play_at it needs the audio
 
 
 @dataclass(frozen=True)

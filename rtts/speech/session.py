@@ -275,7 +275,7 @@ class Session:
                 return self._cancel_all() + self._pump()
             return self._cancel(self._live(msg.id)) + self._pump()
         if isinstance(msg, protocol.Subscribe):
-            return [Join(msg.channel, msg.after)]
+            return [Join(msg.channel, msg.after, (msg.ahead_ms or 0) / 1000)]
         if isinstance(msg, protocol.Unsubscribe):
             return [Leave(msg.channel)]
         if isinstance(msg, protocol.Publish):

@@ -426,6 +426,36 @@ async def test_every_member_gets_one_play_at_one_lead_ahead_and_the_next_after_t
     await hub.stop()
 
 
+async def test_the_lead_covers_what_a_subscriber_writes_ahead_within_the_max_lead() -> None:
+    """A Snapcast pipe source writes its buffer (1 s) ahead of play_at (``subscribe.ahead_ms``):
+    with a lead of 0.4 s its announcements' starts came after their place had been written,
+    and were lost. The channel's lead is the learnt one and the longest subscriber's ahead,
+    at most --sync-max-lead; a channel without such a subscriber keeps its own."""
+    from rtts.broadcast.timeline import LeadEstimator
+
+    wall = Wall()
+    hub = Channels(LocalBus(wall), FakeJobs(), queue_limit=3, clock=wall,  # type: ignore[arg-type]
+                   lead=LeadEstimator(0.3, 2.0, fixed=0.4), gap=0.25)
+    await hub.start()
+    kiosk, feeder, other = Member(hub), Member(hub), Member(hub)
+    hub.join(kiosk, "lobby", None)
+    hub.join(feeder, "lobby", None, 1.0)
+    hub.join(other, "hall", None)
+    await hub.publish(draft("one"))
+    await hub.publish(draft("two", channel="hall"))
+    await settle()
+    assert kiosk.heard[0].play_at == feeder.heard[0].play_at == pytest.approx(wall.t + 1.4)  # every member in step
+    assert other.heard[0].play_at == pytest.approx(wall.t + 0.4)
+    hub.ended(kiosk, kiosk.heard[0].id, 500.0), hub.ended(feeder, feeder.heard[0].id, 500.0)
+    hub.leave(feeder, "lobby")
+    hub.join(Member(hub), "lobby", None, 5.0)  # more than the bound: the bound
+    wall.t += 10
+    await hub.publish(draft("three"))
+    await settle()
+    assert kiosk.heard[1].play_at == pytest.approx(wall.t + 2.0)
+    await hub.stop()
+
+
 async def test_a_high_priority_announcement_cuts_at_its_own_play_at() -> None:
     from rtts.broadcast.timeline import LeadEstimator
 

@@ -41,6 +41,7 @@ def test_every_client_message_round_trips():
         protocol.Flush(id="1"),
         protocol.Cancel(id="1"),
         protocol.Ping(t=12.5),
+        protocol.Subscribe(channel="hall", after=3, ahead_ms=1000),
     ]
     for msg in msgs:
         assert protocol.decode_client(protocol.encode(msg)) == msg
@@ -82,6 +83,10 @@ def test_server_messages_decode():
         (pack({"type": "hello", "sample_rate": 12345}), "bad_message"),
         (pack({"type": "hello", "frame_ms": 5}), "bad_message"),
         (pack({"type": "ping", "t": [1, 2]}), "bad_message"),
+        (pack({"type": "subscribe", "channel": "hall", "ahead_ms": -1}), "bad_message"),
+        (pack({"type": "subscribe", "channel": "hall", "ahead_ms": 10_001}), "bad_message"),
+        (pack({"type": "subscribe", "channel": "hall", "ahead_ms": 0.5}), "bad_message"),
+        (pack({"type": "subscribe", "channel": "hall", "ahead_ms": True}), "bad_message"),
     ],
 )
 def test_bad_input_gets_a_stable_code(data, code):
@@ -146,6 +151,7 @@ def test_random_maps_decode_or_raise_protocol_error(obj):
         protocol.Hello(sample_rate=12345),
         protocol.Append(id="a", text=b"bytes"),  # type: ignore[arg-type]
         protocol.Ping(t=[1]),
+        protocol.Subscribe(channel="hall", ahead_ms=-5),
     ],
 )
 def test_check_refuses_in_process_what_decoding_refuses_on_the_wire(msg) -> None:  # type: ignore[no-untyped-def]
