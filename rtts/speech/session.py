@@ -35,7 +35,7 @@ from rtts.speech.utterance import Output, Part, Utterance, says_something, word_
 from rtts.synthesis.jobs import Estimate, Job, JobAudio, JobDone, JobEvent, JobFailed, JobWords
 from rtts.text import markup
 from rtts.text.lexicon import Lexicon
-from rtts.text.segment import Segment, segment
+from rtts.text.segment import Segment, cjk_chars, segment
 from rtts.text.split import Unit, UnitBuffer, pause_ms, split_units
 
 log = logging.getLogger(__name__)
@@ -82,19 +82,19 @@ PAUSE_JOB_MS = 2000
 # error, sending and playback jitter, as the worker's RUN_GUARD_S.
 HANDOVER_GUARD_S = 0.1
 
-def _what_follows(utt: Utterance, voice: VoiceInfo) -> tuple[int, tuple[VoiceInfo, ...]]:
+def _what_follows(utt: Utterance, voice: VoiceInfo) -> tuple[int, int, tuple[VoiceInfo, ...]]:
     """What the worker is told of the stream of the job about to go for ``utt``'s head part
-    (issue 32): the characters the utterance says after that part, and the other voices it
-    speaks with as far as known (this unit's parts, and those the job before named). A
-    stream's load is its costliest voice's, and a stream waiting for room is told when the
-    ones ahead of it will have said the rest."""
+    (issue 32): the characters the utterance says after that part, how many of them are
+    Chinese or Japanese, and the other voices it speaks with as far as known (this unit's
+    parts, and those the job before named). A stream's load is its costliest voice's, and
+    a stream waiting for room is told when the ones ahead of it will have said the rest."""
     parts = [p for p in utt.parts if not isinstance(p, int)]
-    rest = sum(len(p.speak) for p in list(utt.parts)[1:] if not isinstance(p, int))
-    rest += sum(len(u.text) for u in utt.units)
+    after = [p.speak for p in list(utt.parts)[1:] if not isinstance(p, int)] + [u.text for u in utt.units]
     known = {p.voice.id: p.voice for p in parts}
     if utt.job is not None:
         known |= {v.id: v for v in (utt.job.voice, *utt.job.voices)}
-    return rest, tuple(v for v in known.values() if v.id != voice.id)
+    others = tuple(v for v in known.values() if v.id != voice.id)
+    return sum(map(len, after)), sum(map(cjk_chars, after)), others
 
 
 class Session:
@@ -541,7 +541,7 @@ class Session:
             if utt.announcement is not None:
                 job.shared = (utt.announcement.id, utt.shared_jobs)
                 utt.shared_jobs += 1
-        job.rest_chars, job.voices = _what_follows(utt, job.voice)
+        job.rest_chars, job.rest_cjk, job.voices = _what_follows(utt, job.voice)
         if not utt.started:
             # A stream that would wait for room is told when it gets some, by what the
             # streams ahead of it still have to say.

@@ -110,6 +110,8 @@ STREAM_GAP_S = 1.0
 # (a run of Kokoro's, a window of Piper's) before the most urgent job may go: streams
 # of such engines take turns piece by piece, not unit by unit (``room.when_heard``).
 PIECE_S = 0.1
+# Languages written in Han or kana (``Job.rest_cjk``).
+CJK_LANGS = ("zh", "ja")
 
 
 def can_yield(slack_s: float, ahead_s: list[float], own_next_s: float, guard_s: float = YIELD_GUARD_S) -> bool:
@@ -367,11 +369,19 @@ class InferenceWorker:
 
     def _rest_s(self, job: Job) -> float:
         """Compute seconds of what ``job``'s utterance says after it (as far as it is known):
-        a mixed-language stream's rest at its costliest voice and wordiest language (the
-        English part that starts it is the cheapest)."""
-        per_char = max(self._speech_s_per_char(v.engine, lang) for v, lang in
-                       ((job.voice, job.lang), *((v, v.langs[0]) for v in job.voices)))
-        return self._stream_rtf(job) * job.rest_chars * per_char / job.speed
+        its Chinese and Japanese characters at the costliest of its voices for those
+        languages, the rest at the costliest of its others (where it has none of one kind,
+        at the costliest of all). Counted at its costliest voice alone, a mixed stream's
+        English letters went at a Chinese character's seconds, and it was told its first
+        audio 2.0-2.7 s late (docs/benchmarks.md, "What a held-back stream is told")."""
+        pairs = [(job.voice, job.lang), *((v, v.langs[0]) for v in job.voices)]
+
+        def per_char(group: list[tuple[VoiceInfo, str]]) -> float:  # compute seconds a character
+            return max(self._rtf(v, lang, job.generator) * self._speech_s_per_char(v.engine, lang) for v, lang in group)
+
+        cjk = [p for p in pairs if p[1] in CJK_LANGS] or pairs
+        other = [p for p in pairs if p[1] not in CJK_LANGS] or pairs
+        return (job.rest_cjk * per_char(cjk) + (job.rest_chars - job.rest_cjk) * per_char(other)) / job.speed
 
     def capacity(self, max_load: float) -> dict[str, object]:
         """What the thread can carry by this box's measurements (issue 32), for /readyz: per

@@ -92,6 +92,9 @@ class Job:
     # still to come by append is not): what its stream still has to say, by which a stream
     # waiting for room is told when it gets some (``room.wait_for_room``).
     rest_chars: int = 0
+    # Of those, the Chinese and Japanese characters: read by its Chinese or Japanese voice,
+    # at several times a Latin letter's seconds.
+    rest_cjk: int = 0
     # The other voices its utterance speaks with, as far as the session knows them (the
     # parts of a mixed-language unit, and those before): the stream's load on the thread is
     # its costliest voice's, not the voice of the part that happens to come first.

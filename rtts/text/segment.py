@@ -57,6 +57,12 @@ def script_of(ch: str) -> str | None:
     return None
 
 
+def cjk_chars(text: str) -> int:
+    """How many of ``text``'s characters are Han or kana: what a Chinese or Japanese voice
+    reads, at its seconds a character (several times a Latin letter's)."""
+    return len(_HAN.findall(text)) + len(_KANA.findall(text))
+
+
 def is_japanese(text: str) -> bool:
     """Has kana: Han characters here are read in Japanese."""
     return _KANA_ONLY.search(text) is not None

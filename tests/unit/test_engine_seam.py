@@ -165,6 +165,28 @@ def test_a_stream_that_waits_for_room_is_told_how_long_by_what_the_others_still_
             registry.host.stop()
 
 
+def test_a_mixed_streams_rest_counts_each_script_at_its_own_voice(tmp_path: Path) -> None:
+    """Issue 32: what a stream still has to say, in compute seconds, counts its Chinese
+    characters at its Chinese voice and its Latin letters at its English one; counted all
+    at the costliest, a mixed stream was told its first audio 2-2.7 s late."""
+    (tmp_path / "a.toy").write_text("")
+    registry = VoiceRegistry.discover(tmp_path, tmp_path, 1, default_voice="toy/a", kinds=(*KINDS, ToyKind()))
+    worker = InferenceWorker(registry, lambda callback: callback(), host=registry.host)
+    english = registry.get("toy/a")
+    chinese = VoiceInfo("toy/zh", "Z", ("zh",), "toy", 24000, "toy/zh")
+    worker.lang_rtf.update({"toy:en": 0.02, "toy:zh": 0.4})
+    worker.audio_s_per_char.update({"toy:en": 0.06, "toy:zh": 0.25})
+    try:
+        mixed = Job("u", "Welcome aboard,", english, "en", 1.0, 0.0, rest_chars=100, rest_cjk=40, voices=(chinese,))
+        assert worker._rest_s(mixed) == pytest.approx(40 * 0.4 * 0.25 + 60 * 0.02 * 0.06)
+        # A stream in one language is as before: every character at its voice.
+        alone = Job("u", "你好。", chinese, "zh", 1.0, 0.0, rest_chars=100, rest_cjk=90)
+        assert worker._rest_s(alone) == pytest.approx(100 * 0.4 * 0.25)
+    finally:
+        if registry.host is not None:
+            registry.host.stop()
+
+
 def test_a_stream_counts_at_its_languages_rtf(tmp_path: Path) -> None:
     """Issue 32: the load is the streams' RTFs in their own languages, learned as units run;
     an engine's mean let two streams of its costliest language in at once."""
