@@ -122,6 +122,8 @@ def summary(rounds: list[list[Listener]]) -> dict:
         "told": [x.expected_s for x in admitted if x.queued],
         "waited": [x.stream.ttfa for x in admitted if x.queued and x.stream.first is not None],
         "late": [x.stream.ttfa - x.expected_s for x in admitted if x.queued and x.stream.first is not None],
+        # And the streams let in at once (their start said it too, since expected_audio_ms).
+        "late_now": [x.stream.ttfa - x.expected_s for x in admitted if not x.queued and x.stream.first is not None],
         # The load each round put on the box: the admitted streams' RTFs summed, median over rounds.
         "load": statistics.median(
             sum(x.stream.stats.get("rtf", 0.0) for x in r if not x.refused) for r in rounds
@@ -151,7 +153,7 @@ def measure(servers: dict[str, latency.ServerProcess], paths: list[str], ns: lis
                 print(f"  {name:10} {key:6} N={n}: underran {s['underran']}/{s['admitted']}, gap {s['gap_s']:.2f} s, "
                       f"first audio p50 {latency.ms(latency.pct(s['ttfa'], 50))} p95 {latency.ms(latency.pct(s['ttfa'], 95))}, "
                       f"refused {s['refused']}, queued {s['queued']}, load {s['load']:.2f}"
-                      + told(s) + (f", failed {s['failed'][:2]}" if s["failed"] else ""), flush=True)
+                      + told(s) + told_now(s) + (f", failed {s['failed'][:2]}" if s["failed"] else ""), flush=True)
                 gaps = [f"{at:.1f}+{gap:.2f}" for r in rounds[name] for x in r for at, gap in x.stream.gaps]
                 if gaps:  # where each gap fell: audio heard before it + its length, seconds
                     print(f"  {'':10} gaps at {', '.join(gaps)}", flush=True)
@@ -166,6 +168,15 @@ def told(s: dict) -> str:
     late = s["late"]
     return (f", told {statistics.median(s['told']):.1f} s / first audio {statistics.median(s['waited']):.1f} s"
             f" (heard − told p50 {statistics.median(late):+.1f} s, max {max(late, key=abs):+.1f} s)")
+
+
+def told_now(s: dict) -> str:
+    """The streams let in at once: each one's first audio less what its start said, p50 and
+    the largest, in ms (console only: the table keeps its columns)."""
+    late = s["late_now"]
+    if not late:
+        return ""
+    return f"; let in at once: heard − told p50 {statistics.median(late) * 1000:+.0f} ms, max {max(late, key=abs) * 1000:+.0f} ms"
 
 
 def report(results: dict, builds: list[str], paths: list[str], ns: list[int], command: str, probes: list[float],

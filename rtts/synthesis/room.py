@@ -22,6 +22,8 @@ lower bound, as the worker cannot know what is still to come.
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -77,36 +79,35 @@ def when_heard(on_thread: Sequence[Stream], ahead: Sequence[Waiting], own: Waiti
     stream that fits now, or would be alone, goes at once, behind the streams there that
     asked before it and have no audio yet."""
     now = 0.0
+    order = itertools.count()
     live: list[_Live] = []
-    for i, s in enumerate(on_thread):
-        if s.left_s <= 0:
-            continue
-        stream = _Live(s.rtf, s.left_s, s.unit_s, s.runs_out_s, s.next_s, i)
-        if s.running:  # the thread is its until its unit ends
-            now += _run(stream, now, stream.next if stream.next is not None else stream.unit)
-        if stream.left > 1e-9:
-            live.append(stream)
+    running: _Live | None = None  # the thread is its until its unit ends
+    for s in on_thread:
+        if s.left_s > 0:
+            live.append(_Live(s.rtf, s.left_s, s.unit_s, s.runs_out_s, s.next_s, next(order)))
+            running = live[-1] if s.running else running
     queue = [*ahead, own]
     admitted: _Live | None = None
-    room_s = 0.0
+    room_s, waited = 0.0, False
     for _ in range(MAX_UNITS):
         while queue and (not live or sum(s.rtf for s in live) + queue[0].rtf <= queue[0].room):
             w = queue.pop(0)
             # A stream let in after waiting has no audio and its deadline is its request,
-            # before every other's; one that goes at once asked now.
-            asked_now = w is own and now == 0
-            entry = _Live(
-                w.rtf, w.compute_s, w.unit_s, 0.0 if asked_now else -1e9 + len(live), None, len(live)
-            )
+            # before every other's (first come, first served); one that goes at once asked
+            # now, after those there without audio yet.
+            asked_now = w is own and not waited
+            entry = _Live(w.rtf, w.compute_s, w.unit_s, 0.0 if asked_now else -math.inf, None, next(order))
             if not queue:
                 admitted, room_s = entry, now
                 entry.next = min(first_s, max(w.compute_s, 0.0)) if first_s > 0 else None
             live.append(entry)
         if not live:
             break
-        stream = min(live, key=lambda s: (s.runs_out, s.order))
+        stream = running or min(live, key=lambda s: (s.runs_out, s.order))
+        running = None
         start = now
         now += _run(stream, now, stream.next if stream.next is not None else stream.unit)
+        waited = True
         if stream is admitted:
             return Heard(room_s, start, now)
         if stream.left <= 1e-9:

@@ -45,6 +45,17 @@ def test_the_running_unit_holds_the_thread_until_it_ends() -> None:
     )
 
 
+def test_a_stream_that_fits_waits_for_the_running_unit_and_then_for_those_that_asked_before_it() -> None:
+    # The running unit has 0.1 s left; a stream there that asked before has its first run
+    # (0.25 s) to make. The new one starts after both (it was told it would go first while
+    # a unit was running: the running unit's time counted as its wait).
+    running = Stream(0.3, 2.0, 0.1, runs_out_s=3.0, next_s=0.1, running=True)
+    earlier = Stream(0.3, 2.0, 0.1, runs_out_s=-0.1, next_s=0.25)
+    assert when_heard([running, earlier], [], own(0.3, room=float("inf")), 0.2) == Heard(
+        0.0, pytest.approx(0.35), pytest.approx(0.55)
+    )
+
+
 def test_streams_on_the_thread_end_one_unit_after_another_not_together() -> None:
     # Measured (docs/benchmarks.md, "What a held-back stream is told"): three Mandarin
     # streams of 0.2 with 1.85 s of compute each, three waiting, room for three. An even
