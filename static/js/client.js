@@ -524,7 +524,7 @@ export class RttsClient extends EventTarget {
         ttfaMs: r.ttfaMs, firstSoundMs: r.firstSoundMs, serverTtfaMs: r.serverTtfaMs,
         reason: r.reason, stats: r.stats, error: r.error, stopMs: r.stopMs, format: r.format ?? null, bytes: r.bytes ?? 0,
         marks: r.marks.length, firstFrameAt: r.firstFrameAt, flushAt: r.flushAt, expectedWaitMs: r.expectedWaitMs,
-        expectedAudioMs: r.expectedAudioMs,
+        expectedAudioMs: r.expectedAudioMs, soundDone: Boolean(r.soundDone),
         channel: r.channel ?? null, priority: r.priority ?? null, words: r.words.length, voices: r.voices,
         playAt: r.playAt, lateMs: r.lateMs,
       };

@@ -124,10 +124,14 @@ def wait_end(page: Page, utt_id: str, timeout_s: float = 120) -> dict:  # type: 
 
 
 def wait_played_out(page: Page, utt_id: str, timeout_s: float = 120) -> dict:  # type: ignore[type-arg]
-    """Waits until the worklet has played (or dropped) everything it got for ``utt_id``."""
+    """Waits until the worklet has played (or dropped) everything it got for ``utt_id``: its
+    ``done``, which it sends once it has the utterance's end, posted after its last chunk.
+    (Waiting for played >= received alone ended early on a loaded box: the worklet had got
+    and played the first chunk while the rest were still on their way to it, 3840 of
+    110160 samples.)"""
     page.wait_for_function(
         """id => { const u = window.rtts.stats.utterances[id];
-                   return u && u.reason && u.sent > 0 && u.played >= u.received
+                   return u && u.reason && u.sent > 0 && u.soundDone && u.played >= u.received
                           && window.rtts.stats.bufferedMs === 0; }""",
         arg=utt_id,
         timeout=timeout_s * 1000,
