@@ -29,9 +29,10 @@ from dataclasses import dataclass
 
 __all__ = ["Heard", "Stream", "Waiting", "when_heard"]
 
-# Past this many units played forward the estimate stops (a stream with no end in sight,
-# or an rtf of ~0): what it has by then is a lower bound.
-MAX_UNITS = 5_000
+# At most about this many pieces are played forward (on the event loop: ~2 ms): where the
+# streams there have more to say than that many pieces, the pieces grow to fit, a wait of
+# minutes being told in coarser steps rather than cut short.
+MAX_UNITS = 2_000
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,8 @@ def when_heard(on_thread: Sequence[Stream], ahead: Sequence[Waiting], own: Waiti
             live.append(_Live(s.rtf, s.left_s, s.unit_s, s.runs_out_s, s.next_s, next(order)))
             running = live[-1] if s.running else running
     queue = [*ahead, own]
+    # The least piece: what everything there and waiting has to say, in MAX_UNITS / 2 pieces.
+    least = (sum(s.left for s in live) + sum(w.compute_s for w in queue)) / (MAX_UNITS / 2)
     admitted: _Live | None = None
     room_s, waited = 0.0, False
     for _ in range(MAX_UNITS):
@@ -106,7 +109,7 @@ def when_heard(on_thread: Sequence[Stream], ahead: Sequence[Waiting], own: Waiti
         stream = running or min(live, key=lambda s: (s.runs_out, s.order))
         running = None
         start = now
-        now += _run(stream, now, stream.next if stream.next is not None else stream.unit)
+        now += _run(stream, now, stream.next if stream.next is not None else max(stream.unit, least))
         waited = True
         if stream is admitted:
             return Heard(room_s, start, now)

@@ -91,3 +91,10 @@ def test_streams_waiting_ahead_go_first() -> None:
     assert when_heard(
         [Stream(0.3, 1.0, 1.0)], [Waiting(0.3, 2.0, 1.0, 1.0)], own(0.6, room=0.6), 0.1
     ).room_s == (pytest.approx(3.0))
+
+
+def test_a_long_wait_is_told_whole_in_coarser_pieces() -> None:
+    # A stream with 1,000 s of compute left, in pieces of 0.1 s, and room only once it ends:
+    # played forward piece by piece the estimate stopped at its cap (500 s) and told that.
+    heard = when_heard([Stream(0.9, 1000.0, 0.1, runs_out_s=5.0)], [], own(0.5), 0.1)
+    assert heard.room_s == pytest.approx(1000.0, rel=0.01) and heard.audio_s > heard.room_s
