@@ -11,10 +11,10 @@ stream whose audio runs out first (a stream that has none yet goes first). That 
 what makes the wait: the streams on the thread do not end together, as an even share of
 the thread would have them, but one unit after another; and a stream let in while others
 still have units to make is served first until it holds as much audio as they do, so
-the last of those ends later. Measured on the 2-core Xeon with six Mandarin streams
-(teacher, three let in at a time): an even share told the three waiting streams 5.5 s,
-and they went to the thread at 5.3, 6.0 and 7.5 s (docs/benchmarks.md, "What a held-back
-stream is told").
+the last of those ends later. With six Mandarin listeners on the 2-core Xeon (teacher,
+three let in at a time) an even share told the held-back streams 6.2 s and they were
+heard at 7.7 s, p50 (``benchmarks/listeners.py --before``; docs/benchmarks.md, "What a
+held-back stream is told").
 
 A stream fed by ``append`` (an LLM) counts only the text it has sent: its wait is a
 lower bound, as the worker cannot know what is still to come.
