@@ -83,6 +83,7 @@ export class Player extends EventTarget {
     this._mappings = []; // recent ones, with the frame rendered when each was posted
     this._history = []; // [[frame, perf]]: output timestamps, for the rate
     this._readings = []; // [[performanceTime, perf - frame time]]: the last few distinct output timestamps
+    this._heardReadings = []; // the same for heard(): its readings come per animation frame, not per status
     this._ticker = null;
     // id -> {first, end: pos of its first and past its last sample, rows: [[pos, frame]]
     // (the last few placed), chunks: [{pos, len, first: pos of its first sample placed}]}
@@ -139,6 +140,7 @@ export class Player extends EventTarget {
     this._mappings = [];
     this._history = [];
     this._readings = [];
+    this._heardReadings = [];
     this._release();
     this._emit("state", { state: ctx.state });
   }
@@ -229,24 +231,21 @@ export class Player extends EventTarget {
 
   // How many samples of utterance `id` have reached the listener, now: what the worklet
   // had played at its last status, moved on by the frames rendered since (statuses come
-  // every ~40 ms, a word lasts a few hundred), less the output's latency. The context's
-  // output timestamp says which frame the device plays at this moment, latency included;
-  // where the browser gives none, currentTime less the latencies it reports. null when
-  // `id` is not what the worklet is playing.
+  // every ~40 ms, a word lasts a few hundred), less the output's latency and the trim.
+  // The context's output timestamps say which frame the device plays when, latency
+  // included, read as the timeline reads them (_outputNow: the median of the last few,
+  // since one dated late, by 25 ms on CI's loaded box, put the highlight that far
+  // behind); where the browser gives none, currentTime less the latencies it reports.
+  // null when `id` is not what the worklet is playing.
   heard(id) {
     const st = this.status;
     const ctx = this.ctx;
     if (!ctx || st.id !== id || st.frame === undefined) return null;
     const run = this._runs.get(id);
     if (run) return this._heardOnTimeline(run);
-    const rate = this.sampleRate;
-    let now = ctx.currentTime * rate - ((ctx.baseLatency || 0) + (ctx.outputLatency || 0)) * rate;
-    const ts = ctx.getOutputTimestamp ? ctx.getOutputTimestamp() : null;
-    if (ts && ts.contextTime > 0 && ts.performanceTime > 0) {
-      // Moved on by the time since that frame was played (the timestamp is renewed once a
-      // device callback, ~10 ms); back, if the browser dates it ahead.
-      now = (ts.contextTime + (performance.now() - ts.performanceTime) / 1000) * rate;
-    }
+    // Its own readings: the kiosk's clock ticks and placements keep theirs at their pace.
+    const out = this._outputNow(this._heardReadings);
+    const now = out.frame + ((performance.now() - out.perf) / 1000) * this.sampleRate;
     // The status's `pos` counts the quantum that began at its `frame`; at most what was
     // queued then can have played since, and nothing while the worklet waits to refill.
     const ahead = Math.min(now - (st.frame + QUANTUM), st.playing ? st.buffered : 0);
@@ -331,12 +330,12 @@ export class Player extends EventTarget {
   // is why the window is 1 s: within 0.5 s a tick had two, and one odd one moved it by
   // half). (Five readings followed slips too slowly where the host was held up every
   // ~0.5 s: benchmarks.md, "Kiosks on a box held up".)
-  _outputNow() {
+  _outputNow(readings = this._readings) {
     const ctx = this.ctx;
     const rate = this.sampleRate;
     const ts = ctx.getOutputTimestamp ? ctx.getOutputTimestamp() : null;
     if (ts && ts.contextTime > 0 && ts.performanceTime > 0) {
-      const offset = outputOffset(this._readings, ts.performanceTime, ts.performanceTime - ts.contextTime * 1000);
+      const offset = outputOffset(readings, ts.performanceTime, ts.performanceTime - ts.contextTime * 1000);
       return { frame: ts.contextTime * rate, perf: ts.contextTime * 1000 + offset + this.outputMs, stamped: true };
     }
     const latency = (ctx.baseLatency || 0) + (ctx.outputLatency || 0);

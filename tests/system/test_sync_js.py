@@ -155,6 +155,40 @@ def test_output_offset_ignores_one_odd_timestamp_and_follows_a_slip(blank: Page)
     assert got == [5, 5, 5, 5, 5, 5, 5, 15, 21, 18, 21], got
 
 
+def test_the_position_heard_ignores_one_odd_timestamp(blank: Page) -> None:
+    """Player.heard, the position the caption lights a word by, reads the output timestamps
+    through the same median as the timeline: the one a callback dated 25 ms late (CI's
+    loaded box, where the kiosk's highlight then read 25 ms behind what its worklet had
+    played) moves nothing. The context is a stand-in reporting the timestamps chosen,
+    performance.now() a clock set with them: what is under test is the arithmetic."""
+    got = blank.evaluate("""async () => {
+        const { Player } = await import('/js/player.js');
+        const player = new Player();
+        const rate = 24000;
+        let ts = null;
+        player.ctx = { getOutputTimestamp: () => ts, currentTime: 0, baseLatency: 0, outputLatency: 0 };
+        player.sampleRate = rate;
+        player.status = { id: 'u', frame: 0, pos: 0, playing: true, buffered: 1e9 };
+        const now = performance.now;
+        const out = [];
+        try {
+            // A callback every 10 ms; the fifth is dated 25 ms after it was played.
+            for (let k = 1; k <= 7; k++) {
+                const played = 1000 + 10 * k;
+                ts = { contextTime: k * 0.01, performanceTime: played + (k === 5 ? 25 : 0) };
+                performance.now = () => played + 1;
+                out.push(player.heard('u'));
+            }
+        } finally {
+            performance.now = now;
+        }
+        return out;
+    }""")
+    # Frame k*240 was played at 1000 + 10k ms; 1 ms later, 24 more; less the quantum the
+    # status's frame began.
+    assert got == [k * 240 + 24 - QUANTUM for k in range(1, 8)], got
+
+
 MAPPING = """async ({ sr, phases }) => {
     const { ClockSync } = await import('/js/clock.js');
     const { Player } = await import('/js/player.js');
