@@ -30,6 +30,7 @@ class PlayerCollector(Collector):
                 ("cuts", "announcements cut by a high-priority one", counts.cuts),
                 ("drift_corrections", "single samples dropped or repeated to stay on the shared clock", steering.corrections),
                 ("jumps", "times the read position jumped to the shared clock", steering.jumps),
+                ("silent_shifts", "times the read position moved at once where nothing was heard", steering.shifts),
             ]
             clock_error = clock.error if clock.ready else float("nan")
             clock_samples = clock.samples

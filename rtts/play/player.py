@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 
 from rtts.broadcast.clock import OffsetFilter
-from rtts.play.steering import Steering, fit
+from rtts.play.steering import JUMP_S, Steering, fit
 from rtts.play.timeline import Timeline
 
 # Before the server's clock is known (the first half second of a connection), the host's own
@@ -69,6 +69,9 @@ class Player:
     def fill(self, heard_at: float, frames: int) -> np.ndarray:
         """The block whose first sample is heard at monotonic time ``heard_at``."""
         with self.lock:
-            step = self.steering.next(self.shared(heard_at), frames)
+            ideal = self.shared(heard_at)
+            # Within JUMP_S of it either way: where the cursor is, or will be after a move.
+            quiet = self.timeline.quiet(ideal - JUMP_S, ideal + frames / self.rate + JUMP_S)
+            step = self.steering.next(ideal, frames, quiet)
             samples = self.timeline.render(step.start, step.read)
         return fit(samples, frames)

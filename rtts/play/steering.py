@@ -8,13 +8,22 @@ while the smoothed error is over a tenth of a millisecond, each block reads one 
 or one fewer (ahead) than it plays, which a listener does not hear (a 10 ms block at 48
 kHz corrects up to 2,000 ppm, ten times a bad crystal). An error over ``JUMP_S`` (the
 first block, a stepped clock, an output that stalled) is not crept up on: the cursor
-jumps, and the timeline's late rule makes the join (a 3 ms fade-in).
+jumps, and the timeline's late rule makes the join (a 3 ms fade-in). Where nothing is
+heard (``quiet``: no announcement due within ``JUMP_S`` of the block) the error is taken
+at once, as the median of the last ``QUIET_BLOCKS`` blocks' (one odd timestamp moves
+nothing; a step is followed in three blocks). Crept up on, a sample a block, an error
+closes at 2 ms a second, and on a loaded box an output's timestamps stepped back 1-6 ms
+every 1.5 s for some ten seconds after it opened (PulseAudio's null sink, one core busy):
+players that crept met an announcement's first sample up to 8 ms apart
+(tests/system/test_in_step_across_instances.py, in 2 runs of 7).
 
 Device timestamps jitter by a fraction of a millisecond block to block, so the error is
 smoothed over about ``SMOOTH_BLOCKS`` blocks before it is acted on. Pure."""
 
 from __future__ import annotations
 
+import statistics
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +34,7 @@ SMOOTH_BLOCKS = 32
 # (PulseAudio's null sink through ALSA, measured), and chasing that would drop or repeat a
 # sample many times a second for nothing. A tenth of a millisecond is nothing to the ear.
 DEADBAND_S = 0.0001
+QUIET_BLOCKS = 5
 
 
 @dataclass
@@ -41,16 +51,29 @@ class Steering:
         self.error = 0.0  # smoothed: ideal - cursor, seconds
         self.jumps = 0
         self.corrections = 0  # samples dropped or repeated
+        self.shifts = 0  # times the cursor moved at once in silence
+        self._recent: deque[float] = deque(maxlen=QUIET_BLOCKS)  # the last blocks' ideal - cursor
 
-    def next(self, ideal: float, frames: int) -> Step:
+    def next(self, ideal: float, frames: int, quiet: bool = False) -> Step:
+        """The block heard from shared time ``ideal``; ``quiet``: nothing is due near it."""
         jumped = self.cursor is None or abs(ideal - self.cursor) > JUMP_S
         if jumped:
             self.cursor, self.error = ideal, 0.0
             self.jumps += 1
+            self._recent.clear()
         assert self.cursor is not None
+        self._recent.append(ideal - self.cursor)
         self.error += (ideal - self.cursor - self.error) / SMOOTH_BLOCKS
         one = 1 / self.rate
         band = max(one, DEADBAND_S)
+        shift = statistics.median(self._recent)
+        if quiet and abs(shift) > band:
+            # The errors so far were measured from where the cursor was; the smoothed one,
+            # which lags a step, starts again from what is left: nothing.
+            self.cursor += shift
+            self.error = 0.0
+            self._recent = deque((e - shift for e in self._recent), maxlen=QUIET_BLOCKS)
+            self.shifts += 1
         k = 1 if self.error > band else -1 if self.error < -band else 0
         if k:
             self.corrections += 1

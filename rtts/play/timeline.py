@@ -92,6 +92,14 @@ class Timeline:
         """Whether an announcement is due or playing at shared time ``at``."""
         return any(not c.ended or c.last_due() > at for c in self.clips.values())
 
+    def quiet(self, start: float, end: float) -> bool:
+        """Whether nothing is due from shared time ``start`` to ``end``: silence there,
+        wherever within it the read position is."""
+        return not any(
+            c.play_at < end and (not c.ended or c.last_due() > start) and (c.cut_at is None or c.cut_at > start)
+            for c in self.clips.values()
+        )
+
     def render(self, at: float, n: int) -> np.ndarray:
         out = np.zeros(n, np.float32)
         for key, clip in list(self.clips.items()):

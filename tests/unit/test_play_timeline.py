@@ -206,3 +206,37 @@ def test_undated_blocks_and_a_clock_of_the_backends_own_fall_back_to_the_callbac
     assert dates.heard(0.0, 0.0, latency=0.09) == pytest.approx(clocks.mono + 0.09)  # no dates at all
     own = BlockDates(clocks.monotonic, (clocks.wall, clocks.monotonic))
     assert own.heard(12.5, 12.62, latency=0.09) == pytest.approx(clocks.mono + 0.12)  # stream time from 0
+
+
+def test_steering_takes_a_step_at_once_in_silence_and_a_sample_a_block_in_sound() -> None:
+    """The output's timestamps step back 4 ms (a loaded box's PulseAudio): with nothing
+    heard the read position follows within a few smoothing spans (0.5 s); while an
+    announcement plays it still creeps, a sample a block, never more."""
+    rate, frames = 48000, 480
+
+    def after_step(quiet: bool) -> tuple[float, Steering]:
+        s = Steering(rate)
+        shared = 1000.0
+        for _ in range(100):
+            s.next(shared, frames, quiet)
+            shared += frames / rate
+        shared -= 0.004
+        for _ in range(50):
+            step = s.next(shared, frames, quiet)
+            assert quiet or step.read in (frames - 1, frames, frames + 1)
+            shared += frames / rate
+        return abs(shared - s.cursor), s
+
+    off, s = after_step(quiet=True)
+    assert off < 0.0005 and s.shifts > 0 and s.jumps == 1, (off, s.shifts)
+    off, s = after_step(quiet=False)
+    assert off > 0.0025 and s.shifts == 0, off
+
+
+def test_only_where_nothing_is_due_is_quiet() -> None:
+    t = Timeline(48000)
+    t.start("a#1", 10.0, 48000)
+    assert t.quiet(9.0, 9.98) and not t.quiet(9.0, 10.01), "due from its play_at, whether or not it has come"
+    t.audio("a#1", 0, np.ones(4800, np.float32))
+    t.end("a#1")
+    assert not t.quiet(10.05, 10.06) and t.quiet(10.11, 10.2), "over once its last sample is heard"
