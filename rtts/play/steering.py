@@ -14,8 +14,8 @@ at once, as the median of the last ``QUIET_BLOCKS`` blocks' (one odd timestamp m
 nothing; a step is followed in three blocks). Crept up on, a sample a block, an error
 closes at 2 ms a second, and on a loaded box an output's timestamps stepped back 1-6 ms
 every 1.5 s for some ten seconds after it opened (PulseAudio's null sink, one core busy):
-players that crept met an announcement's first sample up to 8 ms apart
-(tests/system/test_in_step_across_instances.py, in 2 runs of 7).
+players that crept met an announcement's first sample 12-23 ms apart in 3 runs of 7
+(tests/system/test_in_step_across_instances.py; taken at once, 0.5-1.3 ms, none of 7).
 
 Device timestamps jitter by a fraction of a millisecond block to block, so the error is
 smoothed over about ``SMOOTH_BLOCKS`` blocks before it is acted on. Pure."""
