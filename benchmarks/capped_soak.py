@@ -450,7 +450,10 @@ async def read_answer(ws: Any, uid: str, run: Run, tally: Tally, kind: str, pace
             stream.frame(time.perf_counter(), len(msg["data"]) / 2 / rate)
             assert stream.first is not None
             ahead = stream.first + stream.audio_s + stream.gap_s - time.perf_counter()
-            if paced and ahead > PLAYER_LEAD_S:
+            # A listener who cancelled plays no more: what the server sent before the cancel
+            # is read at once. Played out in real time, a long text's audio in the socket's
+            # buffers kept the long client past the drain and its wait.
+            if paced and not cancelled and ahead > PLAYER_LEAD_S:
                 await asyncio.sleep(ahead - PLAYER_LEAD_S)
         elif msg["type"] == "error":
             code = code or msg["code"]
