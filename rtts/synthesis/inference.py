@@ -110,8 +110,6 @@ STREAM_GAP_S = 1.0
 # (a run of Kokoro's, a window of Piper's) before the most urgent job may go: streams
 # of such engines take turns piece by piece, not unit by unit (``room.when_heard``).
 PIECE_S = 0.1
-# Languages written in Han or kana (``Job.rest_cjk``).
-CJK_LANGS = ("zh", "ja")
 
 
 def can_yield(slack_s: float, ahead_s: list[float], own_next_s: float, guard_s: float = YIELD_GUARD_S) -> bool:
@@ -379,8 +377,9 @@ class InferenceWorker:
         def per_char(group: list[tuple[VoiceInfo, str]]) -> float:  # compute seconds a character
             return max(self._rtf(v, lang, job.generator) * self._speech_s_per_char(v.engine, lang) for v, lang in group)
 
-        cjk = [p for p in pairs if p[1] in CJK_LANGS] or pairs
-        other = [p for p in pairs if p[1] not in CJK_LANGS] or pairs
+        # The languages read a Han or kana character at a time (``Job.rest_cjk``).
+        cjk = [p for p in pairs if p[1] in _SPEECH_S_PER_CJK_CHAR] or pairs
+        other = [p for p in pairs if p[1] not in _SPEECH_S_PER_CJK_CHAR] or pairs
         return (job.rest_cjk * per_char(cjk) + (job.rest_chars - job.rest_cjk) * per_char(other)) / job.speed
 
     def capacity(self, max_load: float) -> dict[str, object]:
