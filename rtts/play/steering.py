@@ -12,10 +12,11 @@ jumps, and the timeline's late rule makes the join (a 3 ms fade-in). Where nothi
 heard (``quiet``: no announcement due within ``JUMP_S`` of the block) the error is taken
 at once, as the median of the last ``QUIET_BLOCKS`` blocks' (one odd timestamp moves
 nothing; a step is followed in three blocks). Crept up on, a sample a block, an error
-closes at 2 ms a second, and on a loaded box an output's timestamps stepped back 1-6 ms
-every 1.5 s for some ten seconds after it opened (PulseAudio's null sink, one core busy):
-players that crept met an announcement's first sample 12-23 ms apart in 3 runs of 7
-(tests/system/test_in_step_across_instances.py; taken at once, 0.5-1.3 ms, none of 7).
+closes at 2 ms a second, and on a loaded box an output's reported delay steps by a few
+ms, again and again, for seconds after it opens (PulseAudio's null sink with a core
+busy): players that crept met an announcement's first sample 12-23 ms apart in 3 runs of
+7 (tests/system/test_in_step_across_instances.py; taken at once, 0.5-1.3 ms, none of 7:
+docs/benchmarks.md, "Loudspeakers in step").
 
 Device timestamps jitter by a fraction of a millisecond block to block, so the error is
 smoothed over about ``SMOOTH_BLOCKS`` blocks before it is acted on. Pure."""
@@ -66,8 +67,8 @@ class Steering:
         self.error += (ideal - self.cursor - self.error) / SMOOTH_BLOCKS
         one = 1 / self.rate
         band = max(one, DEADBAND_S)
-        shift = statistics.median(self._recent)
-        if quiet and abs(shift) > band:
+        shift = statistics.median(self._recent) if quiet else 0.0
+        if abs(shift) > band:
             # The errors so far were measured from where the cursor was; the smoothed one,
             # which lags a step, starts again from what is left: nothing.
             self.cursor += shift

@@ -88,10 +88,6 @@ class Timeline:
         if clip is not None:
             clip.ended = True
 
-    def busy(self, at: float) -> bool:
-        """Whether an announcement is due or playing at shared time ``at``."""
-        return any(not c.ended or c.last_due() > at for c in self.clips.values())
-
     def quiet(self, start: float, end: float) -> bool:
         """Whether nothing is due from shared time ``start`` to ``end``: silence there,
         wherever within it the read position is."""
