@@ -69,6 +69,11 @@ class Bus(Protocol):
         one the first instance to begin it fixed, or, being first, ``timeline.propose`` with
         the largest recent ``lead`` of any instance (at most ``max_lead``); raises ``BusDown``."""
 
+    async def share_lead(self, lead: float | None, now: float) -> None:
+        """Tell the other instances this instance's lead while it has subscribers (None:
+        it has none now), so that ``claim_play_at`` covers it whoever begins an
+        announcement first; raises ``BusDown``."""
+
     async def stop(self) -> None: ...
 
 
@@ -105,6 +110,9 @@ class LocalBus:
     async def claim_play_at(self, key: str, now: float, lead: float, floor: float, *, max_lead: float) -> float:
         return timeline.propose(now, min(lead, max_lead), floor)  # nobody else to agree with
 
+    async def share_lead(self, lead: float | None, now: float) -> None:
+        pass  # nobody else to tell
+
     async def stop(self) -> None:
         self._deliver = None
 
@@ -116,7 +124,8 @@ local seq = redis.call('INCR', KEYS[1])
 redis.call('PUBLISH', ARGV[1], seq .. '\\n' .. ARGV[2])
 return seq
 """
-# KEYS[1]: the announcement's play_at; KEYS[2]: every instance's lead, "<lead>:<when>";
+# KEYS[1]: the announcement's play_at; KEYS[2]: every instance's lead, "<lead>:<when>"
+# (two fields an instance: its last claim's, and its subscribers', ``share_lead``);
 # ARGV: this instance, its lead, now, the floor, the largest lead allowed. The first
 # claim fixes play_at for every instance, covering the slowest instance's recent lead;
 # the others get that value. Leads older than LEAD_TTL_S (an instance gone) are dropped.
@@ -142,7 +151,7 @@ local play = string.format('%.6f', math.max(now + lead, floor))
 redis.call('SET', KEYS[1], play, 'EX', ARGV[7])
 return play
 """
-LEAD_TTL_S = 600  # an instance's lead counts this long after its last claim
+LEAD_TTL_S = 600  # an instance's lead counts this long after its last claim or share
 # A claimed play_at is kept this long: every instance begins an announcement within minutes
 # of the first (a channel waits at most HOLD_S for each before it).
 PLAY_TTL_S = 3600
@@ -313,6 +322,19 @@ class RedisBus:
         if not math.isfinite(play_at):
             raise BusDown(f"Redis: {keys[0]} holds {play_at!r}, not a time")
         return play_at  # how near now it must be is the channel's to say (timeline.claim_bounds)
+
+    async def share_lead(self, lead: float | None, now: float) -> None:
+        key, field = f"{PREFIX}lead", f"{self.instance}/subscribers"  # beside its claims' field
+        try:
+            if lead is None:
+                await self._redis.hdel(key, field)
+                return
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.hset(key, field, f"{lead!r}:{now!r}")
+                pipe.expire(key, LEAD_TTL_S)
+                await pipe.execute()
+        except self._errors as exc:
+            raise BusDown(f"Redis: {exc}") from None
 
     async def stop(self) -> None:
         self._stopping = True

@@ -38,7 +38,9 @@ with ``subscribe.after`` (the last ``seq`` it heard) it is told how many it miss
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -74,6 +76,9 @@ CLAIM_TIMEOUT_S = 0.5
 # needed: the timer that begins it fires a little late, and one lead from then would
 # then be past the time asked.
 WANTED_EARLY_S = 0.1
+# How often an instance with subscribers renews its lead in a shared bus (``_keep_lead_shared``),
+# well inside the time the bus keeps a lead for (bus.LEAD_TTL_S, 600 s).
+LEAD_RENEW_S = 120.0
 
 
 class Member(Protocol):
@@ -134,6 +139,8 @@ class Channels:
         self._subscriptions: dict[Member, set[str]] = {}  # each member's channels: no walk over all
         self._holding: dict[Member, set[str]] = {}  # announcements handed to a member, not yet ended
         self._tasks: set[asyncio.Task[None]] = set()
+        self._sharing: asyncio.Task[None] | None = None  # _keep_lead_shared, while there are subscribers
+        self._members_changed = asyncio.Event()  # _keep_lead_shared looks again at once
         self.started = 0  # announcements started on this instance
         self.dropped = 0  # announcements this instance could not queue
         self.claims_failed = 0  # announcements played at this instance's own time, the bus silent
@@ -146,6 +153,11 @@ class Channels:
     async def stop(self) -> None:
         for task in list(self._tasks):
             task.cancel()
+        if self._sharing is not None:
+            # Taken back, so that no instance waits for this one's lead; a Redis that does
+            # not answer at once leaves it to expire there.
+            with contextlib.suppress(BusDown, TimeoutError):
+                await asyncio.wait_for(self._bus.share_lead(None, self._clock()), 1.0)
         for ch in self._channels.values():
             for timer in (ch.timer, ch.lag):
                 if timer is not None:
@@ -171,6 +183,35 @@ class Channels:
         self._subscriptions.setdefault(member, set()).add(name)
         # Members are in before the answer is: nothing that starts meanwhile is lost.
         self._spawn(self._answer_join(member, ch, after))
+        if self._bus.shared:
+            self._members_changed.set()
+            if self._sharing is None or self._sharing.done():
+                self._sharing = self._spawn(self._keep_lead_shared())
+
+    async def _keep_lead_shared(self) -> None:
+        """Keep this instance's lead in the shared bus while it has subscribers: at once
+        when a subscriber raised it, else renewed every LEAD_RENEW_S; taken back when the
+        last one has gone. Only the announcements an instance began used to put it there,
+        so after ten quiet minutes (bus.LEAD_TTL_S) the first instance to begin one set its
+        play_at by its own lead alone, and a Snapcast feeder subscribed to another instance
+        (its lead holding the pipe's 1 s buffer, ``subscribe.ahead_ms``) lost its start."""
+        shared, renewed = 0.0, -math.inf
+        while True:
+            self._members_changed.clear()  # before the lead is read: a change from now on wakes the next round
+            leads = [self._lead(name) for name, ch in self._channels.items() if ch.members]
+            if not leads:
+                with contextlib.suppress(BusDown):  # else it expires there by itself
+                    await self._bus.share_lead(None, self._clock())
+                return
+            lead, now = max(leads), time.monotonic()
+            if lead > shared or now - renewed >= LEAD_RENEW_S:
+                try:
+                    await self._bus.share_lead(lead, self._clock())
+                    shared, renewed = lead, now
+                except BusDown:
+                    pass  # the bus's state says so (/readyz, metrics); tried again next round
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._members_changed.wait(), LEAD_RENEW_S)
 
     async def _answer_join(self, member: Member, ch: _Channel, after: int | None) -> None:
         try:
@@ -222,6 +263,7 @@ class Channels:
                 if not ch.waiting:
                     self._finish(ch)
             self._tidy(ch)
+            self._members_changed.set()
         member.tell(protocol.Unsubscribed(name))
 
     def forget(self, member: Member) -> None:
@@ -234,6 +276,7 @@ class Channels:
             if member in ch.waiting:
                 self._ended_by(ch, member, received=False)
             self._tidy(ch)
+            self._members_changed.set()
         for ann_id in self._holding.pop(member, set()):
             self.jobs.release(ann_id)
 
@@ -563,10 +606,11 @@ class Channels:
             return []
         return [a for a in ch.queue if (not self._due(a, now)) == later]
 
-    def _spawn(self, coro) -> None:  # type: ignore[no-untyped-def]
+    def _spawn(self, coro) -> asyncio.Task[None]:  # type: ignore[no-untyped-def]
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._done)
+        return task
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)

@@ -376,6 +376,51 @@ async def test_two_instances_claiming_one_announcement_agree_and_the_larger_lead
         await b.stop()
 
 
+async def test_a_lead_shared_without_a_claim_is_covered_by_another_instances_claim(redis_server: RedisServer, r) -> None:  # type: ignore[no-untyped-def]
+    """An instance with subscribers keeps its lead in Redis between its claims (``share_lead``):
+    another instance that begins an announcement first covers it; taken back, it no longer counts."""
+    from rtts.broadcast.bus import RedisBus
+
+    a, b = RedisBus(redis_server.url, 5000), RedisBus(redis_server.url, 5000)
+    try:
+        r.delete("rtts:lead")
+        now = time.time()
+        await b.share_lead(1.4, now)  # a Snapcast feeder on b: 0.4 learnt and its 1 s buffer
+        assert await a.claim_play_at(f"shared#1:{now!r}", now, 0.4, 0.0, max_lead=2.0) == pytest.approx(now + 1.4)
+        await b.claim_play_at(f"other#1:{now!r}", now, 0.4, 0.0, max_lead=2.0)  # b's claims keep their own field
+        assert await a.claim_play_at(f"shared#2:{now!r}", now, 0.4, 0.0, max_lead=2.0) == pytest.approx(now + 1.4)
+        await b.share_lead(None, now)
+        assert await a.claim_play_at(f"shared#3:{now!r}", now, 0.4, 0.0, max_lead=2.0) == pytest.approx(now + 0.4)
+        assert 0 < r.ttl("rtts:lead")
+    finally:
+        await a.stop()
+        await b.stop()
+
+
+def test_a_subscriber_that_writes_ahead_puts_its_instances_lead_in_redis_at_once(server: ServerThread, r) -> None:  # type: ignore[no-untyped-def]
+    """A real server: a subscriber with ``ahead_ms`` (as ``rtts play --output file:FIFO``)
+    puts the instance's lead, with it, in Redis before any announcement; it is taken back
+    when that subscriber has gone."""
+    feeder = Client(server.url)
+    try:
+        assert isinstance(feeder.recv(), protocol.Ready)
+        feeder.send(type="subscribe", channel="zone", ahead_ms=1000)
+        assert isinstance(feeder.recv(timeout=30), protocol.Subscribed)
+        deadline = time.monotonic() + 10
+        while not (mine := {k: v for k, v in r.hgetall("rtts:lead").items() if k.endswith(b"/subscribers")}):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        ((_, value),) = mine.items()
+        lead, at = (float(x) for x in value.split(b":"))
+        assert 1.0 + 0.3 <= lead <= 2.0 and abs(at - time.time()) < 10  # its learnt lead and the buffer, within the bound
+    finally:
+        feeder.close()
+    deadline = time.monotonic() + 10
+    while any(k.endswith(b"/subscribers") for k in r.hgetall("rtts:lead")):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
 def test_an_announcement_starts_with_one_play_at_for_every_subscriber(server: ServerThread) -> None:
     kiosks = [subscriber(server, "timed"), subscriber(server, "timed")]
     try:

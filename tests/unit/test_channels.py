@@ -492,6 +492,8 @@ class SharedBus(LocalBus):
     def __init__(self, clock) -> None:  # type: ignore[no-untyped-def]
         super().__init__(clock)
         self.claims: list[tuple[str, float, float, float]] = []
+        self.shares: list[float | None] = []
+        self.shares_refused = 0
         self.answer: asyncio.Future[float] | None = None
         self.down = False
 
@@ -503,6 +505,14 @@ class SharedBus(LocalBus):
             raise BusDown("Redis: connection refused")
         self.answer = asyncio.get_running_loop().create_future()
         return await self.answer
+
+    async def share_lead(self, lead: float | None, now: float) -> None:
+        from rtts.broadcast.bus import BusDown
+
+        if self.down:
+            self.shares_refused += 1
+            raise BusDown("Redis: connection refused")
+        self.shares.append(lead)
 
 
 async def shared_hub(wall: Wall, **lead) -> tuple[Channels, SharedBus]:  # type: ignore[no-untyped-def]
@@ -530,6 +540,48 @@ async def test_across_instances_one_claim_and_its_time_for_every_member() -> Non
     await settle()
     assert [x.play_at for x in a.heard] == [wall.t + 1.7] == [x.play_at for x in b.heard]
     assert a.heard[0].id == ann.id and hub.claims_failed == 0
+    await hub.stop()
+
+
+async def test_an_instance_with_subscribers_keeps_its_lead_in_the_shared_bus(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Not only its claims: after ten quiet minutes another instance began an announcement
+    by its own lead alone, and a Snapcast feeder here (1 s ahead) lost the start. Shared at
+    once when a subscriber raises it (a flood of kiosks shares it once), renewed, taken
+    back when the last subscriber has gone; a bus that is down is tried again."""
+    from rtts.broadcast import channels
+
+    wall = Wall()
+    hub, bus = await shared_hub(wall, fixed=0.4)
+    kiosks = [Member(hub) for _ in range(20)]
+    for kiosk in kiosks:
+        hub.join(kiosk, "lobby", None)
+    await settle()
+    assert bus.shares == [0.4]
+    feeder = Member(hub)
+    hub.join(feeder, "hall", None, 1.0)
+    await settle()
+    assert bus.shares == [0.4, 1.4]
+    monkeypatch.setattr(channels, "LEAD_RENEW_S", 0.05)
+    bus.down = True
+    hub.leave(feeder, "hall")  # wakes it; its renewal, due 0.05 s on, meets a bus that is down
+    await asyncio.sleep(0.12)
+    assert bus.shares == [0.4, 1.4] and bus.shares_refused >= 1
+    bus.down = False
+    await asyncio.sleep(0.12)
+    assert bus.shares[2:] and set(bus.shares[2:]) == {0.4}  # renewed, at the lead it has now
+    for kiosk in kiosks:
+        hub.leave(kiosk, "lobby")
+    await asyncio.sleep(0.1)
+    assert bus.shares[-1] is None and hub._sharing is not None and hub._sharing.done()
+    await hub.stop()
+
+
+async def test_a_bus_of_one_instance_is_told_no_lead() -> None:
+    hub = Channels(LocalBus(), FakeJobs(), queue_limit=3)  # type: ignore[arg-type]
+    await hub.start()
+    hub.join(Member(hub), "lobby", None, 1.0)
+    await settle()
+    assert hub._sharing is None
     await hub.stop()
 
 
