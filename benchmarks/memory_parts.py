@@ -33,6 +33,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -50,6 +51,28 @@ def _status(pid: int, field: str) -> int:
             if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
     return 0
+
+
+class _AnonPeak:
+    """The anonymous memory's peak of ``pid`` while it lasts, read every 5 ms: VmHWM counts
+    the file pages of mapped dictionaries too (the Japanese front end's Sudachi dictionary:
+    ~120 MB after one long Japanese unit), which the kernel can take back; anonymous memory
+    is what the memory budget plans (``memory.anonymous_bytes``) and what a cap cannot reclaim."""
+
+    def __init__(self, pid: int) -> None:
+        self.peak = _status(pid, "RssAnon")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, args=(pid,), daemon=True)
+        self._thread.start()
+
+    def _sample(self, pid: int) -> None:
+        while not self._stop.wait(0.005):
+            self.peak = max(self.peak, _status(pid, "RssAnon"))
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
 
 
 def _reset_peak(pid: int) -> None:
@@ -139,6 +162,7 @@ def measure() -> dict:
         assert pid is not None
         _reset_peak(pid)
         before = child_rss(host)
+        anon_before, anon = _status(pid, "RssAnon"), _AnonPeak(pid)
         t0 = time.perf_counter()
         audio_s = 0.0
         for unit in split_units(text):
@@ -147,6 +171,8 @@ def measure() -> dict:
         out["requests"][f"{lang} {len(text)} chars"] = {
             "before_mb": round(before / MB, 1),
             "peak_mb": round(_status(pid, "VmHWM") / MB, 1),
+            "anon_before_mb": round(anon_before / MB, 1),
+            "anon_peak_mb": round(anon.stop() / MB, 1),
             "after_mb": round(child_rss(host) / MB, 1),
             # Of it, file pages (the mapped dictionaries: reclaimable, not in the budget).
             "after_file_mb": round(_status(pid, "RssFile") / MB, 1),
@@ -269,7 +295,8 @@ def main() -> int:
         print(f"  all engines and front ends loaded: {r['all loaded_mb']} MB")
         for name, q in r["requests"].items():
             print(f"  {name:28s} before {q['before_mb']:6.1f}  peak {q['peak_mb']:6.1f}  after {q['after_mb']:6.1f} MB"
-                  f" (file pages {q.get('after_file_mb', 0):.1f})   ({q['audio_s']} s audio in {q['compute_s']} s)")
+                  f" (file pages {q.get('after_file_mb', 0):.1f}; anonymous {q.get('anon_before_mb', 0):.1f}"
+                  f" -> peak {q.get('anon_peak_mb', 0):.1f})   ({q['audio_s']} s audio in {q['compute_s']} s)")
         for own, figures in r.get("kokoro_generators", {}).items():
             print(f"  Kokoro speaking the {own} (anonymous): " + ", ".join(f"{k} +{v}" for k, v in figures.items()))
         for lang, rows in r.get("kokoro_runs", {}).items():
