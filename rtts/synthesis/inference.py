@@ -841,6 +841,9 @@ class InferenceWorker:
         for name, mb in self._needed_mb(job.voice, job.lang, _generator(job)).items():
             if name != job.voice.model:  # a front end, or a generator opened for the job
                 self._note_front_end(name, mb)
+        # Said at once, not after the job: a client that has heard the job's audio (and
+        # asks /readyz) finds what was opened for it there.
+        self.parts = self._resident_mb()
 
     def _run_job(self, entry: _Entry) -> None:
         job = entry.job
