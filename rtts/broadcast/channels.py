@@ -202,7 +202,10 @@ class Channels:
             if not leads:
                 with contextlib.suppress(BusDown):  # else it expires there by itself
                     await self._bus.share_lead(None, self._clock())
-                return
+                if not self._members_changed.is_set():
+                    return
+                shared, renewed = 0.0, -math.inf  # one subscribed meanwhile: shared afresh
+                continue
             lead, now = max(leads), time.monotonic()
             if lead > shared or now - renewed >= LEAD_RENEW_S:
                 try:

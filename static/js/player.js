@@ -247,8 +247,8 @@ export class Player extends EventTarget {
     const out = this._outputNow(this._heardReadings);
     // Never past what has been rendered (currentTime): after a slip (the output fell
     // behind, a callback missed on a loaded box) the median keeps the mapping from before
-    // it for a reading, ahead by the slip (CI's kiosk highlight read 32 ms ahead of its
-    // worklet so).
+    // it for a reading, ahead by the slip (the kiosk highlight test, in a whole suite,
+    // read 32 ms ahead of its worklet so).
     const now = Math.min(out.frame + ((performance.now() - out.perf) / 1000) * this.sampleRate, ctx.currentTime * this.sampleRate);
     // The status's `pos` counts the quantum that began at its `frame`; at most what was
     // queued then can have played since, and nothing while the worklet waits to refill.

@@ -494,6 +494,7 @@ class SharedBus(LocalBus):
         self.claims: list[tuple[str, float, float, float]] = []
         self.shares: list[float | None] = []
         self.shares_refused = 0
+        self.gate: asyncio.Event | None = None
         self.answer: asyncio.Future[float] | None = None
         self.down = False
 
@@ -512,6 +513,8 @@ class SharedBus(LocalBus):
         if self.down:
             self.shares_refused += 1
             raise BusDown("Redis: connection refused")
+        if self.gate is not None:  # Redis taking its time
+            await self.gate.wait()
         self.shares.append(lead)
 
 
@@ -573,6 +576,22 @@ async def test_an_instance_with_subscribers_keeps_its_lead_in_the_shared_bus(mon
         hub.leave(kiosk, "lobby")
     await asyncio.sleep(0.1)
     assert bus.shares[-1] is None and hub._sharing is not None and hub._sharing.done()
+    await hub.stop()
+
+
+async def test_a_subscriber_that_comes_while_the_lead_is_taken_back_has_it_shared_again() -> None:
+    wall = Wall()
+    hub, bus = await shared_hub(wall, fixed=0.4)
+    kiosk = Member(hub)
+    hub.join(kiosk, "lobby", None)
+    await settle()
+    bus.gate = asyncio.Event()
+    hub.leave(kiosk, "lobby")  # the last: its lead is being taken back...
+    await settle()
+    hub.join(Member(hub), "hall", None, 0.5)  # ...when another subscribes
+    bus.gate.set()
+    await settle()
+    assert bus.shares == [0.4, None, 0.9] and hub._sharing is not None and not hub._sharing.done()
     await hub.stop()
 
 
