@@ -155,37 +155,41 @@ def test_output_offset_ignores_one_odd_timestamp_and_follows_a_slip(blank: Page)
     assert got == [5, 5, 5, 5, 5, 5, 5, 15, 21, 18, 21], got
 
 
+# Player.heard under a stand-in context: a device callback every 10 ms, frame k*240 heard
+# at 1000 + 10k ms (+ ``late`` ms for the callback ``odd`` only; + ``slip`` ms from callback
+# ``slipped`` on), the context rendering 20 ms ahead; each read 1 ms after its callback,
+# performance.now() a clock set with them: what is under test is the arithmetic.
+HEARD = """async ({ n, odd, late, slipped, slip }) => {
+    const { Player } = await import('/js/player.js');
+    const player = new Player();
+    const rate = 24000;
+    let ts = null;
+    player.ctx = { getOutputTimestamp: () => ts, currentTime: 0, baseLatency: 0, outputLatency: 0 };
+    player.sampleRate = rate;
+    player.status = { id: 'u', frame: 0, pos: 0, playing: true, buffered: 1e9 };
+    const now = performance.now;
+    const out = [];
+    try {
+        for (let k = 1; k <= n; k++) {
+            const played = 1000 + 10 * k + (k >= slipped ? slip : 0);
+            ts = { contextTime: k * 0.01, performanceTime: played + (k === odd ? late : 0) };
+            player.ctx.currentTime = k * 0.01 + 0.021;
+            performance.now = () => played + 1;
+            out.push(player.heard('u'));
+        }
+    } finally {
+        performance.now = now;
+    }
+    return out;
+}"""
+
+
 def test_the_position_heard_ignores_one_odd_timestamp(blank: Page) -> None:
     """Player.heard, the position the caption lights a word by, reads the output timestamps
     through the same median as the timeline: the one a callback dated 25 ms late (CI's
     loaded box, where the kiosk's highlight then read 25 ms behind what its worklet had
-    played) moves nothing. The context is a stand-in reporting the timestamps chosen,
-    performance.now() a clock set with them: what is under test is the arithmetic."""
-    got = blank.evaluate("""async () => {
-        const { Player } = await import('/js/player.js');
-        const player = new Player();
-        const rate = 24000;
-        let ts = null;
-        player.ctx = { getOutputTimestamp: () => ts, currentTime: 0, baseLatency: 0, outputLatency: 0 };
-        player.sampleRate = rate;
-        player.status = { id: 'u', frame: 0, pos: 0, playing: true, buffered: 1e9 };
-        const now = performance.now;
-        const out = [];
-        try {
-            // A callback every 10 ms; the fifth is dated 25 ms after it was played. The
-            // context renders 20 ms ahead of what is heard.
-            for (let k = 1; k <= 7; k++) {
-                const played = 1000 + 10 * k;
-                ts = { contextTime: k * 0.01, performanceTime: played + (k === 5 ? 25 : 0) };
-                player.ctx.currentTime = k * 0.01 + 0.021;
-                performance.now = () => played + 1;
-                out.push(player.heard('u'));
-            }
-        } finally {
-            performance.now = now;
-        }
-        return out;
-    }""")
+    played) moves nothing."""
+    got = blank.evaluate(HEARD, {"n": 7, "odd": 5, "late": 25, "slipped": 99, "slip": 0})
     # Frame k*240 was played at 1000 + 10k ms; 1 ms later, 24 more; less the quantum the
     # status's frame began.
     assert got == [k * 240 + 24 - QUANTUM for k in range(1, 8)], got
@@ -195,33 +199,11 @@ def test_the_position_heard_is_never_past_what_was_rendered(blank: Page) -> None
     """After a slip (the output 30 ms behind from the fifth callback on, as a missed device
     callback on a loaded box leaves it), the median of the last three timestamps keeps the
     mapping from before it for one reading: the position then read 30 ms ahead of what was
-    heard, past what the context had even rendered (CI's kiosk highlight: 32 ms ahead of its
-    worklet). It is held to the render position (currentTime), then follows the slip."""
-    got = blank.evaluate("""async () => {
-        const { Player } = await import('/js/player.js');
-        const player = new Player();
-        const rate = 24000;
-        let ts = null;
-        player.ctx = { getOutputTimestamp: () => ts, currentTime: 0, baseLatency: 0, outputLatency: 0 };
-        player.sampleRate = rate;
-        player.status = { id: 'u', frame: 0, pos: 0, playing: true, buffered: 1e9 };
-        const now = performance.now;
-        const out = [];
-        try {
-            for (let k = 1; k <= 8; k++) {
-                const played = 1000 + 10 * k + (k >= 5 ? 30 : 0);
-                ts = { contextTime: k * 0.01, performanceTime: played };
-                player.ctx.currentTime = k * 0.01 + 0.021;  // rendered 20 ms ahead, read 1 ms on
-                performance.now = () => played + 1;
-                out.push(player.heard('u'));
-            }
-        } finally {
-            performance.now = now;
-        }
-        return out;
-    }""")
-    # 1 ms after frame k*240 was heard, 24 more; the fifth held to the render position
-    # (21 ms on: 504), not the stale mapping's 31 ms (744).
+    heard, past what the context had even rendered (the kiosk highlight test, once in a
+    suite: 32 ms ahead of its worklet). It is held to the render position (currentTime),
+    then follows the slip."""
+    got = blank.evaluate(HEARD, {"n": 8, "odd": 0, "late": 0, "slipped": 5, "slip": 30})
+    # The fifth held to the render position (21 ms on: 504), not the stale mapping's 31 ms (744).
     assert got == [k * 240 + (504 if k == 5 else 24) - QUANTUM for k in range(1, 9)], got
 
 
