@@ -84,21 +84,31 @@ def test_release_never_passes_the_chunk_ahead_and_stays_in_bounds() -> None:
         previous = at
 
 
+def _pings(s: socket.socket, echo: EchoServer) -> tuple[list[float], list[float]]:
+    """Ten pings through ``s``: each one's time to the echo server and back (seconds)."""
+    one_way, rtts = [], []
+    for k in range(10):
+        msg = f"ping {k:02d}".encode()
+        sent = time.monotonic()
+        s.sendall(msg)
+        assert recv_exact(s, len(msg)) == msg
+        rtts.append(time.monotonic() - sent)
+        one_way.append(echo.arrivals[-1][0] - sent)
+        time.sleep(0.01)
+    return one_way, rtts
+
+
 def test_each_direction_is_delayed(echo: EchoServer) -> None:
+    # The same pings without the proxy first: what this box's threads take to wake now
+    # (in a whole suite the median one-way came to 55.7 ms against a fixed 55 ms bound).
+    with connect(echo.port) as s:
+        direct_one_way, direct_rtts = _pings(s, echo)
     with DelayProxy(echo.port, delay_ms=50) as proxy, connect(proxy.port) as s:
-        one_way, rtts = [], []
-        for k in range(10):
-            msg = f"ping {k:02d}".encode()
-            sent = time.monotonic()
-            s.sendall(msg)
-            assert recv_exact(s, len(msg)) == msg
-            rtts.append(time.monotonic() - sent)
-            one_way.append(echo.arrivals[-1][0] - sent)
-            time.sleep(0.01)
+        one_way, rtts = _pings(s, echo)
     assert all(d >= 0.050 for d in one_way), one_way
     assert all(r >= 0.100 for r in rtts), rtts
-    assert statistics.median(one_way) < 0.050 + TYPICAL_S, one_way
-    assert statistics.median(rtts) < 0.100 + 2 * TYPICAL_S, rtts
+    assert statistics.median(one_way) < 0.050 + TYPICAL_S + statistics.median(direct_one_way), (one_way, direct_one_way)
+    assert statistics.median(rtts) < 0.100 + 2 * TYPICAL_S + statistics.median(direct_rtts), (rtts, direct_rtts)
 
 
 def test_jitter_stays_within_its_bounds_and_varies(echo: EchoServer) -> None:
