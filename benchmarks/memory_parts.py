@@ -53,21 +53,24 @@ def _status(pid: int, field: str) -> int:
     return 0
 
 
-class _AnonPeak:
-    """The anonymous memory's peak of ``pid`` while it lasts, read every 5 ms: VmHWM counts
-    the file pages of mapped dictionaries too (the Japanese front end's Sudachi dictionary:
-    ~120 MB after one long Japanese unit), which the kernel can take back; anonymous memory
-    is what the memory budget plans (``memory.anonymous_bytes``) and what a cap cannot reclaim."""
+class AnonPeak:
+    """The peak of ``pid``'s memory as the memory budget counts it (``memory.anonymous_bytes``)
+    while it lasts, read every 5 ms: VmHWM counts the file pages of mapped dictionaries too
+    (the Japanese front end's Sudachi dictionary: ~120 MB after one long Japanese unit),
+    which the kernel can take back; anonymous memory is what a cap cannot reclaim."""
 
     def __init__(self, pid: int) -> None:
-        self.peak = _status(pid, "RssAnon")
+        from rtts.host.memory import anonymous_bytes
+
+        self._read = lambda: anonymous_bytes(pid)
+        self.before = self.peak = self._read()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, args=(pid,), daemon=True)
+        self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
 
-    def _sample(self, pid: int) -> None:
+    def _sample(self) -> None:
         while not self._stop.wait(0.005):
-            self.peak = max(self.peak, _status(pid, "RssAnon"))
+            self.peak = max(self.peak, self._read())
 
     def stop(self) -> int:
         self._stop.set()
@@ -162,7 +165,7 @@ def measure() -> dict:
         assert pid is not None
         _reset_peak(pid)
         before = child_rss(host)
-        anon_before, anon = _status(pid, "RssAnon"), _AnonPeak(pid)
+        anon = AnonPeak(pid)
         t0 = time.perf_counter()
         audio_s = 0.0
         for unit in split_units(text):
@@ -171,8 +174,8 @@ def measure() -> dict:
         out["requests"][f"{lang} {len(text)} chars"] = {
             "before_mb": round(before / MB, 1),
             "peak_mb": round(_status(pid, "VmHWM") / MB, 1),
-            "anon_before_mb": round(anon_before / MB, 1),
             "anon_peak_mb": round(anon.stop() / MB, 1),
+            "anon_before_mb": round(anon.before / MB, 1),
             "after_mb": round(child_rss(host) / MB, 1),
             # Of it, file pages (the mapped dictionaries: reclaimable, not in the budget).
             "after_file_mb": round(_status(pid, "RssFile") / MB, 1),

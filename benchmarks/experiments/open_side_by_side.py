@@ -24,11 +24,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-
-def _anon_mb() -> float:
-    with open("/proc/self/status", encoding="ascii") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("RssAnon")) / 1024
+from memory_parts import MB, AnonPeak  # noqa: E402
 
 
 def measure(mode: str, cache_dir: Path) -> str:
@@ -39,16 +37,9 @@ def measure(mode: str, cache_dir: Path) -> str:
 
     library, _ = snake_library(cache_dir)
     predictor, decoder, _ = cached_kokoro_cut(assemble_model(KokoroPack.find(), cache_dir), cache_dir, library is not None)
-    base = _anon_mb()
-    peak_anon = [base]
-    done = threading.Event()
+    from rtts.host.memory import anonymous_bytes
 
-    def sample() -> None:  # the anonymous memory's peak, which a memory cap counts
-        while not done.wait(0.002):
-            peak_anon[0] = max(peak_anon[0], _anon_mb())
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
+    anon = AnonPeak(os.getpid())
     start = time.perf_counter()
     if mode == "in turn":
         open_session(predictor, 2, "predictor", cache_dir)
@@ -59,11 +50,10 @@ def measure(mode: str, cache_dir: Path) -> str:
         open_session(predictor, 2, "predictor", cache_dir)
         beside.join()
     took = time.perf_counter() - start
-    done.set()
-    sampler.join()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return (f"{mode}: {took:.3f} s, peak RSS {peak:.0f} MB, anonymous: peak +{peak_anon[0] - base:.0f} MB,"
-            f" held +{_anon_mb() - base:.0f} MB")
+    peak = anon.stop()
+    rss_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return (f"{mode}: {took:.3f} s, peak RSS {rss_peak:.0f} MB, anonymous: peak +{(peak - anon.before) / MB:.0f} MB,"
+            f" held +{(anonymous_bytes() - anon.before) / MB:.0f} MB")
 
 
 def main() -> int:
@@ -77,7 +67,6 @@ def main() -> int:
         return 0
     from rtts.host.client import CHILD_MALLOC
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
     import latency
 
     print(f"CPU: {latency.cpu_model()}; host probe {latency.probe_ms():.0f} ms", flush=True)
