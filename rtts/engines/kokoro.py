@@ -81,7 +81,7 @@ LANGS = ("en", "en-gb", "zh", "ja", "es", "fr", "it", "pt-br")
 # normalizing here; and its requests there.
 _NORMALIZE = {"zh": normalize_zh, "ja": normalize_ja}
 _G2P, _WORDS, _WARM, _STUDENT = "kokoro.g2p", "kokoro.g2p_words", "kokoro.warm", "kokoro.student"
-_STUDENT_OPEN = "kokoro.student_open"
+_STUDENT_OPEN, _STUDENT_PREPARE = "kokoro.student_open", "kokoro.student_prepare"
 # A Kokoro run yields nothing until it has decoded all of it (~0.25 s of compute per
 # second of speech here), so when the listener holds nothing yet (an utterance's first
 # unit), a Mandarin unit's first run is only its first words: (shortest, longest)
@@ -425,6 +425,9 @@ class KokoroEngine:
     def load(self) -> None:
         if self._session is not None:
             return
+        if self._student_langs and self._cache_dir is not None and student_file() is not None:
+            # Before the predictor opens, so that the student's DSP imports beside it (a wake).
+            self._host.call(_STUDENT_PREPARE)
         builtin = _load_style(self._get_pack().voices)
         model = self.model_path()
         # Where the student speaks every language the teacher's decoder is not opened: it
@@ -1033,8 +1036,9 @@ class KokoroKind:
         _G2P: "rtts.g2p.kokoro_langs:FrontEnds.phonemes",
         _WORDS: "rtts.g2p.kokoro_langs:FrontEnds.words",
         _WARM: "rtts.g2p.kokoro_langs:FrontEnds.warm_up",
-        _STUDENT: "rtts.engines.kokoro_student:StudentWork.run",
-        _STUDENT_OPEN: "rtts.engines.kokoro_student:StudentWork.open",
+        _STUDENT: "rtts.engines.student_work:StudentWork.run",
+        _STUDENT_OPEN: "rtts.engines.student_work:StudentWork.open",
+        _STUDENT_PREPARE: "rtts.engines.student_work:StudentWork.prepare",
     }
 
     def scanner(self) -> _Scan:

@@ -29,16 +29,16 @@ import numpy as np
 
 from rtts.engines.conv_gemm import product_kind
 from rtts.engines.graph_cut import Cut, write_cut
+from rtts.engines.kokoro_tensors import DURATIONS, ENERGY, F0, FEATURES
 
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["CUT", "SNAKE_CUT", "CutError", "KEEP_PAD_FRAMES", "cached_kokoro_cut", "cut_kokoro", "drop_pad_frames"]
+__all__ = [
+    "CUT", "DURATIONS", "ENERGY", "F0", "FEATURES", "KEEP_PAD_FRAMES", "SNAKE_CUT", "CutError", "cached_kokoro_cut", "cut_kokoro",
+    "drop_pad_frames",
+]
 
-DURATIONS = "/encoder/Clip_output_0"  # frames per input token, pads included
-FEATURES = "/encoder/MatMul_1_output_0"  # 1 x channels x frames
-F0 = "/encoder/Reshape_output_0"  # 1 x 2·frames
-ENERGY = "/encoder/Reshape_1_output_0"  # 1 x 2·frames
 # Frames (25 ms each) of a pad kept on each side, so a word's onset and decay are not
 # clipped; trim_silence then keeps its own short pad.
 KEEP_PAD_FRAMES = 3

@@ -12,32 +12,26 @@ The decoder the engine runs with the student is the teacher's decoder up to ``GE
 (its decode blocks, ~4 % of the whole) joined to the student in one graph, made once
 in a child process and kept in the cache directory like every cut (``graph_cut``),
 named by the student file's bytes too. It runs, with the DSP, in the inference process
-(``StudentWork``): only the audio crosses the pipe, not five spectra per frame.
+(``student_work``): only the audio crosses the pipe, not five spectra per frame.
 
     python -m rtts.engines.kokoro_student DECODER JOINED META   # the child's side of the cut
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from rtts.engines.base import EngineError
 from rtts.engines.graph_cut import Cut, write_cut
-from rtts.engines.kokoro_cut import ENERGY, F0, FEATURES
+from rtts.engines.kokoro_tensors import ENERGY, F0, FEATURES
+from rtts.engines.student_work import OUTPUTS
 
 __all__ = [
     "GENERATORS",
     "GEN_IN",
     "STUDENT_FILE",
     "StudentError",
-    "StudentWork",
     "cached_student_decoder",
     "student_file",
     "student_langs",
@@ -50,10 +44,6 @@ STUDENT_FILE = "kokoro-student.onnx"
 GATES_FILE = "kokoro-student.json"
 GENERATORS = ("auto", "student", "teacher")
 ALL_LANGS = ("en", "en-gb", "zh", "ja", "es", "fr", "it", "pt-br")
-OUTPUTS = ("lh", "th", "ln", "lr", "phi")
-# The noise branch's generator is seeded per run: the same unit gives the same audio
-# (with and without word timing, on a retry), as the teacher's does.
-NOISE_SEED = 20261202
 
 
 class StudentError(ValueError):
@@ -147,57 +137,6 @@ def cached_student_decoder(decoder: Path, cache_dir: Path) -> tuple[Path, dict]:
     (made in a child process the first time); StudentError when it cannot be made."""
     joined, meta = _cut().cached(decoder, cache_dir, StudentError)
     return joined, meta
-
-
-# ---------------------------------------------------------------- in the inference process
-
-# (joined decoder path, threads, cache dir or None): sent with every run, so that a
-# restarted inference process opens the model again by itself.
-Spec = tuple[str, int, "str | None"]
-
-
-def _import_dsp() -> None:
-    # If it cannot be imported, the first run imports it again and says why (EngineError).
-    with contextlib.suppress(ImportError):
-        importlib.import_module("hibari.dsp")
-
-
-class StudentWork:
-    """The joined decoder and the DSP, in the inference process (one per process)."""
-
-    def __init__(self) -> None:
-        self.session: Any = None
-        self.path: str | None = None
-
-    def open(self, spec: Spec) -> None:
-        """Open the joined decoder now (the engine's load does, so that what it holds counts
-        in the memory budget's figure for Kokoro; a run opens it too, after a restart)."""
-        from rtts.host.sessions import open_session
-
-        path, threads, cache_dir = spec
-        if self.session is None or self.path != path:
-            # The DSP's import (scipy.fft: ~0.16 s) beside the session's making, not in the
-            # first run: after an idle unload a kiosk's first words waited for it.
-            threading.Thread(target=_import_dsp, name="dsp-import", daemon=True).start()
-            self.session = open_session(Path(path), threads, "Kokoro student", None if cache_dir is None else Path(cache_dir))
-            self.path = path
-
-    def run(self, spec: Spec, features: np.ndarray, f0: np.ndarray, energy: np.ndarray, style: np.ndarray) -> np.ndarray:
-        """A unit's audio (float32, 300 samples a frame of ``f0``) from the decoder's inputs."""
-        from hibari import dsp  # here only: it brings scipy.fft
-
-        from rtts.host.sessions import run_options
-
-        self.open(spec)
-        feeds = {FEATURES: features, F0: f0, ENERGY: energy, "style": style}
-        parts = [np.asarray(p[0], np.float32) for p in self.session.run(list(OUTPUTS), feeds, run_options())]
-        curve = np.asarray(f0, np.float32).reshape(-1)
-        if parts[0].shape[1] != curve.size:
-            raise EngineError(f"Kokoro student: {parts[0].shape[1]} frames for an F0 of {curve.size}")
-        return dsp.synth(*parts, curve, np.random.default_rng(NOISE_SEED))
-
-    def unload(self) -> None:
-        self.session = self.path = None
 
 
 if __name__ == "__main__":

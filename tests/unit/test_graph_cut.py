@@ -50,6 +50,24 @@ def test_a_cut_is_named_by_its_model_and_recipe(tmp_path: Path, monkeypatch) -> 
     assert cut.files(model, tmp_path)[2] != first[2]  # new cutting code: a new name, cut again
 
 
+def test_a_recipe_is_worked_out_again_only_when_a_file_it_reads_changes(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A recipe is asked at every load (a wake's too), so it is kept per process: hashing
+    the student's 6 MB again was 10 ms of a wake's path. A data file that changes (size or
+    mtime) makes a new one."""
+    data = tmp_path / "student.onnx"
+    data.write_bytes(b"weights")
+    cut = Cut("rtts.engines.vits_split", "piper-split", ("encoder", "decoder"), data=(data,))
+    reads = []
+    original = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: reads.append(self.name) or original(self))
+    first = cut.recipe()
+    assert cut.recipe() == first and reads.count("student.onnx") == 1  # the second answer kept
+    data.write_bytes(b"other weights")
+    assert cut.recipe() != first and reads.count("student.onnx") == 2
+    os.utime(data, ns=(1_796_000_000_000_000_000,) * 2)
+    assert reads.count("student.onnx") == 2 and cut.recipe() and reads.count("student.onnx") == 3
+
+
 def test_whole_second_leaves_nothing_for_an_image_layer_to_change(tmp_path: Path) -> None:
     """A model file rtts makes loses its mtime's fraction (.6 s here: docker would truncate
     it, podman round it up), so both keep its mtime, and the names made from it."""
