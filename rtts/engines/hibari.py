@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from rtts.engines.base import AddVoice, Costs, Engine, EngineContext, EngineError, Memory, Timing, VoiceInfo
+from rtts.engines.hibari_package import import_hibari
 from rtts.engines.timed_windows import WindowedWords, heard
 from rtts.engines.trim import silence_bounds
 from rtts.g2p.split import split_phonemes
@@ -58,7 +59,7 @@ __all__ = ["HIBARI", "HibariEngine", "HibariWork", "Windows", "window_sizes"]
 logger = logging.getLogger(__name__)
 
 SAMPLE_RATE = 24000
-HOP = 300  # samples per frame (hibari.dsp.HOP), known here without importing it (scipy)
+HOP = 300  # samples per frame (hibari.dsp.HOP), known here without importing hibari in the server
 # A phoneme's sound is heard about two frames (25 ms) before the frames its duration
 # gives it (a frame's 50 ms synthesis window reaches that far back): word onsets after a
 # silence came 29 ms (median) after the sound without this (benchmarks/word_onsets.py).
@@ -107,7 +108,7 @@ class Windows:
     hop overlaps the next two frames' windows); the last call returns the tail."""
 
     def __init__(self, outputs: list[np.ndarray], noise: Noise) -> None:
-        from hibari import dsp  # the inference process only: it brings scipy.fft
+        from hibari import dsp  # the inference process only (hibari_package)
 
         self._dsp = dsp
         self._lh, self._th, self._ln, self._lr, self._phi, f0 = outputs
@@ -200,6 +201,7 @@ class HibariWork:
     carries the model's ``Spec``, so a restarted process loads it again by itself."""
 
     def __init__(self) -> None:
+        import_hibari()  # before anything here imports from it: with numpy's FFT
         self.session: Any = None
         self.g2p: Any = None  # hibari.g2p.G2P, over its compact tables where it can
         self.rng = np.random.default_rng()
