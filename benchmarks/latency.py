@@ -361,9 +361,11 @@ def write_block(doc: Path, name: str, section: str, heading: str) -> None:
 def builds(before: Path | None, generators: str) -> dict[str, tuple[Path, tuple[str, ...]]]:
     """The servers a comparing benchmark starts, by name: (checkout, extra ``rtts serve``
     arguments). This checkout, and ``before``'s beside it; or, with ``generators``
-    ("teacher,student"), this checkout once per Kokoro generator."""
+    ("teacher,student"), this checkout once per Kokoro generator, and with both, each
+    checkout once per generator ("before teacher": issue 31's reference)."""
     if generators:
-        return {g: (ROOT, ("--generator", g)) for g in generators.split(",")}
+        roots = {"": ROOT} | ({"before ": before.resolve()} if before else {})
+        return {f"{name}{g}": (root, ("--generator", g)) for name, root in roots.items() for g in generators.split(",")}
     return {"this build": (ROOT, ())} | ({"before": (before.resolve(), ())} if before else {})
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Wake after the idle unload: connect → first audio in English, Mandarin and Japanese.
 
-    python3 benchmarks/wake.py [--runs 5] [--before DIR | --generators teacher,student] [--langs zh,ja,en]
+    python3 benchmarks/wake.py [--runs 5] [--before DIR] [--generators teacher,student] [--langs zh,ja,en]
 
 For each language, each run starts ``python3 -m rtts serve`` (caches warm, as after the
 first start on a machine; ``--idle-unload 2``) and measures, with the text in that
@@ -81,7 +81,7 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--langs", default="zh,ja,en")
     p.add_argument("--before", type=Path, help="another checkout to measure in alternation (the previous build)")
-    p.add_argument("--generators", default="", help="e.g. teacher,student: this checkout once per Kokoro generator")
+    p.add_argument("--generators", default="", help="e.g. teacher,student: this checkout once per Kokoro generator (with --before, each checkout)")
     args = p.parse_args()
     langs = args.langs.split(",")
     builds = latency.builds(args.before, args.generators)
