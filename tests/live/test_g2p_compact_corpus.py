@@ -13,6 +13,7 @@ tests/unit/test_g2p_compact.py.)"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import subprocess
@@ -131,8 +132,11 @@ def speak(part: str, cache_dir: str | None, corpus: str, out: str) -> None:
         from rtts.g2p.kokoro_langs import FrontEnds
 
         if cache_dir is None and part == "zh":
-            import cn2an  # noqa: F401  (imported first, the packages are left as they are: the
-            import pkg_resources  # noqa: F401  reference is misaki's front end untouched, zh_imports)
+            # Imported first, the packages are left as they are (zh_imports): the reference
+            # is misaki's front end untouched (pkg_resources where setuptools is installed).
+            import cn2an  # noqa: F401
+            with contextlib.suppress(ImportError):
+                import pkg_resources  # noqa: F401
         fe = FrontEnds()
 
         def g2p(text: str) -> str:
@@ -188,7 +192,7 @@ def test_compact_tables_give_the_same_phonemes(part: str, corpus: Any, built: Pa
                               [(None, "own.json"), (built, "compact.json")])
     assert "Table" not in own["tables"] and set(small["tables"]) <= {"Table", "Codepoints", "Prefixes"}, (own, small)
     if part == "zh":  # and a wake's Mandarin front end imports neither of what it never uses (zh_imports)
-        assert own["imported"] == ["pkg_resources", "cn2an.transform"] and small["imported"] == [], (own, small)
+        assert "cn2an.transform" in own["imported"] and small["imported"] == [], (own, small)
     differ = [(line, a, b) for line, a, b in zip(lines, own["phonemes"], small["phonemes"]) if a != b]
     assert not differ, differ[:5]
     assert len(small["phonemes"]) == len(lines) and sum(1 for p in own["phonemes"] if p) > 0.9 * len(lines)

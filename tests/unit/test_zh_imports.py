@@ -47,7 +47,7 @@ with zh_imports.lean():
 print(sorted(m for m in ("pkg_resources", "cn2an.transform") if m in sys.modules), sys.modules["pkg_resources"] if "pkg_resources" in sys.modules else "-")
 print(misaki.zh.cn2an.transform("站台在东边。", "an2cn"), "cn2an.transform" in sys.modules)
 print(misaki.zh.cn2an.transform("3号站台", "an2cn"), "cn2an.transform" in sys.modules, type(sys.modules["cn2an"]).__name__)
-import pkg_resources  # after the import, anyone may have it
+print(sys.modules.get("pkg_resources", "gone") is not None)  # the switch is off again
 import os
 with open(os.path.join(os.path.dirname(jieba.__file__), "dict.txt"), "rb") as f:
     print(jieba._compat.get_module_res("dict.txt").read(100) == f.read(100))
@@ -58,6 +58,7 @@ with open(os.path.join(os.path.dirname(jieba.__file__), "dict.txt"), "rb") as f:
         "[] -",
         "站台在东边。 False",
         "三号站台 True module",
+        "True",
         "True",
     ]
 
