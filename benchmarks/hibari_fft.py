@@ -7,7 +7,7 @@ The inference process imports ``hibari`` with numpy's FFT (scipy's import was 15
 every wake). This runs Hibari's model once over an English sentence and then its DSP
 in the windows the engine takes (``Windows``: the first of 40 frames, then 64), in one
 fresh process per FFT, the two taking turns round by round, and prints the p50 of the
-first window and of the whole unit. The host probe of latency.py and the CPU model are
+import of ``hibari`` (one a round), of the first window and of the whole unit. The host probe of latency.py and the CPU model are
 printed before and after.
 """
 
@@ -31,10 +31,13 @@ ONE = """
 import json, sys, time
 from pathlib import Path
 import numpy as np
+import onnxruntime
+t0 = time.perf_counter()
 if sys.argv[1] == "numpy":
     from rtts.engines.hibari_package import import_hibari
     import_hibari()
 import hibari
+imported = time.perf_counter() - t0
 from hibari import dsp
 import onnxruntime as ort
 from rtts.engines.hibari import _SPECTRA, Windows, _g2p, rng_noise
@@ -57,7 +60,8 @@ for _ in range(int(sys.argv[3])):
         left -= 64
     first.append(t1 - t0)
     whole.append(time.perf_counter() - t0)
-print(json.dumps({"fft": dsp.FFT_BACKEND, "frames": int(spectra[0].shape[1]), "first": first, "whole": whole}))
+print(json.dumps({"fft": dsp.FFT_BACKEND, "frames": int(spectra[0].shape[1]), "first": first, "whole": whole,
+                  "import": [imported]}))
 """
 
 
@@ -76,14 +80,15 @@ def main() -> int:
             run = json.loads(out.stdout.splitlines()[-1])
             assert run["fft"] == fft, run["fft"]
             frames = run["frames"]
-            for key in ("first", "whole"):
+            for key in ("first", "whole", "import"):
                 got.setdefault(fft, {}).setdefault(key, []).extend(run[key])
     print(f"host probe {latency.probe_ms():.0f} ms after; {args.rounds} rounds of {args.repeats} per FFT; "
           f"a unit of {frames} frames ({frames * 300 / 24000:.2f} s of audio)\n")
-    print("| FFT | first window (40 frames), p50 | whole unit, p50 |")
-    print("|---|---|---|")
+    print("| FFT | importing hibari (numpy and ONNX Runtime imported first), p50 | first window (40 frames), p50 | whole unit, p50 |")
+    print("|---|---|---|---|")
     for fft, times in got.items():
-        print(f"| {fft} | {statistics.median(times['first']) * 1000:.2f} ms | {statistics.median(times['whole']) * 1000:.2f} ms |")
+        cells = [statistics.median(times[key]) * 1000 for key in ("import", "first", "whole")]
+        print(f"| {fft} | " + " | ".join(f"{ms:.2f} ms" for ms in cells) + " |")
     return 0
 
 

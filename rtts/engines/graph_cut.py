@@ -63,9 +63,10 @@ class Cut:
         and the versions of the packages they use.
 
         Worked out once per process, again only when a file it reads changes (size or
-        mtime): every load asks, a wake's too, and hashing the student's 6 MB each time was
-        10 ms of a wake's path."""
-        return _recipe(self, tuple((path.stat().st_size, path.stat().st_mtime_ns) for path in self.data))
+        mtime): every load asks, a wake's too, and the student's 6 MB was hashed again
+        each time, on a wake's path."""
+        stats = [path.stat() for path in self.data]
+        return _recipe(self, tuple((st.st_size, st.st_mtime_ns) for st in stats))
 
     def _recipe(self) -> str:
         digest = hashlib.sha256()

@@ -6,15 +6,15 @@ pocketfft". Since numpy 2.0 numpy's FFT (the same pocketfft) computes float32 in
 too, and importing ``scipy.fft`` (which loads numpy's f2py, testing and ma modules and
 scipy.special) is what a wake of the inference process waited for, for the student's
 first Mandarin words and Hibari's first English ones. Measured on the 2-core Xeon
-(numpy 2.4, scipy 1.17): the import 20 ms instead of 154 ms; Hibari's first window 1.06
-ms instead of 0.99, a 4.35 s unit's windows 8.8 ms instead of 7.8 (+0.02 % of real time;
-``benchmarks/hibari_fft.py``); the audio within 6e-8, under a 16-bit sample's step
+(numpy 2.4, scipy 1.17; ``benchmarks/hibari_fft.py``): the import 20 ms instead of 151
+ms; Hibari's first window 1.04 ms instead of 0.95, a 4.35 s unit's windows 8.6 ms instead
+of 7.6 (+0.02 % of real time); the audio within 6e-8, under a 16-bit sample's step
 (tests/live/test_hibari_package.py).
 
 Taking scipy's FFT back a few seconds later (``hibari.dsp`` reloaded in a thread) was
 tried and dropped: a process's first requests and its later ones then differed in their
 last bit, and the same unit is meant to give the same audio (the live tests compare
-requests byte for byte), for 0.07 ms a window.
+requests byte for byte), for 0.09 ms a window.
 """
 
 from __future__ import annotations
