@@ -3,12 +3,14 @@
 
     python3 benchmarks/memory_parts.py [--json FILE] [--before DIR] [--runs] [--generator G]
 
-(``--runs`` also measures what each Kokoro run adds by its length, and the anonymous
-memory Kokoro holds with each generator and what opening the other adds.)
+(``--runs`` also measures what each Kokoro run and each Hibari unit adds by its length,
+and the anonymous memory Kokoro holds with each generator and what opening the other adds.)
 
 Each part is loaded in a fresh inference process (``rtts.host.Host``, as the server
 starts it) and the child's RSS is read before and after, so a part's figure does not
-depend on what was loaded first. Then the engines are loaded together, and the child
+depend on what was loaded first; the parts the memory budget knows only by its priors
+until they are loaded (Hibari, the zh and ja front ends) also print the anonymous memory
+they add, at the load and after a first use. Then the engines are loaded together, and the child
 runs the longest requests the server allows (5,000 characters of Mandarin and of
 Japanese, 5,000 of English), unit by unit as the inference thread would, and its peak
 RSS (the kernel's high-water mark, VmHWM, reset before each request) and its RSS after
@@ -83,6 +85,21 @@ def _reset_peak(pid: int) -> None:
         f.write("5")  # resets VmHWM to the current RSS
 
 
+# A first use of a part, after its load: sentences of the benchmarks' own (listeners.py),
+# with a word no lexicon has for Hibari's net and a date for the Mandarin normalizer.
+FIRST_USE = {
+    "en": "Zorblatt from Quixotica arrived. The morning train to Boston leaves from platform four at ten thirty.",
+    "zh": "请注意，本次列车即将到达杭州东站。2026年12月5日。",
+    "ja": "まもなく一番線に電車がまいります。危ないですから黄色い線までお下がりください。",
+}
+
+
+def _speak(registry, voice: str, lang: str) -> None:  # type: ignore[no-untyped-def]
+    info = registry.get(voice)
+    for _ in registry.engine_for(info).synthesize(FIRST_USE[lang], info, lang, 1.0, 10.0):
+        pass
+
+
 def _long_text(lang: str) -> str:
     """The longest request, with every unit as long as units get (hostile.py's worst case)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -125,14 +142,21 @@ def measure() -> dict:
     out["parts_mb"]["inference process, nothing loaded"] = round(base / MB, 1)
     host.stop()
 
-    def part(name: str, action) -> None:
+    def part(name: str, action, then=None) -> None:
+        """What ``action`` adds (RSS, and anonymous memory, the budget's measure); with
+        ``then``, the anonymous memory it holds after that too (a first use)."""
         registry, host = fresh()
-        before = child_rss(host)
+        before, anon = child_rss(host), host.anonymous_bytes()
         t0 = time.perf_counter()
         action(registry, host)
         took = time.perf_counter() - t0
         out["parts_mb"][name] = round((child_rss(host) - before) / MB, 1)
         out.setdefault("load_s", {})[name] = round(took, 2)
+        anon_mb = [round((host.anonymous_bytes() - anon) / MB, 1)]
+        if then is not None:
+            then(registry, host)
+            anon_mb.append(round((host.anonymous_bytes() - anon) / MB, 1))
+        out.setdefault("parts_anon_mb", {})[name] = anon_mb
         host.stop()
 
     def engine(model):
@@ -140,9 +164,14 @@ def measure() -> dict:
 
     part("Piper en_US-joe-medium (sessions)", engine("piper/en_US-joe-medium"))
     part("Kokoro (predictor + decoder sessions)", engine("kokoro"))
-    part("Hibari (session, lexicons, DSP)", engine("hibari"))
-    part("zh front end (jieba, pypinyin, misaki)", lambda r, h: h.call("kokoro.g2p", "zh", "你好", *kept))
-    part("ja front end (OpenJTalk dictionary)", lambda r, h: h.call("kokoro.g2p", "ja", "こんにちは", *kept))
+    # The parts the memory budget knows by prior figures until loaded (``Memory``: the
+    # front ends' for good, Hibari's as a floor under what its load adds): their anonymous
+    # memory after a first use too, an unknown word and a sentence for Hibari.
+    part("Hibari (session, lexicons, DSP)", engine("hibari"), then=lambda r, h: _speak(r, "hibari/heart", "en"))
+    part("zh front end (jieba, pypinyin, misaki)", lambda r, h: h.call("kokoro.g2p", "zh", "你好", *kept),
+         then=lambda r, h: h.call("kokoro.g2p", "zh", FIRST_USE["zh"], *kept))
+    part("ja front end (OpenJTalk dictionary)", lambda r, h: h.call("kokoro.g2p", "ja", "こんにちは", *kept),
+         then=lambda r, h: h.call("kokoro.g2p", "ja", FIRST_USE["ja"], *kept))
     if compact:
         part("zh front end, the packages' own tables", lambda r, h: h.call("kokoro.g2p", "zh", "你好"))
         part("ja front end, the packages' own tables", lambda r, h: h.call("kokoro.g2p", "ja", "こんにちは"))
@@ -245,6 +274,34 @@ def kokoro_runs() -> dict:
     return out
 
 
+def hibari_units() -> dict:
+    """What one Hibari unit adds at its peak (anonymous memory, the budget's measure), by
+    its length in characters: its model runs a unit whole, so the figures behind
+    ``Memory.unit_run_mb`` in rtts/engines/hibari.py (prefixes of the longest unit the
+    splitter makes, after one warm-up sentence)."""
+    sys.path.insert(0, str(ROOT))
+    from rtts.engines.voices import VoiceRegistry
+    from rtts.text.split import split_units
+
+    cache = Path(os.environ.get("RTTS_CACHE_DIR", Path.home() / ".cache" / "rtts"))
+    registry = VoiceRegistry.discover(None, cache, 2, generator=GENERATOR)
+    host = registry.host
+    assert host is not None
+    _speak(registry, "hibari/heart", "en")
+    info = registry.get("hibari/heart")
+    engine = registry.engine_for(info)
+    longest = max((u.text for u in split_units(_long_text("en"))), key=len)
+    out = []
+    for chars in (60, 100, 140, 180, 220, len(longest)):
+        assert host.pid is not None
+        peak = AnonPeak(host.pid)
+        for _ in engine.synthesize(longest[:chars], info, "en", 1.0, 10.0):
+            pass
+        out.append({"chars": chars, "peak_mb": round((peak.stop() - peak.before) / MB, 1)})
+    host.stop()
+    return out
+
+
 def server_rss() -> float:
     """RSS of ``rtts serve`` with nothing loaded, after it reports ready."""
     with tempfile.TemporaryDirectory() as models:
@@ -281,6 +338,7 @@ def main() -> int:
         if os.environ.get("RTTS_MEASURE_RUNS") == "1":
             result["kokoro_runs"] = kokoro_runs()
             result["kokoro_generators"] = kokoro_generators()
+            result["hibari_units"] = hibari_units()
         print(json.dumps(result))
         return 0
     results = {}
@@ -294,7 +352,9 @@ def main() -> int:
         print(f"## {label}")
         print(f"server process, nothing loaded: {r['server_mb']} MB")
         for name, mb in r["parts_mb"].items():
-            print(f"  {name:45s} {mb:7.1f} MB   load {r.get('load_s', {}).get(name, 0):.2f} s")
+            anon = r.get("parts_anon_mb", {}).get(name)
+            held = f"   anonymous {' -> '.join(f'{a:.1f}' for a in anon)} MB" if anon else ""
+            print(f"  {name:45s} {mb:7.1f} MB   load {r.get('load_s', {}).get(name, 0):.2f} s{held}")
         print(f"  all engines and front ends loaded: {r['all loaded_mb']} MB")
         for name, q in r["requests"].items():
             print(f"  {name:28s} before {q['before_mb']:6.1f}  peak {q['peak_mb']:6.1f}  after {q['after_mb']:6.1f} MB"
@@ -302,6 +362,8 @@ def main() -> int:
                   f" -> peak {q.get('anon_peak_mb', 0):.1f})   ({q['audio_s']} s audio in {q['compute_s']} s)")
         for own, figures in r.get("kokoro_generators", {}).items():
             print(f"  Kokoro speaking the {own} (anonymous): " + ", ".join(f"{k} +{v}" for k, v in figures.items()))
+        if r.get("hibari_units"):
+            print("  Hibari units: " + ", ".join(f"{u['chars']} characters +{u['peak_mb']} MB" for u in r["hibari_units"]))
         for lang, rows in r.get("kokoro_runs", {}).items():
             print(f"  Kokoro {lang} runs: " + ", ".join(
                 f"{row['tokens']} phonemes ({row['audio_s']} s) +{row['peak_mb']} MB" for row in rows))

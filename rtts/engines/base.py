@@ -134,6 +134,18 @@ class Memory:
     run_mb: float = 0.0  # most one run adds at its peak (its longest unit)
     # Least it can hold a run to (``Engine.limit_run_memory``); None: it cannot bound a run.
     min_run_mb: float | None = None
+    # An engine that cannot bound a run but whose run grows with its unit (Hibari's model
+    # runs a unit whole): a unit of n characters adds at most
+    # min(run_mb, unit_base_mb + n * unit_mb_per_char), and is planned at that. 0: every
+    # run is planned at run_mb.
+    unit_base_mb: float = 0.0
+    unit_mb_per_char: float = 0.0
+
+    def unit_run_mb(self, chars: int) -> float:
+        """What one run of a unit of ``chars`` characters adds at most (MB)."""
+        if self.unit_mb_per_char <= 0:
+            return self.run_mb
+        return min(self.run_mb, self.unit_base_mb + chars * self.unit_mb_per_char)
 
 
 @dataclass(frozen=True)

@@ -529,11 +529,17 @@ class HibariKind:
     name = "hibari"
     # From benchmarks/english_voices.py (docs/benchmarks.md): model and DSP together at
     # about 1/40 of real time on this box; a unit's model runs whole before its first window.
-    # Anonymous memory from benchmarks/memory_parts.py: the session with the G2P over its
-    # compact tables (39 MB at load, ~70 once its OOV net and DSP have run; its RSS is
-    # 69 and ~100, with the memory-mapped tables), and what its longest units add at
-    # their peak (61 MB measured).
-    costs = Costs(rtf=0.025, load_s=1.0, first_s_per_char=0.0005, memory=Memory(model_mb=70, run_mb=90))
+    # Anonymous memory from benchmarks/memory_parts.py --runs (2026-12-05): the session with
+    # the G2P over its compact tables, 30-33 MB at load and 47-50 once its OOV net and DSP
+    # have run (the budget counts a load at no less than model_mb: what grows after it is
+    # not seen then). A run grows with its unit, the model running it whole: +5-19 MB at
+    # 60-140 characters, +38 at 180, +47 at 220, +54-65 at 250, the longest unit (the peak
+    # over the 5,000-character request, +87 MB, is the run_mb), so a unit is planned by its
+    # length and an English sentence does not need room for the longest.
+    costs = Costs(
+        rtf=0.025, load_s=1.0, first_s_per_char=0.0005,
+        memory=Memory(model_mb=55, run_mb=90, unit_base_mb=12, unit_mb_per_char=0.25),
+    )
     streams_in_unit = True  # the DSP runs in windows, and can stop or yield after each
     first_unit_chars = 40
     first_unit_chars_by_lang: tuple[tuple[str, int], ...] = ()

@@ -1011,12 +1011,14 @@ class KokoroKind:
     # before its first chunk.
     # Anonymous memory from benchmarks/memory_parts.py (docs/history/benchmarks.md, "Memory
     # (issue 22)"): the predictor and decoder sessions (121 MB); the Mandarin and
-    # Japanese front ends over their compact tables (rtts/g2p/compact.py: 13 and 32 MB;
-    # their RSS, 17 and 61, is partly the memory-mapped tables and dictionary); a run of
-    # MAX_TOKENS Japanese phonemes adds ~700 MB, one of MIN_RUN_TOKENS ~60.
+    # Japanese front ends over their compact tables after a first sentence (rtts/g2p/
+    # compact.py: 6.6 and 32 MB on 2026-12-05, with the lean Mandarin imports of
+    # g2p/zh_imports.py; their RSS, 6.5 and 61, is partly the memory-mapped tables and
+    # dictionary), which the budget knows only by these figures; a run of MAX_TOKENS
+    # Japanese phonemes adds ~700 MB, one of MIN_RUN_TOKENS ~60.
     costs = Costs(
         rtf=0.65, load_s=2.0, first_s_per_char=0.05,
-        memory=Memory(model_mb=125, front_ends_mb=(("zh", 15), ("ja", 35)), run_mb=700, min_run_mb=60),
+        memory=Memory(model_mb=125, front_ends_mb=(("zh", 8), ("ja", 35)), run_mb=700, min_run_mb=60),
     )
     streams_in_unit = False  # a unit is one run
     # Kokoro decodes a whole unit before any audio (~0.6 s per second of speech), so its

@@ -177,6 +177,7 @@ class InferenceWorker:
         self._server_rss = server_rss
         self._server_pending = server_pending
         self._memory = {k.name: k.costs.memory for k in kinds}  # by kind; see _memory_of
+        self._first_unit_chars = {k.name: k.first_unit_chars for k in kinds}  # a preload's run (_run_mb_of)
         self.part_mb: dict[str, float] = {}
         self._front_ends: OrderedDict[str, float] = OrderedDict()
         self._front_ends_of = 0  # the host generation they were loaded in
@@ -769,12 +770,14 @@ class InferenceWorker:
             needed[f"{voice.model}:{name}"] = self.part_mb.get(f"{voice.model}:{name}", mb)
         return needed
 
-    def _plan(self, voice: VoiceInfo, lang: str, preload: bool = False, generator: str | None = None) -> memory.Plan | None:
-        """How the job (or, ``preload``, the model alone with one short run) fits the
-        budget; None without one."""
+    def _plan(
+        self, voice: VoiceInfo, lang: str, preload: bool = False, generator: str | None = None, chars: int | None = None
+    ) -> memory.Plan | None:
+        """How the job (a unit of ``chars`` characters; or, ``preload``, the model alone
+        with one short run) fits the budget; None without one."""
         if self.budget_bytes is None or self._host is None:
             return None
-        run_mb, least = self._run_mb_of(voice, lang, generator)
+        run_mb, least = self._run_mb_of(voice, lang, generator, chars)
         # Its own memory only: bodies held for clients come and go, and a voice that
         # fits alone must not be refused for them (mid-utterance, after its audio).
         server = self._server_rss() / memory.MB
@@ -783,22 +786,27 @@ class InferenceWorker:
             self._needed_mb(voice, lang, generator), least if preload else run_mb, least, server + CHILD_BASE_MB,
         )
 
-    def _run_mb_of(self, voice: VoiceInfo, lang: str, generator: str | None) -> tuple[float, float]:
+    def _run_mb_of(
+        self, voice: VoiceInfo, lang: str, generator: str | None, chars: int | None = None
+    ) -> tuple[float, float]:
         """(the most one run of ``voice`` in ``lang`` adds, the least it can be held to), MB:
         its engine's figures for the generator that speaks (``run_memory``: Kokoro's
-        distilled one's runs add a tenth of its own's), else its memory's."""
+        distilled one's runs add a tenth of its own's), else its memory's, for a unit of
+        ``chars`` characters where its runs grow with their unit (``Memory.unit_run_mb``;
+        None: its first unit, the short run a preload plans for)."""
         own = getattr(self._registry.engines.get(voice.model), "run_memory", None)
         if own is not None:
             return own(lang, generator)
         mem = self._memory_of(voice.model, voice.engine)
-        return mem.run_mb, (mem.run_mb if mem.min_run_mb is None else mem.min_run_mb)
+        most = mem.unit_run_mb(chars if chars is not None else self._first_unit_chars.get(voice.engine, 0))
+        return most, (most if mem.min_run_mb is None else mem.min_run_mb)
 
     def _make_room(self, entry: _Entry) -> bool:
         """Before a job's first chunk: fit it in the budget. False when it must wait
         (requeued) or was refused (failed); True to run it."""
         job = entry.job
         assert job is not None
-        fit = self._plan(job.voice, job.lang, generator=_generator(job))
+        fit = self._plan(job.voice, job.lang, generator=_generator(job), chars=len(job.text))
         engine = self._registry.engines[job.voice.model]
         if fit is None:
             return True

@@ -68,27 +68,37 @@ def speak(client: Client, utt: str, text: str) -> list[protocol.ServerMessage]:
     return client.utterance(utt, timeout=180)
 
 
+# A sentence whose second unit is as long as English units get (215 characters): Hibari's
+# run grows with its unit (``Memory.unit_run_mb``: ~66 MB for it, ~22 for the first).
+LONG_EN = ("The morning train to Boston leaves from platform four at ten thirty and the evening train to New York "
+           "leaves from platform nine at half past six and every passenger should keep a ticket ready before "
+           "boarding and stay behind the yellow line until it stops.")
+
+
 def test_languages_take_turns_within_the_budget(tmp_path: Path) -> None:
-    # In 340 MB Kokoro fits with its Mandarin and Japanese front ends, and Hibari (the
-    # English voice) alone, but not all of them: going from Kokoro's languages to
-    # English and back ends the inference process to make room.
-    with RttsProcess(tmp_path, "--memory-budget", "340", "--generator", DEFAULT_GENERATOR) as server:
+    # In 300 MB Kokoro fits with its Mandarin and Japanese front ends, and Hibari (the
+    # English voice) with a long unit alone, but not all of them: going from Kokoro's
+    # languages to English and back ends the inference process to make room. On this
+    # 2-core box 285-310 MB passed; 270 refused Japanese even alone, and from 320 every
+    # part fits at once (340 was this test's budget until Hibari's runs were planned by
+    # their unit and the priors re-measured, 2026-12-05).
+    with RttsProcess(tmp_path, "--memory-budget", "300", "--generator", DEFAULT_GENERATOR) as server:
         server.wait_listening()
         sampler = Sampler(server.proc.pid)
         with Client(server.url) as client:
             ready = client.recv()
-            assert isinstance(ready, protocol.Ready) and ready.limits["memory_budget_mb"] == 340
+            assert isinstance(ready, protocol.Ready) and ready.limits["memory_budget_mb"] == 300
             for n, lang in enumerate(["zh", "ja", "zh", "en", "ja"]):
-                got = speak(client, f"u{n}", TEXTS[lang])
+                got = speak(client, f"u{n}", LONG_EN if lang == "en" else TEXTS[lang])
                 errors = [m for m in got if isinstance(m, protocol.Error)]
                 assert not errors, (lang, errors)
                 assert sum(isinstance(m, protocol.Audio) for m in got) > 20, lang
                 assert got[-1].reason == "done", lang  # type: ignore[union-attr]
         peak = sampler.stop()
         state = readyz(server)["memory"]
-    assert state["budget_mb"] == 340
+    assert state["budget_mb"] == 300
     assert state["restarts"] >= 1 and state["refusals"] == 0, state
-    assert peak <= 340 * 1024 * 1024, f"peak {peak / 2**20:.0f} MB over the 340 MB budget"
+    assert peak <= 300 * 1024 * 1024, f"peak {peak / 2**20:.0f} MB over the 300 MB budget"
     assert "memory budget (" in server.log  # the log names the job that made room
 
 

@@ -289,3 +289,43 @@ def test_a_generator_a_request_names_is_counted_before_it_opens(tmp_path: Path) 
     assert worker._needed_mb(voice, "en", "teacher") == {voice.model: 90, f"{voice.model}:teacher": 80.0}
     # 20 (a fresh process) + 90 + 80 leaves 10 MB: less than the teacher's least run of 60.
     assert worker._plan(voice, "en", generator="teacher") == Plan(False)
+
+
+def test_an_unbounded_run_that_grows_with_its_unit_is_planned_by_its_unit(tmp_path: Path) -> None:
+    # Hibari's model runs a unit whole (no bound) and its run grows with the unit: +15 MB
+    # for a 60-character sentence, +87 for the longest unit. Planned at the longest for
+    # every unit, an English sentence after a Japanese one on a 384 MB box restarted the
+    # inference process for room it would never use.
+    from rtts.engines.base import Costs, Memory
+    from rtts.engines.registry import KINDS
+    from rtts.engines.voices import VoiceRegistry
+    from rtts.synthesis.inference import InferenceWorker
+    from tests.unit.test_engine_seam import ToyKind
+
+    class GrowingKind(ToyKind):
+        first_unit_chars = 40
+        costs = Costs(rtf=0.01, load_s=0.1, first_s_per_char=0.001,
+                      memory=Memory(model_mb=50, run_mb=90, unit_base_mb=12, unit_mb_per_char=0.25))
+
+    assert GrowingKind.costs.memory.unit_run_mb(60) == 27.0
+    assert GrowingKind.costs.memory.unit_run_mb(1000) == 90  # never above the longest unit's
+    assert Memory(run_mb=90).unit_run_mb(60) == 90  # not given: every run at the longest
+
+    (tmp_path / "a.toy").write_text("")
+    registry = VoiceRegistry.discover(tmp_path, tmp_path, 1, default_voice="toy/a", kinds=(*KINDS, GrowingKind()))
+    voice = registry.get("toy/a")
+    server, held = [40 * MB], [60 * MB]  # the server's own, and what it holds besides
+
+    def worker() -> InferenceWorker:
+        return InferenceWorker(registry, lambda callback: callback(), host=registry.host, budget_bytes=200 * MB,
+                               server_rss=lambda: server[0], server_pending=lambda: held[0])
+
+    # 200 - 100 held - the model's 50 leaves 50 MB; a new process would leave 90.
+    assert worker()._plan(voice, "en", chars=60) == Plan(True)  # 27 MB: as things are
+    fit = worker()._plan(voice, "en", chars=250)  # 74.5 MB: only in a new process
+    assert fit is not None and fit.fits and fit.restart
+    assert worker()._plan(voice, "en", preload=True) == Plan(True)  # its first unit, 40 characters: 22 MB
+    server[0] = 100 * MB  # a new process would leave 30: a sentence, never the longest unit
+    held[0] = 0
+    assert worker()._plan(voice, "en", chars=60) == Plan(True)
+    assert worker()._plan(voice, "en", chars=250) == Plan(False)
