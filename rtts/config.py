@@ -42,6 +42,10 @@ class Config:
     models_dir: Path | None = None
     cache_dir: Path | None = None
     idle_unload: float = 300.0
+    # While no model is loaded (at the start, after the idle unload), keep a bare inference
+    # process ready (Python, numpy, ONNX Runtime: ~25 MB anonymous): the next request's
+    # wake skips the process start (docs/benchmarks.md, "Wake after the idle unload").
+    spare_process: bool = True
     # How long one inference call (a unit's run) may take before the inference process is
     # taken for hung and restarted (rtts/host/client.py). A minute is a hang on any real
     # box; a CPU emulated by qemu-user needs several (benchmarks/arm64.py).
@@ -294,6 +298,8 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "models_dir": (Path, "folder scanned for extra Piper voices and Kokoro style files"),
     "cache_dir": (Path, "where the Kokoro model is assembled once"),
     "idle_unload": (float, "seconds with no client before models are unloaded (0: never)"),
+    "spare_process": (_yes, "keep a bare inference process (no model; ~25 MB) ready at the start and after the idle "
+                      "unload, so the next request skips its start (default on)"),
     "inference_timeout": (float, "seconds one synthesis call may take before the inference process is taken "
                           "for hung and restarted; raise it on an emulated CPU"),
     "threads": (int, "ONNX Runtime intra-op threads (default: one per core the cgroup's CPU quota allows)"),
@@ -389,9 +395,11 @@ def add_flags(
             shown = "off"
         shown = shown_defaults.get(name, shown)
         flag = "--" + name.replace("_", "-")
-        if parse is _yes:
-            parser.add_argument(flag, dest=name, action="store_const", const=True, default=None,
-                                help=f"{text} [env {env}=1]")
+        if parse is _yes:  # --x; one that is on by default is turned off by --no-x
+            on = default is True
+            parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction if on else "store_const",
+                                **({} if on else {"const": True}), default=None,
+                                help=f"{text} [env {env}={'0' if on else '1'}]")
             continue
         parser.add_argument(flag, dest=name, type=parse, default=None, help=f"{text} [env {env}; default {shown}]")
 

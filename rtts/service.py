@@ -232,6 +232,8 @@ class Service:
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self.worker.start()
+        if self.config.spare_process:
+            self.host.prestart()  # the first request's wake skips the process start
         self.clock.start()
         idle = self.config.idle_unload
         log.info(
@@ -285,7 +287,7 @@ class Service:
     def _idle(self) -> None:
         self._idle_timer = None
         if self.active == 0:
-            self.worker.unload_all()
+            self.worker.unload_all(spare=self.config.spare_process)
 
     async def preload_default(self) -> bool:
         """Load the default voice's model now; True when it loaded."""

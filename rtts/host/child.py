@@ -67,6 +67,10 @@ if __name__ == "__main__":
     # this process meanwhile; it ends when the server closes the pipe or exits.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Every child opens sessions, so ONNX Runtime is imported before the first request
+    # rather than inside it: a spare child (``Host.prestart``) then has it ready.
+    import onnxruntime  # noqa: F401
+
     serve(
         Connection(int(sys.argv[1]), writable=False),
         Connection(int(sys.argv[2]), readable=False),

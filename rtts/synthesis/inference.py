@@ -508,8 +508,10 @@ class InferenceWorker:
         age = now - self.last_progress
         return max(0.0, age - LOAD_GRACE_S) if self.loading else age
 
-    def unload_all(self) -> None:
-        self._control(self._unload_all)
+    def unload_all(self, spare: bool = False) -> None:
+        """Unload every model (the idle unload); with ``spare``, a bare inference process
+        is started again at once for the next request (``Host.prestart``)."""
+        self._control(lambda: self._unload_all(spare=spare))
 
     def warm_up(self, kinds: list[EngineKind]) -> None:
         """Let engine kinds prepare ahead of their first request (``EngineKind.warm_up``):
@@ -699,13 +701,15 @@ class InferenceWorker:
             return False  # already logged; the job that needs it will report engine_unavailable
         return True
 
-    def _unload_all(self, why: str = "idle") -> None:
+    def _unload_all(self, why: str = "idle", spare: bool = False) -> None:
         dropped = [key for key, engine in self._registry.engines.items() if engine.loaded]
         for key in dropped:
             self._registry.engines[key].unload()
         gc.collect()  # the sessions' finalizers tell the host which ones are gone
         if self._host is not None:
             self._host.release()
+            if spare:
+                self._host.prestart()
         self._front_ends.clear()
         if dropped:
             self.unloads += 1

@@ -132,25 +132,46 @@ def test_the_server_process_never_imports_onnxruntime_or_the_cjk_front_ends(tmp_
     assert (tmp_path / "cjk.wav").stat().st_size > 50_000
 
 
+def _child(server: psutil.Process) -> list[psutil.Process]:
+    return [c for c in server.children() if "rtts.host.child" in " ".join(c.cmdline())]
+
+
 @pytest.mark.slow
-def test_idle_unload_ends_the_inference_process(tmp_path: Path) -> None:
-    with RttsProcess(tmp_path, "--idle-unload", "1") as proc:
+@pytest.mark.parametrize("spare", ["yes", "no"])  # --spare-process (the default), --no-spare-process
+def test_idle_unload_ends_the_inference_process(tmp_path: Path, spare: str) -> None:
+    # The process that held the models ends (its memory goes back to the OS). With
+    # --spare-process (the default) a bare one, nothing loaded, is there at the start and
+    # again after the unload, for the next request to use; without it, none until a request.
+    flag = "--spare-process" if spare == "yes" else "--no-spare-process"
+    with RttsProcess(tmp_path, "--idle-unload", "1", flag) as proc:
         proc.wait_listening()
         server = psutil.Process(proc.proc.pid)
+        assert wait_until(lambda: len(_child(server)) == (spare == "yes"), timeout=10)
+        at_start = _child(server)
         with Client(proc.url) as c:
             c.recv()
             c.send(type="speak", id="a", text="Before the unload.", voice=PIPER)
             assert c.until(protocol.End)[-1].reason == "done"
-            children = server.children()
-            assert len(children) == 1 and "rtts.host.child" in " ".join(children[0].cmdline())
+            children = _child(server)
+            assert len(children) == 1
+            assert [p.pid for p in at_start] in ([], [children[0].pid])  # the spare served it
         assert wait_until(lambda: json.loads(get(proc.http + "/readyz")[1])["loaded"] == [], timeout=30)
-        assert wait_until(lambda: not server.children(), timeout=10)
-        children[0].wait(5)
-        with Client(proc.url) as c:  # and a new one serves the next connection
+        children[0].wait(10)  # the process that held Piper is gone
+        if spare == "yes":
+            assert wait_until(lambda: len(_child(server)) == 1, timeout=10)
+            (bare,) = _child(server)
+            assert bare.pid != children[0].pid
+            # Python, numpy and ONNX Runtime, no model (Piper's sessions alone are ~100 MB).
+            assert bare.memory_info().rss < 90 * 2**20, bare.memory_info()
+        else:
+            assert wait_until(lambda: not _child(server), timeout=10)
+        with Client(proc.url) as c:  # and it serves the next connection
             c.recv()
             c.send(type="speak", id="b", text="After the unload.", voice=PIPER)
             assert c.until(protocol.End)[-1].reason == "done"
-            assert len(server.children()) == 1
+            assert len(_child(server)) == 1
+            if spare == "yes":
+                assert _child(server)[0].pid == bare.pid
     assert "Traceback" not in proc.log
 
 

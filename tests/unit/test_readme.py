@@ -59,6 +59,8 @@ def _same(shown: str, real: object, dest: str) -> bool:
         return shown.startswith("~/.cache/rtts")
     if isinstance(real, (int, float)) and not isinstance(real, bool) and re.fullmatch(r"[\d.]+", shown):
         return float(shown) == float(real)
+    if real is True:  # a flag parsed by config._yes
+        return shown == "on"
     if real in _NOTHING or real == "":
         return not re.search(r"\d", shown)  # "none", "off", "cores", "own origin + localhost"
     return shown == str(real)
