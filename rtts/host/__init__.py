@@ -5,7 +5,9 @@ for itself stay in the process after every model is dropped (92 MB idle instead 
 50 MB, measured with benchmarks/latency.py). So every session lives in one child
 process, started when the first model loads and ended when the last one is dropped
 (an idle unload), which gives all of that memory back, with whatever else engines
-keep there (Kokoro's Mandarin and Japanese dictionaries). It also contains a crash: a
+keep there (Kokoro's Mandarin and Japanese dictionaries). A bare child may be started
+ahead of the first load (``Host.prestart``, the server's ``--spare-process``): it holds
+Python, numpy and ONNX Runtime (~25 MB anonymous), so a wake skips its start. It also contains a crash: a
 model that kills the child fails one request, and the next one starts a new child
 and loads the model again.
 
