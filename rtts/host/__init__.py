@@ -7,9 +7,9 @@ process, started when the first model loads and ended when the last one is dropp
 (an idle unload), which gives all of that memory back, with whatever else engines
 keep there (Kokoro's Mandarin and Japanese dictionaries). A bare child may be started
 ahead of the first load (``Host.prestart``, the server's ``--spare-process``): it holds
-Python, numpy and ONNX Runtime (~25 MB anonymous), so a wake skips its start. It also contains a crash: a
-model that kills the child fails one request, and the next one starts a new child
-and loads the model again.
+Python, numpy and ONNX Runtime (~25 MB anonymous), so a wake skips its start. It also
+contains a crash: a model that kills the child fails one request, and the next one
+starts a new child and loads the model again.
 
 Split by the side of the pipe it runs on:
 

@@ -188,6 +188,22 @@ def test_the_inference_process_ends_when_the_server_is_killed(tmp_path: Path) ->
         child.wait(10)  # raises psutil.TimeoutExpired if it lingers
 
 
+def test_a_spare_child_waits_and_serves_the_first_request() -> None:
+    # --spare-process: a child started before any request (Python, numpy and ONNX Runtime
+    # imported) is not ended by a release, which ends only a child that held something.
+    host = Host({"nap": "time:sleep"})
+    host.prestart()
+    pid = host.pid
+    assert host.running and host.starts == 1
+    host.release()  # nothing was asked of it: nothing to give back
+    assert host.running and host.pid == pid
+    host.prestart()  # one is running: no other starts
+    assert host.call("nap", 0) is None and host.pid == pid and host.starts == 1
+    host.release()  # asked, and no session in it: ended, as before
+    assert not host.running
+    host.stop()
+
+
 def test_a_child_that_does_not_answer_is_ended_and_the_call_fails() -> None:
     # Without a timeout the inference thread would wait for a hung child until the
     # systemd watchdog restarted the whole service.
