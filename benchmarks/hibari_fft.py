@@ -3,7 +3,7 @@
 
     python3 benchmarks/hibari_fft.py [--rounds 3] [--repeats 60]
 
-The inference process imports ``hibari`` with numpy's FFT (scipy's import was 154 ms of
+The inference process imports ``hibari`` with numpy's FFT (scipy's import was ~150 ms of
 every wake). This runs Hibari's model once over an English sentence and then its DSP
 in the windows the engine takes (``Windows``: the first of 40 frames, then 64), in one
 fresh process per FFT, the two taking turns round by round, and prints the p50 of the

@@ -100,6 +100,20 @@ def _speak(registry, voice: str, lang: str) -> None:  # type: ignore[no-untyped-
         pass
 
 
+def _registry(generator: str = GENERATOR):  # type: ignore[no-untyped-def]
+    """The measured checkout's voices and their inference process, not yet started."""
+    sys.path.insert(0, str(ROOT))
+    from rtts.engines.voices import VoiceRegistry
+
+    registry = VoiceRegistry.discover(None, _cache(), 2, generator=generator)
+    assert registry.host is not None
+    return registry, registry.host
+
+
+def _cache() -> Path:
+    return Path(os.environ.get("RTTS_CACHE_DIR", Path.home() / ".cache" / "rtts"))
+
+
 def _long_text(lang: str) -> str:
     """The longest request, with every unit as long as units get (hostile.py's worst case)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -110,9 +124,7 @@ def _long_text(lang: str) -> str:
 
 def measure() -> dict:
     sys.path.insert(0, str(ROOT))
-    from rtts.engines.voices import VoiceRegistry
-
-    cache = Path(os.environ.get("RTTS_CACHE_DIR", Path.home() / ".cache" / "rtts"))
+    cache = _cache()
     out: dict = {"parts_mb": {}, "requests": {}}
     # The compact G2P tables, where this checkout has them: built now, not inside a timed load.
     compact = (ROOT / "rtts" / "g2p" / "compact.py").is_file()
@@ -125,9 +137,7 @@ def measure() -> dict:
     def fresh():
         """A registry and its inference process, started by a request that loads nothing
         (an unknown op fails in it)."""
-        registry = VoiceRegistry.discover(None, cache, 2, generator=GENERATOR)
-        host = registry.host
-        assert host is not None
+        registry, host = _registry()
         try:
             host.call("rtts-no-such-op")
         except Exception:
@@ -219,15 +229,9 @@ def kokoro_generators() -> dict:
     """Anonymous memory (what the budget counts) Kokoro's load adds to a fresh inference
     process with each generator the server speaks, and what opening the other one for a
     request adds after a first unit (``KokoroEngine.generator_part``'s figures)."""
-    sys.path.insert(0, str(ROOT))
-    from rtts.engines.voices import VoiceRegistry
-
-    cache = Path(os.environ.get("RTTS_CACHE_DIR", Path.home() / ".cache" / "rtts"))
     out: dict = {}
     for own, other in (("student", "teacher"), ("teacher", "student")):
-        registry = VoiceRegistry.discover(None, cache, 2, generator=own)
-        host = registry.host
-        assert host is not None
+        registry, host = _registry(own)
         try:
             host.call("rtts-no-such-op")  # starts the inference process, loading nothing
         except Exception:
@@ -250,12 +254,7 @@ def kokoro_generators() -> dict:
 def kokoro_runs() -> dict:
     """What one Kokoro run adds at its peak, by its length in phonemes, per language:
     the figures behind kokoro.RUN_MB_PER_AUDIO_S (runs cut from the longest units)."""
-    sys.path.insert(0, str(ROOT))
-    from rtts.engines.voices import VoiceRegistry
-
-    cache = Path(os.environ.get("RTTS_CACHE_DIR", Path.home() / ".cache" / "rtts"))
-    registry = VoiceRegistry.discover(None, cache, 2, generator=GENERATOR)
-    host = registry.host
+    registry, host = _registry()
     engine = registry.engines["kokoro"]
     engine.load()
     out: dict = {}
@@ -279,14 +278,9 @@ def hibari_units() -> dict:
     its length in characters: its model runs a unit whole, so the figures behind
     ``Memory.unit_run_mb`` in rtts/engines/hibari.py (prefixes of the longest unit the
     splitter makes, after one warm-up sentence)."""
-    sys.path.insert(0, str(ROOT))
-    from rtts.engines.voices import VoiceRegistry
+    registry, host = _registry()
     from rtts.text.split import split_units
 
-    cache = Path(os.environ.get("RTTS_CACHE_DIR", Path.home() / ".cache" / "rtts"))
-    registry = VoiceRegistry.discover(None, cache, 2, generator=GENERATOR)
-    host = registry.host
-    assert host is not None
     _speak(registry, "hibari/heart", "en")
     info = registry.get("hibari/heart")
     engine = registry.engine_for(info)

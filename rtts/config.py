@@ -395,11 +395,13 @@ def add_flags(
             shown = "off"
         shown = shown_defaults.get(name, shown)
         flag = "--" + name.replace("_", "-")
-        if parse is _yes:  # --x; one that is on by default is turned off by --no-x
-            on = default is True
-            parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction if on else "store_const",
-                                **({} if on else {"const": True}), default=None,
-                                help=f"{text} [env {env}={'0' if on else '1'}]")
+        if parse is _yes and default is True:  # on by default: --no-x turns it off
+            parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None,
+                                help=f"{text} [env {env}=0]")
+            continue
+        if parse is _yes:
+            parser.add_argument(flag, dest=name, action="store_const", const=True, default=None,
+                                help=f"{text} [env {env}=1]")
             continue
         parser.add_argument(flag, dest=name, type=parse, default=None, help=f"{text} [env {env}; default {shown}]")
 

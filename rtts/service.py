@@ -233,7 +233,7 @@ class Service:
         self._loop = asyncio.get_running_loop()
         self.worker.start()
         if self.config.spare_process:
-            self.host.prestart()  # the first request's wake skips the process start
+            self.worker.prestart()  # the first request's wake skips the process start
         self.clock.start()
         idle = self.config.idle_unload
         log.info(

@@ -533,7 +533,7 @@ class HibariKind:
     # the G2P over its compact tables, 30-33 MB at load and 47-50 once its OOV net and DSP
     # have run (the budget counts a load at no less than model_mb: what grows after it is
     # not seen then). A run grows with its unit, the model running it whole: +5-19 MB at
-    # 60-140 characters, +38 at 180, +47 at 220, +54-65 at 250, the longest unit (the peak
+    # 60-140 characters, +38 at 180, +47 at 220, +54 at 250, the longest unit (the peak
     # over the 5,000-character request, +87 MB, is the run_mb), so a unit is planned by its
     # length and an English sentence does not need room for the longest.
     costs = Costs(

@@ -11,6 +11,7 @@ imports Kokoro's dictionaries. A class is made once per child and keeps its stat
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -68,8 +69,10 @@ if __name__ == "__main__":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Every child opens sessions, so ONNX Runtime is imported before the first request
-    # rather than inside it: a spare child (``Host.prestart``) then has it ready.
-    import onnxruntime  # noqa: F401
+    # rather than inside it: a spare child (``Host.prestart``) then has it ready. One that
+    # cannot be imported is left to the first load, whose answer says why.
+    with contextlib.suppress(ImportError):
+        import onnxruntime  # noqa: F401
 
     serve(
         Connection(int(sys.argv[1]), writable=False),

@@ -197,8 +197,9 @@ class Host:
 
     def prestart(self) -> None:
         """Start a child now if none runs, loading nothing: the next load finds Python,
-        numpy and ONNX Runtime imported (0.14 s of a wake on two cores) and costs only its
-        sessions. A child that cannot start is left to the next call to report."""
+        numpy and ONNX Runtime imported (90-140 ms of a wake on two cores,
+        docs/benchmarks.md) and costs only its sessions. A child that cannot start is
+        left to the next call to report."""
         with self.lock:
             try:
                 self._ensure_child()

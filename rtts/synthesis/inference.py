@@ -513,6 +513,13 @@ class InferenceWorker:
         is started again at once for the next request (``Host.prestart``)."""
         self._control(lambda: self._unload_all(spare=spare))
 
+    def prestart(self) -> None:
+        """Have a bare inference process ready for the first load (``Host.prestart``),
+        started by this thread, the one that makes the host's calls."""
+        host = self._host
+        if host is not None:
+            self._control(host.prestart)
+
     def warm_up(self, kinds: list[EngineKind]) -> None:
         """Let engine kinds prepare ahead of their first request (``EngineKind.warm_up``):
         every front end without a budget; under one, those that fit, the most recently
