@@ -88,13 +88,20 @@ UNDERRUN_TOLERANCE_S = 0.005
 # ---------------------------------------------------------------- the server under test
 
 
+def free_port() -> int:
+    """A TCP port nothing on this host listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 class ServerProcess:
     """``python3 -m rtts serve`` in a subprocess, with its RSS sampled every 20 ms."""
 
+    wyoming_port = 0  # where the command line gave one (``--wyoming-port``)
+
     def __init__(self, idle_unload: float, log_path: Path, *extra: str) -> None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = free_port()
         cmd = [sys.executable, "-m", "rtts", "serve", "--port", str(self.port),
                "--idle-unload", str(idle_unload), "--phrase-cache-mb", "0", *extra]
         self.command = " ".join(["python3", *cmd[1:]])

@@ -2,6 +2,8 @@
 
     python3 benchmarks/listeners.py [--paths zh,ja,en,piper,hibari,mixed] [--n 1,2,3,4,6]
         [--repeats 3] [--before DIR] [--generators teacher,student] [--busy-cores 1] [--no-write]
+    python3 benchmarks/listeners.py --paths zh-append,zh-tts,zh-openai,zh-wyoming --no-write
+        (the Mandarin announcement by append, GET /tts, the OpenAI API and Wyoming)
 
 Issue 32's benchmark. For each path (Chinese text with no voice named first, as users send
 it) and each N, N clients connect, all send the same announcement at once and each plays
@@ -25,11 +27,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import http.client
 import multiprocessing
 import statistics
 import sys
 import tempfile
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,6 +59,15 @@ PATHS = {
     "hibari": ("English, no voice named (Hibari)", None, EN),
     "mixed": ("Mixed, no voice named", None, "Welcome aboard，本次列车开往北京南站，请您注意安全。The next stop is 上海虹桥站。"),
 }
+# The same Mandarin announcement by the other ways in (issue 32: "every path alike"), each
+# read as its client reads it and played from its first audio byte: ``append`` (an LLM's
+# tokens, TOKEN_CHARS characters every TOKEN_S, then ``flush``), GET /tts (a streamed WAV,
+# read with http.client), the OpenAI speech API (the ``openai`` package, pcm) and Wyoming
+# (the ``wyoming`` package's client, ``synthesize``).
+for _key, _how in (("append", "by append (an LLM's tokens)"), ("tts", "by GET /tts"),
+                   ("openai", "by the OpenAI speech API"), ("wyoming", "by Wyoming")):
+    PATHS[f"zh-{_key}"] = (f"Mandarin {_how}, no voice named", None, PATHS["zh"][2])
+TOKEN_CHARS, TOKEN_S = 2, 0.05  # ~40 Chinese characters a second: an LLM well ahead of the speech
 
 
 @dataclass
@@ -62,6 +75,7 @@ class Listener:
     stream: latency.Stream = field(default_factory=latency.Stream)
     wait_s: float = 0.0  # start.expected_wait_ms
     expected_s: float = 0.0  # start.expected_audio_ms, else (older servers) expected_wait_ms
+    told: bool = False  # a start said it (the HTTP routes and Wyoming have none)
     queued: bool = False  # start.queued: the server held it back for room (issue 32)
     refused: bool = False
 
@@ -79,6 +93,7 @@ async def listen(ws, text: str, voice: str | None) -> Listener:  # type: ignore[
         if kind == "start":
             got.wait_s = (msg.get("expected_wait_ms") or 0) / 1000
             got.expected_s = (msg.get("expected_audio_ms", msg.get("expected_wait_ms")) or 0) / 1000
+            got.told = True
             got.queued = msg.get("queued") is True
         elif kind == "audio":
             got.stream.frame(time.perf_counter(), len(msg["data"]) / 2 / latency.RATE)
@@ -93,10 +108,136 @@ async def listen(ws, text: str, voice: str | None) -> Listener:  # type: ignore[
             return got
 
 
-async def round_of(url: str, text: str, voice: str | None, n: int) -> list[Listener]:
-    sockets = [await latency.connect(url) for _ in range(n)]
+async def listen_by_append(ws, text: str, voice: str | None) -> Listener:  # type: ignore[no-untyped-def]
+    """``listen``, the text sent as an LLM sends its answer: a few characters at a time."""
+
+    async def feed() -> None:
+        for i in range(0, len(text), TOKEN_CHARS):
+            first = {"voice": voice} if voice and i == 0 else {}
+            await ws.send(msgpack.packb({"type": "append", "id": "u", "text": text[i:i + TOKEN_CHARS]} | first))
+            await asyncio.sleep(TOKEN_S)
+        await ws.send(msgpack.packb({"type": "flush", "id": "u"}))
+
+    got = Listener()
+    got.stream.sent = time.perf_counter()
+    feeding = asyncio.create_task(feed())
     try:
-        return list(await asyncio.gather(*(listen(ws, text, voice) for ws in sockets)))
+        while True:
+            msg = msgpack.unpackb(await ws.recv())
+            if msg.get("id") != "u":
+                continue
+            if msg["type"] == "start":
+                got.queued = msg.get("queued") is True
+                got.wait_s = (msg.get("expected_wait_ms") or 0) / 1000
+                got.expected_s = (msg.get("expected_audio_ms") or 0) / 1000
+                got.told = True
+            elif msg["type"] == "audio":
+                got.stream.frame(time.perf_counter(), len(msg["data"]) / 2 / latency.RATE)
+            elif msg["type"] in ("error", "end"):
+                got.stream.stats = msg.get("stats", {})
+                got.stream.reason = f"error {msg['code']}" if msg["type"] == "error" else msg["reason"]
+                got.refused = msg.get("code") == "busy"
+                return got
+    finally:
+        await feeding
+
+
+def _pcm(got: Listener, data: bytes, held: bytearray) -> None:
+    """16-bit PCM as it arrives, an odd byte held for the next read."""
+    held += data
+    whole = len(held) // 2 * 2
+    if whole:
+        got.stream.frame(time.perf_counter(), whole / 2 / latency.RATE)
+        del held[:whole]
+
+
+def listen_by_tts(port: int, text: str) -> Listener:
+    """GET /tts read as it streams (a blocking client, run in a thread)."""
+    got = Listener()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    got.stream.sent = time.perf_counter()
+    conn.request("GET", "/tts?" + urllib.parse.urlencode({"text": text, "sample_rate": latency.RATE}))
+    response = conn.getresponse()
+    if response.status != 200:
+        got.refused = response.status in (429, 503)
+        got.stream.reason = f"HTTP {response.status}"
+        return got
+    head, held = bytearray(), bytearray()
+    while chunk := response.read1(65536):
+        if len(head) < WAV_HEAD:  # the header, then PCM
+            take = WAV_HEAD - len(head)
+            head += chunk[:take]
+            chunk = chunk[take:]
+        if chunk:
+            _pcm(got, chunk, held)
+    got.stream.reason = "done"
+    conn.close()
+    return got
+
+
+WAV_HEAD = 44  # /tts's streamed WAV: RIFF, fmt and data headers, sizes unknown (docs/protocol.md)
+
+
+def listen_by_openai(port: int, text: str) -> Listener:
+    """The OpenAI speech API with the ``openai`` package, pcm, read as it streams."""
+    import openai
+
+    got = Listener()
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="-", max_retries=0, timeout=120)
+    got.stream.sent = time.perf_counter()
+    held = bytearray()
+    try:
+        with client.audio.speech.with_streaming_response.create(
+            model="tts-1", voice="auto", input=text, response_format="pcm",  # type: ignore[arg-type]
+        ) as response:
+            for chunk in response.iter_bytes():
+                _pcm(got, chunk, held)
+    except openai.APIStatusError as e:
+        got.refused = e.status_code in (429, 503)
+        got.stream.reason = f"HTTP {e.status_code}"
+        return got
+    got.stream.reason = "done"
+    return got
+
+
+async def listen_by_wyoming(port: int, text: str) -> Listener:
+    """Wyoming's ``synthesize`` with its own client: audio chunks played as they come."""
+    from wyoming.audio import AudioChunk, AudioStop
+    from wyoming.client import AsyncTcpClient
+    from wyoming.error import Error
+    from wyoming.tts import Synthesize
+
+    got = Listener()
+    async with AsyncTcpClient("127.0.0.1", port) as client:
+        got.stream.sent = time.perf_counter()
+        await client.write_event(Synthesize(text=text).event())
+        while (event := await client.read_event()) is not None:
+            if AudioChunk.is_type(event.type):
+                chunk = AudioChunk.from_event(event)
+                got.stream.frame(time.perf_counter(), len(chunk.audio) / chunk.width / chunk.rate)
+            elif AudioStop.is_type(event.type):
+                got.stream.reason = "done"
+                return got
+            elif Error.is_type(event.type):
+                got.stream.reason = f"error {Error.from_event(event).code}"
+                return got
+    got.stream.reason = "closed"
+    return got
+
+
+async def round_of(server: latency.ServerProcess, key: str, n: int) -> list[Listener]:
+    _, voice, text = PATHS[key]
+    how = key.split("-")[1] if "-" in key else "speak"
+    if how == "tts":
+        return list(await asyncio.gather(*(asyncio.to_thread(listen_by_tts, server.port, text) for _ in range(n))))
+    if how == "openai":
+        return list(await asyncio.gather(*(asyncio.to_thread(listen_by_openai, server.port, text) for _ in range(n))))
+    if how == "wyoming":
+        return list(await asyncio.gather(*(listen_by_wyoming(server.wyoming_port, text) for _ in range(n))))
+    sockets = [await latency.connect(server.url) for _ in range(n)]
+    one = listen_by_append if how == "append" else listen
+    try:
+        return list(await asyncio.gather(*(one(ws, text, voice) for ws in sockets)))
     finally:
         for ws in sockets:
             await ws.close()
@@ -123,7 +264,8 @@ def summary(rounds: list[list[Listener]]) -> dict:
         "waited": [x.stream.ttfa for x in admitted if x.queued and x.stream.first is not None],
         "late": [x.stream.ttfa - x.expected_s for x in admitted if x.queued and x.stream.first is not None],
         # And the streams let in at once (their start said it too, since expected_audio_ms).
-        "late_now": [x.stream.ttfa - x.expected_s for x in admitted if not x.queued and x.stream.first is not None],
+        "late_now": [x.stream.ttfa - x.expected_s for x in admitted
+                     if x.told and not x.queued and x.stream.first is not None],
         # The load each round put on the box: the admitted streams' RTFs summed, median over rounds.
         "load": statistics.median(
             sum(x.stream.stats.get("rtf", 0.0) for x in r if not x.refused) for r in rounds
@@ -137,15 +279,13 @@ def measure(servers: dict[str, latency.ServerProcess], paths: list[str], ns: lis
     results: dict = {}
     for server in servers.values():  # every voice and front end loaded before anything is timed
         for key in paths:
-            _, voice, text = PATHS[key]
-            asyncio.run(round_of(server.url, text, voice, 1))
+            asyncio.run(round_of(server, key, 1))
     for key in paths:
-        _, voice, text = PATHS[key]
         for n in ns:
             rounds: dict[str, list[list[Listener]]] = {name: [] for name in servers}
             for _ in range(repeats):
                 for name, server in servers.items():  # the builds take turns, round by round
-                    rounds[name].append(asyncio.run(round_of(server.url, text, voice, n)))
+                    rounds[name].append(asyncio.run(round_of(server, key, n)))
                     time.sleep(0.3)
             for name in servers:
                 s = summary(rounds[name])
@@ -243,7 +383,10 @@ def main() -> int:
     try:
         for name, (root, extra) in builds.items():  # all up at once; only one is spoken to at a time
             latency.ROOT = root
-            servers[name] = latency.ServerProcess(600, work / f"{name.replace(' ', '-')}.log", *extra, *args.server_arg)
+            wyoming = latency.free_port()  # Wyoming listens beside the WebSocket and HTTP
+            servers[name] = latency.ServerProcess(600, work / f"{name.replace(' ', '-')}.log", *extra,
+                                                  "--wyoming-port", str(wyoming), *args.server_arg)
+            servers[name].wyoming_port = wyoming
         latency.ROOT = ROOT
         for proc in busy:
             proc.start()
