@@ -80,38 +80,14 @@ class Listener:
     refused: bool = False
 
 
-async def listen(ws, text: str, voice: str | None) -> Listener:  # type: ignore[no-untyped-def]
-    got = Listener()
-    request = {"type": "speak", "id": "u", "text": text} | ({"voice": voice} if voice else {})
-    await ws.send(msgpack.packb(request))
-    got.stream.sent = time.perf_counter()
-    while True:
-        msg = msgpack.unpackb(await ws.recv())
-        if msg.get("id") != "u":
-            continue
-        kind = msg["type"]
-        if kind == "start":
-            got.wait_s = (msg.get("expected_wait_ms") or 0) / 1000
-            got.expected_s = (msg.get("expected_audio_ms", msg.get("expected_wait_ms")) or 0) / 1000
-            got.told = True
-            got.queued = msg.get("queued") is True
-        elif kind == "audio":
-            got.stream.frame(time.perf_counter(), len(msg["data"]) / 2 / latency.RATE)
-        elif kind == "error":
-            got.refused = msg["code"] == "busy"
-            got.stream.reason = f"error {msg['code']}"
-            if got.refused:
-                return got
-        elif kind == "end":
-            got.stream.stats = msg.get("stats", {})
-            got.stream.reason = got.stream.reason or msg["reason"]
-            return got
-
-
-async def listen_by_append(ws, text: str, voice: str | None) -> Listener:  # type: ignore[no-untyped-def]
-    """``listen``, the text sent as an LLM sends its answer: a few characters at a time."""
+async def listen(ws, text: str, voice: str | None, append: bool = False) -> Listener:  # type: ignore[no-untyped-def]
+    """One listener on the WebSocket: the text as one ``speak``, or with ``append`` as an
+    LLM sends its answer, a few characters at a time and then ``flush``."""
 
     async def feed() -> None:
+        if not append:
+            await ws.send(msgpack.packb({"type": "speak", "id": "u", "text": text} | ({"voice": voice} if voice else {})))
+            return
         for i in range(0, len(text), TOKEN_CHARS):
             first = {"voice": voice} if voice and i == 0 else {}
             await ws.send(msgpack.packb({"type": "append", "id": "u", "text": text[i:i + TOKEN_CHARS]} | first))
@@ -126,20 +102,25 @@ async def listen_by_append(ws, text: str, voice: str | None) -> Listener:  # typ
             msg = msgpack.unpackb(await ws.recv())
             if msg.get("id") != "u":
                 continue
-            if msg["type"] == "start":
-                got.queued = msg.get("queued") is True
+            kind = msg["type"]
+            if kind == "start":
                 got.wait_s = (msg.get("expected_wait_ms") or 0) / 1000
-                got.expected_s = (msg.get("expected_audio_ms") or 0) / 1000
+                got.expected_s = (msg.get("expected_audio_ms", msg.get("expected_wait_ms")) or 0) / 1000
                 got.told = True
-            elif msg["type"] == "audio":
+                got.queued = msg.get("queued") is True
+            elif kind == "audio":
                 got.stream.frame(time.perf_counter(), len(msg["data"]) / 2 / latency.RATE)
-            elif msg["type"] in ("error", "end"):
+            elif kind == "error":
+                got.refused = msg["code"] == "busy"
+                got.stream.reason = f"error {msg['code']}"
+                if got.refused:
+                    return got
+            elif kind == "end":
                 got.stream.stats = msg.get("stats", {})
-                got.stream.reason = f"error {msg['code']}" if msg["type"] == "error" else msg["reason"]
-                got.refused = msg.get("code") == "busy"
+                got.stream.reason = got.stream.reason or msg["reason"]
                 return got
     finally:
-        await feeding
+        feeding.cancel()  # a refused stream takes no more text
 
 
 def _pcm(got: Listener, data: bytes, held: bytearray) -> None:
@@ -149,6 +130,9 @@ def _pcm(got: Listener, data: bytes, held: bytearray) -> None:
     if whole:
         got.stream.frame(time.perf_counter(), whole / 2 / latency.RATE)
         del held[:whole]
+
+
+WAV_HEAD = 44  # /tts's streamed WAV: RIFF, fmt and data headers, sizes unknown (docs/protocol.md)
 
 
 def listen_by_tts(port: int, text: str) -> Listener:
@@ -173,9 +157,6 @@ def listen_by_tts(port: int, text: str) -> Listener:
     got.stream.reason = "done"
     conn.close()
     return got
-
-
-WAV_HEAD = 44  # /tts's streamed WAV: RIFF, fmt and data headers, sizes unknown (docs/protocol.md)
 
 
 def listen_by_openai(port: int, text: str) -> Listener:
@@ -235,9 +216,8 @@ async def round_of(server: latency.ServerProcess, key: str, n: int) -> list[List
     if how == "wyoming":
         return list(await asyncio.gather(*(listen_by_wyoming(server.wyoming_port, text) for _ in range(n))))
     sockets = [await latency.connect(server.url) for _ in range(n)]
-    one = listen_by_append if how == "append" else listen
     try:
-        return list(await asyncio.gather(*(one(ws, text, voice) for ws in sockets)))
+        return list(await asyncio.gather(*(listen(ws, text, voice, how == "append") for ws in sockets)))
     finally:
         for ws in sockets:
             await ws.close()
