@@ -11,7 +11,8 @@ checkout, and puts each result into its block of docs/benchmarks.md:
   with no voice named first; p50 and p95 of ``--repeats`` runs; 1 and 2 Mandarin
   streams; the peer kokoro-onnx beside it when its venv is there);
 * ``streams``: ``listeners.py`` (how many listeners starting at once the box carries
-  without a gap, per language and voice; 3 rounds each);
+  without a gap, per language and voice, and the Mandarin announcement by ``append``,
+  ``/tts``, the OpenAI API and Wyoming; 3 rounds each);
 * ``memory``: ``memory_parts.py`` (what each engine and front end holds in the
   inference process, and the longest requests' peak);
 * ``wake``: ``wake.py`` (connect → first audio on a fresh server and after the idle
@@ -55,7 +56,8 @@ def commands(args: argparse.Namespace) -> dict[str, list[str]]:
         first_audio.append("--no-peers")
     return {
         "first-audio": first_audio,
-        "streams": [py, str(HERE / "listeners.py"), "--paths", "zh,ja,en,piper,hibari,mixed", "--n", "1,2,3,4",
+        "streams": [py, str(HERE / "listeners.py"), "--paths",
+                    "zh,ja,en,piper,hibari,mixed,zh-append,zh-tts,zh-openai,zh-wyoming", "--n", "1,2,3,4",
                     "--repeats", "3"],
         "quality": [py, str(HERE / "student_quality.py"), "--langs", "zh,ja,en", "--threads", "2",
                     "--scorer-python", str(args.scorer_python)],
