@@ -49,7 +49,6 @@ import json
 import os
 import platform
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -65,6 +64,9 @@ import psutil
 import websockets
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tests.ports import free_port  # one helper for the tests' and benchmarks' servers
+
 DOC = ROOT / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- latency:begin -->", "<!-- latency:end -->"
 
@@ -88,22 +90,17 @@ UNDERRUN_TOLERANCE_S = 0.005
 # ---------------------------------------------------------------- the server under test
 
 
-def free_port() -> int:
-    """A TCP port nothing on this host listens on now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class ServerProcess:
-    """``python3 -m rtts serve`` in a subprocess, with its RSS sampled every 20 ms."""
+    """``python3 -m rtts serve`` in a subprocess, with its RSS sampled every 20 ms; with
+    ``wyoming``, its Wyoming server too (on ``wyoming_port``)."""
 
-    wyoming_port = 0  # where the command line gave one (``--wyoming-port``)
-
-    def __init__(self, idle_unload: float, log_path: Path, *extra: str) -> None:
+    def __init__(self, idle_unload: float, log_path: Path, *extra: str, wyoming: bool = False) -> None:
         self.port = free_port()
+        self.wyoming_port = free_port() if wyoming else 0
         cmd = [sys.executable, "-m", "rtts", "serve", "--port", str(self.port),
                "--idle-unload", str(idle_unload), "--phrase-cache-mb", "0", *extra]
+        if wyoming:
+            cmd += ["--wyoming-port", str(self.wyoming_port)]
         self.command = " ".join(["python3", *cmd[1:]])
         self._log = log_path.open("wb")
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT)

@@ -139,24 +139,24 @@ def listen_by_tts(port: int, text: str) -> Listener:
     """GET /tts read as it streams (a blocking client, run in a thread)."""
     got = Listener()
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-    got.stream.sent = time.perf_counter()
-    conn.request("GET", "/tts?" + urllib.parse.urlencode({"text": text, "sample_rate": latency.RATE}))
-    response = conn.getresponse()
-    if response.status != 200:
-        got.refused = response.status in (429, 503)
-        got.stream.reason = f"HTTP {response.status}"
+    try:
+        got.stream.sent = time.perf_counter()
+        conn.request("GET", "/tts?" + urllib.parse.urlencode({"text": text, "sample_rate": latency.RATE}))
+        response = conn.getresponse()
+        if response.status != 200:
+            got.refused = response.status in (429, 503)
+            got.stream.reason = f"HTTP {response.status}"
+            return got
+        header, held = WAV_HEAD, bytearray()
+        while chunk := response.read1(65536):
+            skip = min(header, len(chunk))  # the header, then PCM
+            header -= skip
+            if chunk[skip:]:
+                _pcm(got, chunk[skip:], held)
+        got.stream.reason = "done"
         return got
-    head, held = bytearray(), bytearray()
-    while chunk := response.read1(65536):
-        if len(head) < WAV_HEAD:  # the header, then PCM
-            take = WAV_HEAD - len(head)
-            head += chunk[:take]
-            chunk = chunk[take:]
-        if chunk:
-            _pcm(got, chunk, held)
-    got.stream.reason = "done"
-    conn.close()
-    return got
+    finally:
+        conn.close()
 
 
 def listen_by_openai(port: int, text: str) -> Listener:
@@ -363,10 +363,8 @@ def main() -> int:
     try:
         for name, (root, extra) in builds.items():  # all up at once; only one is spoken to at a time
             latency.ROOT = root
-            wyoming = latency.free_port()  # Wyoming listens beside the WebSocket and HTTP
             servers[name] = latency.ServerProcess(600, work / f"{name.replace(' ', '-')}.log", *extra,
-                                                  "--wyoming-port", str(wyoming), *args.server_arg)
-            servers[name].wyoming_port = wyoming
+                                                  *args.server_arg, wyoming=True)
         latency.ROOT = ROOT
         for proc in busy:
             proc.start()

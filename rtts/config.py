@@ -298,8 +298,8 @@ _SERVE_FLAGS: dict[str, tuple[Callable[[str], Any], str]] = {
     "models_dir": (Path, "folder scanned for extra Piper voices and Kokoro style files"),
     "cache_dir": (Path, "where the Kokoro model is assembled once"),
     "idle_unload": (float, "seconds with no client before models are unloaded (0: never)"),
-    "spare_process": (_yes, "keep a bare inference process (no model; ~25 MB) ready at the start and after the idle "
-                      "unload, so the next request skips its start (default on)"),
+    "spare_process": (_yes, "keep a bare inference process (no model; ~25 MB anonymous, ~53 MB RSS) ready at the "
+                      "start and after the idle unload, so the next request skips its start (default on)"),
     "inference_timeout": (float, "seconds one synthesis call may take before the inference process is taken "
                           "for hung and restarted; raise it on an emulated CPU"),
     "threads": (int, "ONNX Runtime intra-op threads (default: one per core the cgroup's CPU quota allows)"),

@@ -7,8 +7,10 @@ the default 0.7 lets three), with debug logging, and plays ``--rounds`` rounds o
 listeners sending the Mandarin announcement of ``listeners.py`` at once. Prints each
 listener's first audio, whether it was held back for room, and its gaps (audio heard
 before each, its length); then the Kokoro runs of the rounds from the server's log:
-when each ended, its phonemes and its compute. Not a benchmark of record (one server, a
-few rounds): a look at how long the runs are while four streams start together.
+when each ended, its phonemes and its compute; and, for the short runs (at most
+SHORT phonemes) and the rest, how many and their compute a second of audio (at Kokoro's
+prior AUDIO_S_PER_TOKEN a phoneme). Not a benchmark of record (one server, a few rounds):
+a look at how long the runs are while four streams start together.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import latency
 import listeners
 
+from rtts.engines.kokoro import AUDIO_S_PER_TOKEN
+
+SHORT = 12  # phonemes: a run paced to little audio in hand (a quick start's is 8-16)
 RUN = re.compile(r"^\S+ (\S+) DEBUG rtts\.engines\.kokoro: kokoro zh run: (\d+) phonemes in ([\d.]+) s")
 
 
@@ -48,10 +53,15 @@ def main() -> int:
     finally:
         server.stop()
     print("Kokoro runs (ended at, phonemes, compute s):")
-    for line in log.read_text().splitlines():
-        m = RUN.match(line)
-        if m and m.group(1) >= began:
-            print(f"  {m.group(1)} {m.group(2):>4} {m.group(3)}")
+    runs = [(m.group(1), int(m.group(2)), float(m.group(3)))
+            for m in map(RUN.match, log.read_text().splitlines()) if m and m.group(1) >= began]
+    for at, phonemes, compute in runs:
+        print(f"  {at} {phonemes:>4} {compute:.3f}")
+    short = [r for r in runs if r[1] <= SHORT]
+    for name, part in ((f"runs of at most {SHORT} phonemes", short), ("longer runs", [r for r in runs if r[1] > SHORT])):
+        if part:
+            per_s = sum(r[2] for r in part) / (sum(r[1] for r in part) * AUDIO_S_PER_TOKEN)
+            print(f"{name}: {len(part)} of {len(runs)}, {per_s:.2f} s of compute a second of audio")
     return 0
 
 
