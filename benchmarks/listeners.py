@@ -228,9 +228,22 @@ def spin(stop) -> None:  # type: ignore[no-untyped-def]
         pass
 
 
-def summary(rounds: list[list[Listener]]) -> dict:
+def server_underruns(server: latency.ServerProcess) -> float | None:
+    """The underruns the server has counted so far (``rtts_underruns_total``: the frames a
+    client playing from its first frame waited for, by what it sent); None from a build
+    without the count."""
+    for line in server.http("/metrics").decode().splitlines():
+        if line.startswith("rtts_underruns_total "):
+            return float(line.split()[1])
+    return None
+
+
+def summary(rounds: list[list[Listener]], seen: list[float | None] | None = None) -> dict:
     admitted = [x for r in rounds for x in r if not x.refused]
+    seen = seen or []
     return {
+        # What the server itself counted of those underruns (None: a build without the count).
+        "server": None if not seen or None in seen else round(sum(x for x in seen if x is not None)),
         "n": len(rounds[0]) if rounds else 0,
         "underran": sum(1 for x in admitted if x.stream.underruns),
         "admitted": len(admitted),
@@ -263,14 +276,19 @@ def measure(servers: dict[str, latency.ServerProcess], paths: list[str], ns: lis
     for key in paths:
         for n in ns:
             rounds: dict[str, list[list[Listener]]] = {name: [] for name in servers}
+            seen: dict[str, list[float | None]] = {name: [] for name in servers}
             for _ in range(repeats):
                 for name, server in servers.items():  # the builds take turns, round by round
+                    before = server_underruns(server)
                     rounds[name].append(asyncio.run(round_of(server, key, n)))
+                    after = server_underruns(server)
+                    seen[name].append(None if before is None or after is None else after - before)
                     time.sleep(0.3)
             for name in servers:
-                s = summary(rounds[name])
+                s = summary(rounds[name], seen[name])
                 results[(key, n, name)] = s
-                print(f"  {name:10} {key:6} N={n}: underran {s['underran']}/{s['admitted']}, gap {s['gap_s']:.2f} s, "
+                print(f"  {name:10} {key:6} N={n}: underran {s['underran']}/{s['admitted']}"
+                      f" ({s['underruns']} underruns; the server counted {s['server']}), gap {s['gap_s']:.2f} s, "
                       f"first audio p50 {latency.ms(latency.pct(s['ttfa'], 50))} p95 {latency.ms(latency.pct(s['ttfa'], 95))}, "
                       f"refused {s['refused']}, queued {s['queued']}, load {s['load']:.2f}"
                       + told(s) + told_now(s) + (f", failed {s['failed'][:2]}" if s["failed"] else ""), flush=True)
@@ -306,7 +324,9 @@ def report(results: dict, builds: list[str], paths: list[str], ns: list[int], co
         f"Command: `{command}`; run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {latency.cpu_model()}; "
         f"host probe (latency.py `probe_ms`) {', '.join(f'{p:.0f}' for p in probes)} ms (before, after); "
         f"{busy} busy loop(s) beside the server. Each cell: {repeats} rounds of N clients sending the same text at "
-        "once, each playing from its own first frame; streams that underran / admitted, the total gap, first audio "
+        "once, each playing from its own first frame; streams that underran / admitted (and in brackets the "
+        "underruns the server itself counted, `rtts_underruns_total`: frames sent after the audio before them "
+        "ran out), the total gap, first audio "
         "p50 / p95 over every admitted stream of every round, refused and queued streams, and the load (the admitted "
         "streams' RTFs summed, median of the rounds: 1.0 is the whole of the one inference thread); for the streams "
         "held back for room, the first audio their `start` told them (`expected_audio_ms`; before it, "
@@ -320,7 +340,8 @@ def report(results: dict, builds: list[str], paths: list[str], ns: list[int], co
             cells = []
             for b in builds:
                 s = results[(key, n, b)]
-                cells.append(f"{s['underran']}/{s['admitted']}, {s['gap_s']:.2f} s, {ms(pct(s['ttfa'], 50))} / "
+                server = "" if s["server"] is None else f" (server {s['server']})"
+                cells.append(f"{s['underran']}/{s['admitted']}{server}, {s['gap_s']:.2f} s, {ms(pct(s['ttfa'], 50))} / "
                              f"{ms(pct(s['ttfa'], 95))}, {s['refused']}, {s['queued']}, {s['load']:.2f}{told(s)}")
             lines.append(f"| {PATHS[key][0]} | {n} | " + " | ".join(cells) + " |")
     lines += ["", ("Largest N with no gap in any round, at it and at every N tried below it (a larger N "

@@ -77,6 +77,11 @@ class Metrics:
             "rtts_ttfa_seconds", "time from request to first audio frame", buckets=_TTFA_BUCKETS, registry=r
         )
         self.rtf = prom.Histogram("rtts_rtf", "compute time / audio time per utterance", buckets=_RTF_BUCKETS, registry=r)
+        # Each utterance's end.stats, summed: the underruns the server itself saw (issue 32).
+        self.underruns = prom.Counter(
+            "rtts_underruns", "frames a client playing from its first frame waited for (end.stats.underruns)", registry=r
+        )
+        self.late = prom.Counter("rtts_late_seconds", "what those clients waited, summed (end.stats.late_ms)", registry=r)
         prom.Gauge("rtts_queue_depth", "jobs waiting for the inference thread", registry=r).set_function(
             lambda: service.worker.queue_depth
         )
@@ -171,6 +176,8 @@ class Metrics:
     def observe(self, message: protocol.ServerMessage) -> None:
         if isinstance(message, protocol.End):
             self.utterances.labels(message.reason).inc()
+            self.underruns.inc(message.stats.get("underruns", 0))
+            self.late.inc(message.stats.get("late_ms", 0.0) / 1000)
             if message.reason == "done" and message.stats.get("ttfa_ms", -1) >= 0:
                 self.ttfa.observe(message.stats["ttfa_ms"] / 1000)
                 self.rtf.observe(message.stats["rtf"])

@@ -81,6 +81,10 @@ PAUSE_JOB_MS = 2000
 # estimates, for the two to go out as they come (``Session._outruns``): the estimates'
 # error, sending and playback jitter, as the worker's RUN_GUARD_S.
 HANDOVER_GUARD_S = 0.1
+# A frame counts as late (``end.stats.underruns``) when the client's audio ran out this
+# much before it was sent, by what was sent before it: the listeners' strict player in
+# benchmarks/latency.py allows the same, the frames of one chunk going out together.
+LATE_TOLERANCE_S = 0.005
 
 def _what_follows(utt: Utterance, voice: VoiceInfo) -> tuple[int, int, tuple[VoiceInfo, ...]]:
     """What the worker is told of the stream of the job about to go for ``utt``'s head part
@@ -567,6 +571,7 @@ class Session:
         utt.parts.popleft()
         job.last = not utt.parts and not utt.units and utt.buffer is None
         utt.job = job
+        utt.job_since = now
         utt.job_part = part
         utt.part_started = False
         effects.append(Submit(utt.job))
@@ -709,8 +714,21 @@ class Session:
                 continue
             if utt.first_audio is None:
                 utt.first_audio = now
+            else:
+                self._count_late(utt, now)
             self._play_until = max(self._play_until, now) + frame.seconds
         return effects
+
+    def _count_late(self, utt: Utterance, now: float) -> None:
+        """Count a frame that a client playing from its first frame waited for
+        (``end.stats.underruns``, ``late_ms``; ``rtts_underruns``): its audio ran out
+        before this one was sent, and this job had its text by then. A stream fed by
+        ``append`` that ran out while no text was there is the feeder's wait, not the
+        server's; an announcement plays at its ``play_at``, not from its first frame."""
+        dry = now - self._play_until
+        if dry > LATE_TOLERANCE_S and utt.job_since < self._play_until and utt.announcement is None:
+            utt.underruns += 1
+            utt.late_s += dry
 
     def _finish(self, utt: Utterance) -> list[Effect]:
         """All text spoken: send the tail (the one short frame) and ``end``."""
@@ -769,6 +787,8 @@ class Session:
             "ttfa_ms": ms(utt.first_audio),
             "audio_ms": round(audio_s * 1000, 1),
             "rtf": round(utt.compute_s / audio_s, 3) if audio_s else 0.0,
+            "underruns": utt.underruns,
+            "late_ms": round(utt.late_s * 1000, 1),
         }
 
     # ------------------------------------------------------------ helpers

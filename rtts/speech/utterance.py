@@ -79,6 +79,9 @@ class Utterance:
     started: bool = False  # `start` sent
     first_audio: float | None = None
     first_job: float | None = None
+    job_since: float = 0.0  # when ``job`` went to the thread: its text was the server's from then
+    underruns: int = 0  # frames its client waited for, and their wait (Session._count_late)
+    late_s: float = 0.0
     compute_s: float = 0.0
     track: Track | None = None  # from the first job on: resampling, frames, positions
     # A channel's announcement: its synthesis is shared with every subscriber of this

@@ -55,7 +55,7 @@ def check_stream(msgs: list, utt_id: str, rate: int, frame_ms: int, width: int) 
     assert marks and marks[0].pts == 0
     total = sum(len(f.data) for f in frames) // width
     assert all(0 <= m.pts < total for m in marks)
-    assert set(end.stats) == {"queue_ms", "ttfa_ms", "audio_ms", "rtf"}
+    assert set(end.stats) == {"queue_ms", "ttfa_ms", "audio_ms", "rtf", "underruns", "late_ms"}
     assert end.stats["audio_ms"] == pytest.approx(total * 1000 / rate, rel=0.02)
     # rtf is 0 when the phrase cache answered; no upper bound: speed is for benchmarks, not tests.
     assert 0 < end.stats["ttfa_ms"] and 0 <= end.stats["rtf"] < float("inf")

@@ -783,3 +783,37 @@ def test_an_announcement_speaks_with_its_publishers_generator_not_the_connection
     assert {j.generator for j in _all_jobs(session, session.announce(named))} == {"teacher"}
     unnamed = Announcement("lobby", "Hello again.", "kokoro/b", None, 1.0, "normal", None, seq=5, published=UNIX0)
     assert {j.generator for j in _all_jobs(session, session.announce(unnamed))} == {None}
+
+
+def test_end_counts_the_audio_a_client_waited_for():
+    """Issue 32: ``end.stats.underruns`` and ``late_ms`` say what a client playing from its
+    first frame waited for, by what the server sent: the second unit's audio 0.2 s after
+    the first unit's had run out is one underrun of ~200 ms; in time, none."""
+    for wait, underruns, late_ms in ((0.7, 1, 200.0), (0.3, 0, 0.0)):
+        session, clock = make()
+        (first,) = submits(send(session, type="speak", id="u", text="First sentence here. Second sentence here."))
+        clock.t += 0.1
+        effects = session.job_event(first, JobAudio(tone(0.5, first.voice.native_rate)))
+        effects += session.job_event(first, JobDone(0.05))  # 0.5 s sent at 100.1: it runs out at 100.6
+        (second,) = submits(effects)
+        clock.t += wait
+        (end,) = sent(run_job(session, second, seconds=0.5), protocol.End)
+        assert end.stats["underruns"] == underruns
+        assert end.stats["late_ms"] == pytest.approx(late_ms, abs=25)  # the resampler holds a frame's part back
+
+
+def test_a_wait_for_appended_text_is_not_the_servers():
+    """An ``append`` stream whose audio ran out before its next text came waited for its
+    feeder: not counted. Text that came in time and audio that did not: counted."""
+    for text_at, audio_at, underruns in ((1.0, 1.2, 0), (0.3, 0.9, 1)):
+        session, clock = make()
+        (first,) = submits(send(session, type="append", id="s", text="Hello world, how are you today? I"))
+        clock.t += 0.1
+        effects = run_job(session, first, seconds=0.5)  # sent at 100.1: it runs out at 100.6
+        clock.t = 100.0 + text_at
+        effects += send(session, type="append", id="s", text=" am fine.")
+        effects += send(session, type="flush", id="s")
+        (second,) = submits(effects)
+        clock.t = 100.0 + audio_at
+        (end,) = sent(run_job(session, second, seconds=0.5), protocol.End)
+        assert end.stats["underruns"] == underruns

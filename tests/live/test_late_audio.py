@@ -1,0 +1,89 @@
+"""What the server counts of the audio a client waited for (``end.stats.underruns``,
+``late_ms``; ``rtts_underruns_total``), against a real client playing from its first frame
+(the counting itself: tests/unit/test_session.py)."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+from rtts import protocol
+from tests.conftest import Client, ServerThread, make_config
+from tests.live.test_server import fetch
+
+VOICE = "kokoro/af_heart"  # a Kokoro run takes far longer than 20 ms on any box
+
+
+class Player:
+    """A strict player of a connection's audio: an utterance plays from its first frame
+    (after the one before, as the server takes it), in real time, and each wait for audio
+    that had not come is counted (as benchmarks/latency.py's listeners do)."""
+
+    def __init__(self, rate: int) -> None:
+        self.rate = rate
+        self.runs_out: float | None = None
+        self.waited_s = 0.0
+
+    def take(self, msg: protocol.ServerMessage) -> None:
+        if not isinstance(msg, protocol.Audio):
+            return
+        now = time.monotonic()
+        if msg.seq > 0 and self.runs_out is not None and now > self.runs_out:
+            self.waited_s += now - self.runs_out
+        self.runs_out = max(self.runs_out or now, now) + len(msg.data) / 2 / self.rate
+
+    def play_until(self, c: Client, before_s: float) -> None:
+        """Take what comes until ``before_s`` before the audio in hand runs out (what has
+        come by then taken too: a unit's frames come together, the first alone in hand)."""
+        assert self.runs_out is not None
+        while True:
+            try:
+                self.take(c.recv(max(0.001, self.runs_out - before_s - time.monotonic())))
+            except TimeoutError:
+                if self.runs_out - before_s <= time.monotonic():
+                    return
+
+
+def _speak_appended(c: Client, utt: str, player: Player, before_s: float) -> protocol.End:
+    """An ``append`` stream: a first sentence, then its second when ``before_s`` is left of
+    the first's audio (below zero: that long after it ran out), then ``flush``."""
+    player.waited_s = 0.0
+    c.send(type="append", id=utt, text="Good morning. The", voice=VOICE)
+    while not isinstance(msg := c.recv(), protocol.Audio):
+        pass
+    player.take(msg)
+    player.play_until(c, before_s)
+    c.send(type="append", id=utt, text="re it is.")
+    c.send(type="flush", id=utt)
+    while True:
+        msg = c.recv()
+        player.take(msg)
+        if isinstance(msg, protocol.End) and msg.id == utt:
+            return msg
+
+
+def test_the_server_counts_the_wait_a_strict_player_hears(tmp_path: Path) -> None:
+    with ServerThread(make_config(tmp_path)) as srv, Client(srv.url) as c:
+        ready = c.recv()
+        assert isinstance(ready, protocol.Ready)
+        # The voice loaded and warm: the first unit's audio is then a run's compute away.
+        player = Player(ready.sample_rate)
+        c.send(type="speak", id="warm", text="Warm up.", voice=VOICE)
+        for msg in c.utterance("warm"):
+            player.take(msg)
+        # The next text 20 ms before the audio runs out: its first run cannot be made in
+        # time, and the server says so, as much as the player waited (the two clocks read
+        # the same frames a few ms apart).
+        end = _speak_appended(c, "late", player, 0.02)
+        assert player.waited_s > 0.02
+        assert end.stats["underruns"] >= 1
+        assert abs(end.stats["late_ms"] / 1000 - player.waited_s) < 0.06, (end.stats, player.waited_s)
+        # The next text 0.3 s after the audio ran out: the player waited for the text,
+        # which the server did not have; nothing counted.
+        end2 = _speak_appended(c, "fed-late", player, -0.3)
+        assert player.waited_s > 0.3
+        assert end2.stats["underruns"] == 0 and end2.stats["late_ms"] == 0
+        _, _, body = fetch(srv.http + "/metrics")
+        counted = re.search(r"^rtts_underruns_total (\S+)$", body.decode(), re.MULTILINE)
+        assert counted is not None and float(counted.group(1)) == end.stats["underruns"]
