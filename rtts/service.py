@@ -29,6 +29,7 @@ from rtts.engines.voices import VoiceRegistry, host_ops
 from rtts.host import memory
 from rtts.host.client import Host
 from rtts.speech.session import Session
+from rtts.synthesis.admission_bound import AdmissionBound
 from rtts.synthesis.inference import InferenceWorker
 from rtts.synthesis.jobs import Job
 from rtts.synthesis.phrase_cache import PhraseCache
@@ -86,14 +87,14 @@ class Metrics:
             lambda: service.worker.queue_depth
         )
         # What the inference thread can carry, by this box's measurements (issue 32).
-        worker, max_load = service.worker, service.config.admission_max_load
+        worker, bound = service.worker, service.admission
         rtf = prom.Gauge("rtts_engine_rtf", "the inference thread's running estimate of an engine's compute "
                          "seconds per second of audio, on this box", ["engine"], registry=r)
         streams = prom.Gauge("rtts_capacity_streams", "streams of an engine the inference thread keeps playing at "
                              "once within --admission-max-load, by its measured RTF", ["engine"], registry=r)
         for engine in worker.rtf:
             rtf.labels(engine).set_function(lambda e=engine: worker.rtf[e])
-            streams.labels(engine).set_function(lambda e=engine: worker.streams(e, max_load))
+            streams.labels(engine).set_function(lambda e=engine: worker.streams(e, bound.now()))
         prom.Gauge("rtts_inference_load", "the streams with work on the inference thread, their RTFs summed "
                    "(1: its whole time; new utterances are late above --admission-max-load)",
                    registry=r).set_function(worker.load)
@@ -214,6 +215,8 @@ class Service:
         # Whole response bodies the HTTP routes hold (captioned JSON with stream false).
         self.bodies = memory.WholeBodies(int(config.max_whole_body_mb * memory.MB))
         bodies = self.bodies
+        # --admission-max-load, lowered for a while where a stream underran (issue 32).
+        self.admission = AdmissionBound(config.admission_max_load, time.monotonic)
         self.worker = InferenceWorker(
             self.registry, self._post, cache=cache, host=self.host, budget_bytes=config.memory_budget_bytes,
             server_rss=lambda: bodies.server_own(memory.anonymous_bytes()), server_pending=bodies.pending,
@@ -369,7 +372,7 @@ class Service:
     def new_session(self, authorized: bool = False, voices_at: str = "ready.voices") -> Session:
         return Session(
             f"s{next(self._ids)}", self.config, _CatalogView(self), authorized=authorized, lexicon=self.lexicon(),
-            wall=self.clock.now, voices_at=voices_at,
+            wall=self.clock.now, voices_at=voices_at, bound=self.admission,
         )
 
     def lexicon(self) -> Lexicon:
@@ -426,8 +429,11 @@ class _CatalogView:
         return self._service.worker.first_audio_s(voice, lang, text)
 
     def capacity(self) -> dict[str, int]:
-        worker, max_load = self._service.worker, self._service.config.admission_max_load
+        worker, max_load = self._service.worker, self._service.admission.now()
         return {engine: worker.streams(engine, max_load) for engine in sorted(worker.rtf)}
+
+    def thread_load(self, job: Job) -> tuple[float, int]:
+        return self._service.worker.thread_load(job)
 
 
 class _LiveCounter:

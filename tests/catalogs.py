@@ -49,3 +49,6 @@ class FixedCatalog:
 
     def capacity(self) -> dict[str, int]:
         return {name: 1 for name in sorted({v.engine for v in self.voices.values()})}
+
+    def thread_load(self, job: Job) -> tuple[float, int]:
+        return 0.0, 0  # an idle inference thread

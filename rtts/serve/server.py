@@ -367,8 +367,12 @@ class RttsServer:
             "connections": self.caps.total,
             "queue_depth": self.service.worker.queue_depth,
             # Per engine its measured RTF and the streams of it the thread carries within
-            # --admission-max-load, and the load now (issue 32).
-            "capacity": self.service.worker.capacity(self.config.admission_max_load),
+            # the admission bound (--admission-max-load, lowered for a while where a stream
+            # underran), and the load now (issue 32).
+            "capacity": {
+                **self.service.worker.capacity(self.service.admission.now()),
+                "configured_max_load": self.config.admission_max_load,
+            },
             # Channels' bus: "local", "listening", or "connecting" while Redis is away (not
             # a 503: every instance shares that Redis, and speech works without it).
             "bus": self.service.channels.bus.state,

@@ -32,6 +32,7 @@ from rtts.speech.effects import Close, Drop, Effect, Join, Leave, Post, Send, Su
 from rtts.speech.languages import SPOKEN_LANGS, implied_lang, spoken_lang
 from rtts.speech.ratelimit import MessageRate, Verdict
 from rtts.speech.utterance import Output, Part, Utterance, says_something, word_unit
+from rtts.synthesis.admission_bound import AdmissionBound
 from rtts.synthesis.jobs import Estimate, Job, JobAudio, JobDone, JobEvent, JobFailed, JobWords
 from rtts.text import markup
 from rtts.text.lexicon import Lexicon
@@ -73,6 +74,11 @@ class Catalog(TypingProtocol):
         bound, by this box's measurements; ``InferenceWorker.streams``."""
         ...
 
+    def thread_load(self, job: Job) -> tuple[float, int]:
+        """The load on the inference thread now with ``job``'s stream (its streams' RTFs
+        summed) and how many other streams it carries; ``InferenceWorker.thread_load``."""
+        ...
+
 
 # The longest pause job (ms): a <break> is sent as silence jobs of at most this length,
 # so a client that is behind holds back the rest like it holds back speech.
@@ -112,11 +118,15 @@ class Session:
         lexicon: Lexicon | None = None,
         wall: Callable[[], float] = time.time,
         voices_at: str = "ready.voices",
+        bound: AdmissionBound | None = None,
     ) -> None:
         """``clock``: monotonic seconds, for pacing; ``wall``: the shared clock (Unix
         seconds, ``clock.SharedClock.now``) a pong carries, for clients playing in step;
-        ``voices_at``: where this client can look the voices up, as ``unknown_voice`` names it."""
+        ``voices_at``: where this client can look the voices up, as ``unknown_voice`` names it;
+        ``bound``: the admission bound every session shares, lowered where a stream underran
+        (``admission_bound``; None: this session's own, from ``config``)."""
         self.id = session_id
+        self._bound = bound or AdmissionBound(config.admission_max_load, clock)
         self.voices_at = voices_at
         self._config = config
         self._catalog = catalog
@@ -550,17 +560,18 @@ class Session:
             # A stream that would wait for room is told when it gets some, by what the
             # streams ahead of it still have to say.
             holds = self._config.admission == "queue" and utt.announcement is None
-            wait, load, first_audio = self._catalog.estimate(job, self._config.admission_max_load if holds else None)
-            late = wait > self._config.admission_max_wait or load > self._config.admission_max_load
+            bound = self._bound.now()
+            wait, load, first_audio = self._catalog.estimate(job, bound if holds else None)
+            late = wait > self._config.admission_max_wait or load > bound
             # An announcement is never refused: its synthesis is shared, and it was queued on its channel.
             if late and self._config.admission != "queue" and utt.announcement is None:
                 return self._refuse(utt, wait, load)
             # No room on the thread: this stream waits for one to end rather than start at
             # the cost of every stream there (issue 32). An announcement is never held: its
             # kiosks play it at one time.
-            queued = holds and load > self._config.admission_max_load
+            queued = holds and load > bound
             if queued:
-                job.room = self._config.admission_max_load
+                job.room = bound
             utt.started = True
             utt.first_job = now
             if part is not None and self._outruns(utt, part):
@@ -724,11 +735,14 @@ class Session:
         (``end.stats.underruns``, ``late_ms``; ``rtts_underruns``): its audio ran out
         before this one was sent, and this job had its text by then. A stream fed by
         ``append`` that ran out while no text was there is the feeder's wait, not the
-        server's; an announcement plays at its ``play_at``, not from its first frame."""
+        server's; an announcement plays at its ``play_at``, not from its first frame. The
+        admission bound hears of it (``AdmissionBound.underran``)."""
         dry = now - self._play_until
         if dry > LATE_TOLERANCE_S and utt.job_since < self._play_until and utt.announcement is None:
             utt.underruns += 1
             utt.late_s += dry
+            if utt.job is not None:
+                self._bound.underran(*self._catalog.thread_load(utt.job))
 
     def _finish(self, utt: Utterance) -> list[Effect]:
         """All text spoken: send the tail (the one short frame) and ``end``."""

@@ -403,6 +403,13 @@ class InferenceWorker:
         """The streams with work on the thread now, their real-time factors summed."""
         return self._load_of(self._busy(*self._live()))
 
+    def thread_load(self, job: Job) -> tuple[float, int]:
+        """``load`` with ``job``'s stream (whose last unit may have just left the thread),
+        and how many other streams make it."""
+        busy = self._busy(*self._live())
+        busy[(job.utterance, job.sink)] = job
+        return self._load_of(busy), len(busy) - 1
+
     def _load_of(self, busy: dict[tuple[str, object], Job]) -> float:
         return sum(self._stream_rtf(j) for j in busy.values())
 
