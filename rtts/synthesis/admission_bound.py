@@ -22,11 +22,14 @@ from dataclasses import dataclass, field
 
 __all__ = ["AdmissionBound"]
 
-# How far below the load an underrun happened at the bound goes: ~0.9 of it lets one
-# Mandarin teacher stream (RTF ~0.2) fewer in at once at the loads they underran at.
-DROP = 0.9
+# How far below the load an underrun happened at the bound goes. With four Mandarin
+# teacher streams (RTF ~0.23 each) let in together under a bound of 0.95, 0.9 of 0.93 let
+# all four in again as their RTFs wandered, and 0.8 held the fourth back: over 6 rounds of
+# four (after the first, whose underruns lower it), 6 of 24 underran at 0.8 against 7 of
+# 24 at 0.9 by `speak`, 1 against 5 by `append` (docs/benchmarks.md, "The server's own count").
+DROP = 0.8
 # How fast it returns to the configured bound (load a second): 0.06 a minute, so a drop
-# of a stream's RTF is made good in about three minutes.
+# of a Mandarin teacher stream's RTF is made good in about four minutes.
 RECOVER_PER_S = 0.001
 # The lowest it goes, as a share of the configured bound.
 FLOOR = 0.5
