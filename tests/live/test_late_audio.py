@@ -24,7 +24,11 @@ BEFORE_S = 0.2
 PARAGRAPH = ("请注意，本次列车即将到达杭州东站，下车的旅客请带好您的随身物品。"
              "从列车前进方向的右侧车门下车，换乘地铁的旅客请按照指示牌前往一号线。"
              "本次列车的终点站是上海虹桥站，预计到达时间为下午三点四十五分，感谢您的耐心等待。"
-             "列车运行期间请不要在车厢内吸烟，如需帮助请联系列车工作人员或者拨打服务热线。")
+             "列车运行期间请不要在车厢内吸烟，如需帮助请联系列车工作人员或者拨打服务热线。"
+             "餐车位于第五节车厢，供应热饭、面条和饮料，营业时间从上午十点到晚上八点。"
+             "携带大件行李的旅客请将行李放在车厢两端的行李架上，不要堵塞通道和车门。"
+             "前方到站是嘉兴南站，停车两分钟，请在嘉兴南站下车的旅客提前做好准备。"
+             "祝您旅途愉快，欢迎您再次乘坐本次列车，我们期待下次继续为您服务。")
 
 
 class Player:
@@ -119,13 +123,19 @@ def test_an_underrun_beside_another_stream_lowers_the_admission_bound(tmp_path: 
             player.take(msg)
         capacity = json.loads(fetch(srv.http + "/readyz")[2])["capacity"]
         assert capacity["max_load"] == capacity["configured_max_load"] == config.admission_max_load
-        # Another stream on the thread the whole time: a Mandarin paragraph (~30 s of
+        # Another stream on the thread the whole time: a Mandarin paragraph (~60 s of
         # audio, no clause said twice: a short one would come from the phrase cache), by
         # Kokoro too.
         beside.send(type="speak", id="long", text=PARAGRAPH)
         while not isinstance(beside.recv(), protocol.Audio):
             pass
-        end = _speak_appended(c, "late", player, BEFORE_S)
+        # Beside a paragraph the first sentence's audio may come in more than one run, the
+        # last of them while the second sentence is made: up to three tries for a late one
+        # (on a quiet box 3 of 16 single tries had none).
+        for attempt in range(3):
+            end = _speak_appended(c, f"late{attempt}", player, BEFORE_S)
+            if end.stats["underruns"]:
+                break
         assert end.stats["underruns"] >= 1
         capacity = json.loads(fetch(srv.http + "/readyz")[2])["capacity"]
         assert capacity["max_load"] < capacity["configured_max_load"] == config.admission_max_load
