@@ -91,12 +91,13 @@ class Metrics:
         rtf = prom.Gauge("rtts_engine_rtf", "the inference thread's running estimate of an engine's compute "
                          "seconds per second of audio, on this box", ["engine"], registry=r)
         streams = prom.Gauge("rtts_capacity_streams", "streams of an engine the inference thread keeps playing at "
-                             "once within --admission-max-load, by its measured RTF", ["engine"], registry=r)
+                             "once within the admission bound (--admission-max-load, lowered for a while after an underrun), by "
+                             "its measured RTF", ["engine"], registry=r)
         for engine in worker.rtf:
             rtf.labels(engine).set_function(lambda e=engine: worker.rtf[e])
             streams.labels(engine).set_function(lambda e=engine: worker.streams(e, bound.now()))
         prom.Gauge("rtts_inference_load", "the streams with work on the inference thread, their RTFs summed "
-                   "(1: its whole time; new utterances are late above --admission-max-load)",
+                   "(1: its whole time; new utterances are late above the admission bound)",
                    registry=r).set_function(worker.load)
         prom.Gauge("rtts_streams_waiting", "streams waiting for room on the inference thread (start.queued)",
                    registry=r).set_function(lambda: worker.waiting)

@@ -279,7 +279,9 @@ def test_the_box_says_what_it_can_carry(server: ServerThread, client: Client):
     rtf, streams = metric['rtts_engine_rtf{engine="piper"}'], metric['rtts_capacity_streams{engine="piper"}']
     worker, max_load = server.service.worker, server.config.admission_max_load
     assert 0 < rtf < 1 and rtf == pytest.approx(worker.rtf["piper"], rel=0.05)  # measured: joe-medium is ~0.05-0.2
-    assert streams == max(1, math.floor(max_load / rtf))
+    # Its costliest language's RTF decides (a Piper voice's English may cost more than the
+    # engine's figure, on a server whose first units were few: this test run alone).
+    assert streams == worker.streams("piper", max_load) <= max(1, math.floor(max_load / rtf))
     status, _, body = fetch(server.http + "/readyz")
     capacity = json.loads(body)["capacity"]
     assert status == 200 and capacity["max_load"] == max_load
