@@ -131,7 +131,7 @@ def test_an_underrun_beside_another_stream_lowers_the_admission_bound(tmp_path: 
             pass
         # Beside a paragraph the first sentence's audio may come in more than one run, the
         # last of them while the second sentence is made: up to three tries for a late one
-        # (on a quiet box 3 of 16 single tries had none).
+        # (on a quiet box 4 of 12 single tries had none).
         for attempt in range(3):
             end = _speak_appended(c, f"late{attempt}", player, BEFORE_S)
             if end.stats["underruns"]:
