@@ -123,6 +123,14 @@ class ServerProcess:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=30) as r:
             return r.read()
 
+    def metric(self, name: str) -> float | None:
+        """The value of an unlabelled sample in the server's /metrics; None where it has none
+        (a build before it)."""
+        for line in self.http("/metrics").decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        return None
+
     def _healthy(self) -> bool:
         try:
             return self.http("/healthz").startswith(b"ok")

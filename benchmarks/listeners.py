@@ -232,10 +232,7 @@ def server_underruns(server: latency.ServerProcess) -> float | None:
     """The underruns the server has counted so far (``rtts_underruns_total``: the frames a
     client playing from its first frame waited for, by what it sent); None from a build
     without the count."""
-    for line in server.http("/metrics").decode().splitlines():
-        if line.startswith("rtts_underruns_total "):
-            return float(line.split()[1])
-    return None
+    return server.metric("rtts_underruns_total")
 
 
 def summary(rounds: list[list[Listener]], seen: list[float | None] | None = None) -> dict:

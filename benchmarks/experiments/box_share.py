@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
 import sys
 import tempfile
 import time
@@ -38,9 +37,9 @@ def cpu_s(process: psutil.Process) -> float:
 
 
 def busy_s(server: latency.ServerProcess) -> float:
-    found = re.search(r"^rtts_inference_busy_seconds (\S+)$", server.http("/metrics").decode(), re.MULTILINE)
-    assert found is not None, "the server has no rtts_inference_busy_seconds"
-    return float(found.group(1))
+    busy = server.metric("rtts_inference_busy_seconds")
+    assert busy is not None, "the server has no rtts_inference_busy_seconds"
+    return busy
 
 
 def main() -> int:

@@ -15,15 +15,7 @@ from rtts.speech.session import Session
 from rtts.synthesis.admission_bound import DROP, FLOOR, RECOVER_PER_S, AdmissionBound
 from rtts.synthesis.jobs import Job, JobAudio, JobDone
 from tests.unit.test_admission import BusyCatalog
-from tests.unit.test_session import tone
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 50.0
-
-    def __call__(self) -> float:
-        return self.t
+from tests.unit.test_session import Clock, tone
 
 
 def test_an_underrun_beside_other_streams_lowers_the_bound_for_a_while() -> None:
