@@ -28,6 +28,7 @@ from rtts.engines.base import VoiceInfo
 from rtts.engines.voices import VoiceRegistry, host_ops
 from rtts.host import memory
 from rtts.host.client import Host
+from rtts.speech.append_lengths import AppendLengths
 from rtts.speech.session import Session
 from rtts.synthesis.admission_bound import AdmissionBound
 from rtts.synthesis.inference import InferenceWorker
@@ -218,6 +219,9 @@ class Service:
         bodies = self.bodies
         # --admission-max-load, lowered for a while where a stream underran (issue 32).
         self.admission = AdmissionBound(config.admission_max_load, time.monotonic)
+        # What the append streams of every connection came to: the guess at what an open
+        # one still has to say, by which a stream waiting for room is told when (issue 32).
+        self.append_lengths = AppendLengths()
         self.worker = InferenceWorker(
             self.registry, self._post, cache=cache, host=self.host, budget_bytes=config.memory_budget_bytes,
             server_rss=lambda: bodies.server_own(memory.anonymous_bytes()), server_pending=bodies.pending,
@@ -373,7 +377,7 @@ class Service:
     def new_session(self, authorized: bool = False, voices_at: str = "ready.voices") -> Session:
         return Session(
             f"s{next(self._ids)}", self.config, _CatalogView(self), authorized=authorized, lexicon=self.lexicon(),
-            wall=self.clock.now, voices_at=voices_at, bound=self.admission,
+            wall=self.clock.now, voices_at=voices_at, bound=self.admission, lengths=self.append_lengths,
         )
 
     def lexicon(self) -> Lexicon:

@@ -28,6 +28,7 @@ from rtts.protocol import ErrorCode, ProtocolError
 from rtts.sound import audio, codecs
 from rtts.sound.track import Frame, Track
 from rtts.speech import word_timing
+from rtts.speech.append_lengths import AppendLengths
 from rtts.speech.effects import Close, Drop, Effect, Join, Leave, Post, Send, Submit
 from rtts.speech.languages import SPOKEN_LANGS, implied_lang, spoken_lang
 from rtts.speech.ratelimit import MessageRate, Verdict
@@ -92,19 +93,28 @@ HANDOVER_GUARD_S = 0.1
 # benchmarks/latency.py allows the same, the frames of one chunk going out together.
 LATE_TOLERANCE_S = 0.005
 
-def _what_follows(utt: Utterance, voice: VoiceInfo) -> tuple[int, int, tuple[VoiceInfo, ...]]:
+def _what_follows(utt: Utterance, voice: VoiceInfo, to_come: int = 0) -> tuple[int, int, tuple[VoiceInfo, ...]]:
     """What the worker is told of the stream of the job about to go for ``utt``'s head part
     (issue 32): the characters the utterance says after that part, how many of them are
     Chinese or Japanese, and the other voices it speaks with as far as known (this unit's
     parts, and those the job before named). A stream's load is its costliest voice's, and
-    a stream waiting for room is told when the ones ahead of it will have said the rest."""
+    a stream waiting for room is told when the ones ahead of it will have said the rest.
+    An ``append`` stream's rest also has the text it holds that is not a unit yet, and
+    ``to_come`` characters it is expected to send still (``AppendLengths``), Chinese or
+    Japanese in the share its text so far is."""
     parts = [p for p in utt.parts if not isinstance(p, int)]
     after = [p.speak for p in list(utt.parts)[1:] if not isinstance(p, int)] + [u.text for u in utt.units]
     known = {p.voice.id: p.voice for p in parts}
     if utt.job is not None:
         known |= {v.id: v for v in (utt.job.voice, *utt.job.voices)}
     others = tuple(v for v in known.values() if v.id != voice.id)
-    return sum(map(len, after)), sum(map(cjk_chars, after)), others
+    chars, cjk = sum(map(len, after)), sum(map(cjk_chars, after))
+    if utt.buffer is not None:
+        seen = [p.speak for p in parts[:1]] + after
+        share = sum(map(cjk_chars, seen)) / max(1, sum(map(len, seen)))
+        more = utt.buffer.pending + to_come
+        chars, cjk = chars + more, cjk + round(more * share)
+    return chars, cjk, others
 
 
 class Session:
@@ -119,14 +129,17 @@ class Session:
         wall: Callable[[], float] = time.time,
         voices_at: str = "ready.voices",
         bound: AdmissionBound | None = None,
+        lengths: AppendLengths | None = None,
     ) -> None:
         """``clock``: monotonic seconds, for pacing; ``wall``: the shared clock (Unix
         seconds, ``clock.SharedClock.now``) a pong carries, for clients playing in step;
         ``voices_at``: where this client can look the voices up, as ``unknown_voice`` names it;
         ``bound``: the admission bound every session shares, lowered where a stream underran
-        (``admission_bound``; None: this session's own, from ``config``)."""
+        (``admission_bound``; None: this session's own, from ``config``); ``lengths``: what
+        the ``append`` streams of every session came to (None: this session's own)."""
         self.id = session_id
         self._bound = bound or AdmissionBound(config.admission_max_load, clock)
+        self._lengths = lengths if lengths is not None else AppendLengths()
         self.voices_at = voices_at
         self._config = config
         self._catalog = catalog
@@ -283,6 +296,7 @@ class Session:
                 utt.buffer.feed(rendered)
                 utt.units.extend(utt.buffer.flush())
                 utt.buffer = None
+                self._lengths.ended(utt.chars)
             return self._pump()
         if isinstance(msg, protocol.Cancel):
             if msg.id is None:
@@ -555,7 +569,8 @@ class Session:
             if utt.announcement is not None:
                 job.shared = (utt.announcement.id, utt.shared_jobs)
                 utt.shared_jobs += 1
-        job.rest_chars, job.rest_cjk, job.voices = _what_follows(utt, job.voice)
+        to_come = self._lengths.still_to_come(utt.chars) if utt.buffer is not None else 0
+        job.rest_chars, job.rest_cjk, job.voices = _what_follows(utt, job.voice, to_come)
         if not utt.started:
             # A stream that would wait for room is told when it gets some, by what the
             # streams ahead of it still have to say.

@@ -16,8 +16,9 @@ three let in at a time) an even share told the held-back streams 6.2 s and they 
 heard at 7.7 s, p50 (``benchmarks/listeners.py --before``; docs/benchmarks.md, "What a
 held-back stream is told").
 
-A stream fed by ``append`` (an LLM) counts only the text it has sent: its wait is a
-lower bound, as the worker cannot know what is still to come.
+A stream fed by ``append`` (an LLM) counts the text it has sent and what the session
+guesses is still to come (``speech.append_lengths``: what the last such streams came to);
+the worker cannot know the rest of its answer.
 """
 
 from __future__ import annotations

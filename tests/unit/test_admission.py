@@ -179,6 +179,44 @@ def test_a_streams_last_unit_is_marked_and_an_open_append_never_is() -> None:
     assert [(j.text, j.last) for j in appended] == [("First sentence.", False)]
 
 
+def test_an_open_append_stream_counts_what_the_last_ones_came_to() -> None:
+    """Issue 32: a stream waiting for room is told its first audio by what the streams
+    ahead still have to say. An ``append`` stream has sent little of its answer when the
+    next one asks: it counts the text it holds and what the ``append`` streams before it
+    came to (their median, ``AppendLengths``), never less than it has sent."""
+    from rtts.speech.append_lengths import AppendLengths
+
+    lengths = AppendLengths()
+    cfg = Config(cache_dir=Path("/tmp/rtts-test"), models_dir=Path("/tmp/rtts-test"))
+    catalog = BusyCatalog(0.0, 0.2)
+
+    def opened(utt_id: str, text: str) -> Job:
+        session = Session("s", cfg, catalog, lambda: 50.0, lengths=lengths)
+        session.receive(msgpack.packb({"type": "append", "id": utt_id, "text": text}))
+        return catalog.asked[-1]
+
+    # None ended yet: the text it holds after its first unit ("Then more"), as before.
+    assert opened("a", "First sentence. Then more").rest_chars == len("Then more")
+    for chars in (100, 120, 400):  # flushed answers of 100, 120 and 400 characters
+        session = Session("s", cfg, catalog, lambda: 50.0, lengths=lengths)
+        session.receive(msgpack.packb({"type": "append", "id": "x", "text": "y" * chars}))
+        session.receive(msgpack.packb({"type": "flush", "id": "x"}))
+    # 25 characters sent of a median of 120: 95 to come, and the 9 it holds.
+    assert opened("b", "First sentence. Then more").rest_chars == 95 + 9
+    # Past the guess: what it holds only.
+    assert opened("c", "First sentence. " + "z" * 200).rest_chars == 200
+    # In the share of Chinese characters its text so far has (15 sent, "然后" held; 11 of
+    # the first unit's 13 are Han, its commas not).
+    kokoro = VoiceInfo("kokoro/zf", "zf", ("zh",), "kokoro", 24000, "kokoro", "zf")
+    catalog.voices, catalog.default_voice = {"kokoro/zf": kokoro}, "kokoro/zf"
+    job = opened("d", "请注意，本次列车开往上海。然后")
+    assert (job.rest_chars, job.rest_cjk) == (120 - 15 + 2, round((120 - 15 + 2) * 11 / 13))
+    # A ``speak`` is whole: nothing is guessed.
+    session = Session("s", cfg, catalog, lambda: 50.0, lengths=lengths)
+    _speak(session, "e")
+    assert catalog.asked[-1].rest_chars == len("Again.")
+
+
 def test_a_mixed_unit_names_every_voice_it_speaks_with() -> None:
     """Issue 32: a unit in English and Mandarin holds the thread as its Mandarin does; the
     job of its first part carries the other part's voice, so the worker counts the stream
