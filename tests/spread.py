@@ -142,15 +142,17 @@ def spread_at(reports: Sequence[Report], pos: float) -> float:
 class Spread:
     start_ms: float  # at the first sample every page played
     at_ms: dict[float, float]  # seconds into the announcement -> spread there
-    end_ms: float  # at the last sample every page played
+    end_ms: float  # over the last second every page played (the median there)
     p95_ms: float
     max_ms: float
     span_s: float  # the stretch compared: from the common first to the common last sample
     max_at_s: float  # where the max is, seconds into the announcement
+    last_ms: float = 0.0  # at the last sample every page played
 
     def line(self) -> str:
         at = "".join(f", at {s:.0f} s {v:.1f} ms" for s, v in self.at_ms.items())
-        return (f"spread at start {self.start_ms:.1f} ms{at}, at the end {self.end_ms:.1f} ms; "
+        return (f"spread at start {self.start_ms:.1f} ms{at}, at the end {self.end_ms:.1f} ms "
+                f"(the last sample {self.last_ms:.1f} ms); "
                 f"p95 {self.p95_ms:.1f} ms, max {self.max_ms:.1f} ms (at {self.max_at_s:.2f} s) "
                 f"over {self.span_s:.1f} s")
 
@@ -169,10 +171,17 @@ def spread(reports: Sequence[Report], at_s: Sequence[float] = (), step_s: float 
     at_grid = [(spread_at(reports, p), p) for p in grid]
     values = sorted(v for v, _ in at_grid)
     worst = max(at_grid)
+    # The end is the last second, not its last sample alone: a page reads when a sample
+    # was heard off its browser's output timestamps, and under load those step by 10-20
+    # ms now and then for a moment (own_browser in tests/system/test_kiosk_sync.py): the
+    # last sample alone read 12.9 ms in one full suite of four (and passed 3 of 3 alone
+    # after it). A page drifting out of step stays out for the whole second.
+    tail = [v for v, p in at_grid if p >= last - rate] or [values[-1]]
     return Spread(
         start_ms=spread_at(reports, first) * 1000,
         at_ms={s: spread_at(reports, s * rate) * 1000 for s in at_s if first <= s * rate <= last},
-        end_ms=spread_at(reports, last) * 1000,
+        end_ms=statistics.median(tail) * 1000,
+        last_ms=spread_at(reports, last) * 1000,
         p95_ms=values[min(len(values) - 1, int(0.95 * len(values)))] * 1000,
         max_ms=values[-1] * 1000,
         span_s=(last - first) / rate,
