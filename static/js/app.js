@@ -390,7 +390,15 @@ function refresh() {
     $("e-queue").textContent = rec.stats ? ms(rec.stats.queue_ms) : "—";
     $("e-audio").textContent = rec.stats ? ms(rec.stats.audio_ms) : "—";
     $("e-rtf").textContent = rec.stats ? rec.stats.rtf.toFixed(3) : "—";
+    $("e-late").textContent = lateText(rec.stats);
   });
+}
+
+// The server's own count of the frames it sent late (end.stats.underruns, late_ms): beside
+// the page's Underruns, it says whether a gap was the server's or this page's.
+function lateText(stats) {
+  if (!stats || stats.underruns === undefined) return "—";
+  return stats.underruns ? `${stats.underruns} (${Math.round(stats.late_ms)} ms)` : "0";
 }
 
 for (const type of ["status", "state", "utterance", "start", "firstaudio", "end", "stopped", "sounddone", "audiostate"]) {

@@ -242,6 +242,10 @@ def test_page_speaks_and_the_worklet_receives_the_samples(server: ServerThread, 
     assert rec["ttfaMs"] >= rec["serverTtfaMs"] - 1  # the page cannot hear it before the server sent it
     assert page.locator("#history tr").count() == 1
     assert "done" in page.locator("#e-reason").inner_text()
+    # The server's count of frames it sent late, as its `end` said it (0 on a quiet box).
+    late = rec["stats"]["underruns"]
+    shown = page.locator("#e-late").inner_text()
+    assert shown == "0" if late == 0 else shown.startswith(f"{late} ("), (shown, rec["stats"])
     first_id = utt
 
     # The screenshot: a second utterance, with the model warm, caught mid-sentence; this
