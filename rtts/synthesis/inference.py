@@ -49,6 +49,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -106,6 +107,13 @@ MEMORY_WAIT_S = 0.05
 # unit comes back from the event loop a moment later, and a stream waiting for room
 # must not take that moment for room (issue 32).
 STREAM_GAP_S = 1.0
+# How long the thread waits for a stream's next unit, on its way back from the event loop
+# after its last one ended, before it starts a job due later than that stream's audio runs
+# out: a run, once begun, holds the thread to its end. The next unit comes 4-7 ms after
+# (traces of four Mandarin listeners on the 2-core Xeon); without the wait, a Japanese
+# stream's second sentence began behind a whole 0.9 s run of another stream that had
+# 0.8 s more audio in hand, and its first audio came 80 ms after its listener ran out.
+NEXT_UNIT_WAIT_S = 0.03
 # About what the thread spends on a piece of a unit of an engine that streams inside one
 # (a run of Kokoro's, a window of Piper's) before the most urgent job may go: streams
 # of such engines take turns piece by piece, not unit by unit (``room.when_heard``).
@@ -133,6 +141,15 @@ class _Entry:
     last_chunk_s: float = field(compare=False, default=0.0)  # compute of the latest chunk
 
 
+class _Ended(NamedTuple):
+    """A stream between two of its units: its latest job, when that ended, and what the
+    next unit's first run is expected to take (``_run_budget``)."""
+
+    job: Job
+    at: float
+    turn_s: float
+
+
 class InferenceWorker:
     def __init__(
         self,
@@ -144,13 +161,15 @@ class InferenceWorker:
         server_rss: Callable[[], int] = memory.anonymous_bytes,
         server_pending: Callable[[], int] = lambda: 0,
         stream_gap_s: float = STREAM_GAP_S,
+        next_unit_wait_s: float = NEXT_UNIT_WAIT_S,
     ):
         """``host``: the inference process the engines use, ended when the last model is
         unloaded (``Host.release``). ``budget_bytes``: the anonymous memory the server
         (``server_rss``: its own, without the response bodies it holds for clients) and
         the inference process together may hold; None: no budget. ``server_pending``:
         what admitted response bodies are still about to take in the server
-        (``memory.WholeBodies``), counted as taken. ``stream_gap_s``: STREAM_GAP_S."""
+        (``memory.WholeBodies``), counted as taken. ``stream_gap_s``: STREAM_GAP_S;
+        ``next_unit_wait_s``: NEXT_UNIT_WAIT_S."""
         self._registry = registry
         self._post = post
         self._host = host
@@ -195,7 +214,8 @@ class InferenceWorker:
         # when each stream's latest job ended (the streams between two of their units).
         self._waiting: list[Job] = []
         self._gap_s = stream_gap_s
-        self._ended: dict[tuple[str, object], tuple[Job, float]] = {}
+        self._next_unit_s = next_unit_wait_s
+        self._ended: dict[tuple[str, object], _Ended] = {}
         self._cond = threading.Condition()
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="rtts-inference", daemon=True)
@@ -325,7 +345,7 @@ class InferenceWorker:
         first run if it has not started, and how long it holds the thread at a time."""
         left: dict[tuple[str, object], Stream] = {}
         with self._cond:
-            gap = [j for j, ended in self._ended.values() if now - ended < self._gap_s]
+            gap = [e.job for e in self._ended.values() if now - e.at < self._gap_s]
             ahead = [Waiting(self._stream_rtf(j), self._cost(j) + self._rest_s(j), j.room or 0.0, self._turn_s(j))
                      for j in self._waiting if not j.cancelled]
         for j in gap:
@@ -429,7 +449,7 @@ class InferenceWorker:
         and two may both send "u1"."""
         now = time.monotonic()
         with self._cond:
-            busy = {key: job for key, (job, ended) in self._ended.items() if now - ended < self._gap_s}
+            busy = {key: e.job for key, e in self._ended.items() if now - e.at < self._gap_s}
         for entry in [*entries, *([current] if current is not None else [])]:
             assert entry.job is not None
             busy[(entry.job.utterance, entry.job.sink)] = entry.job
@@ -629,19 +649,27 @@ class InferenceWorker:
             return heapq.heappop(self._heap)
 
     def _held_back_s(self) -> float | None:
-        """With only work that waits for a quiet thread on top (a load no one asked for
-        yet: ``preload(urgent=False)``), how long until no stream is between two of its
-        units; None to run the top now. Between units the queue is empty for the moment
-        the next one takes to come from the event loop, and a speculative load of the
-        default voice (Hibari, 0.4 s) taken there made a Mandarin stream's second unit
-        0.4 s late: an underrun in every fresh server's first utterance. Called with the
-        lock held."""
+        """How long the top of the heap waits; None to run it now. Called with the lock held.
+
+        Work that waits for a quiet thread (a load no one asked for yet:
+        ``preload(urgent=False)``) waits until no stream is between two of its units: the
+        queue is empty for the moment the next one takes to come from the event loop,
+        and a speculative load of the default voice (Hibari, 0.4 s) taken there made a
+        Mandarin stream's second unit 0.4 s late, an underrun in every fresh server's first
+        utterance. A job waits up to ``next_unit_wait_s`` for the next unit of a stream whose
+        audio runs out before its own, which earliest deadline first puts ahead of it."""
         top = self._heap[0]
-        if top.control is None or top.deadline != float("inf"):
-            return None
         now = time.monotonic()
-        due = [ended + self._gap_s for _, ended in self._ended.values() if now - ended < self._gap_s]
-        return max(due) - now if due else None
+        if top.control is not None and top.deadline == float("inf"):
+            due = [e.at + self._gap_s for e in self._ended.values() if now - e.at < self._gap_s]
+            return max(due) - now if due else None
+        if top.job is None:
+            return None
+        there = {(e.job.utterance, e.job.sink) for e in self._heap if e.job is not None}
+        due = [e.at + self._next_unit_s for key, e in self._ended.items()
+               if key not in there and not e.job.cancelled and e.job.deadline < top.deadline]
+        wait = max(due, default=now) - now
+        return wait if wait > 0 else None
 
     def _run(self) -> None:
         while (entry := self._next()) is not None:
@@ -654,22 +682,23 @@ class InferenceWorker:
             except Exception:  # the thread must survive anything a model does
                 log.exception("inference thread: unexpected failure")
             if entry.job is not None:
-                self._ended_job(entry.job)
+                self._ended_job(entry.job, self._turn_cost(entry))
             self.parts = self._resident_mb()
             self.last_progress = time.monotonic()
 
-    def _ended_job(self, job: Job) -> None:
+    def _ended_job(self, job: Job, turn_s: float = 0.0) -> None:
         """A job is off the thread (done, failed, or back on the heap between chunks, where
-        it counts anyway): its stream still counts as there for STREAM_GAP_S, unless it was
-        its utterance's last or was cancelled; older ends are forgotten."""
+        it counts anyway): its stream still counts as there for STREAM_GAP_S, its next
+        unit's first run taken to cost ``turn_s``, unless it was its utterance's last or
+        was cancelled; older ends are forgotten."""
         now = time.monotonic()
         with self._cond:
-            self._ended = {k: v for k, v in self._ended.items() if now - v[1] < self._gap_s}
+            self._ended = {k: v for k, v in self._ended.items() if now - v.at < self._gap_s}
             key = (job.utterance, job.sink)
             if job.last or job.cancelled:
                 self._ended.pop(key, None)
             else:
-                self._ended[key] = (job, now)
+                self._ended[key] = _Ended(job, now, turn_s)
 
     def _load(self, model: str) -> None:
         engine = self._registry.engines[model]
@@ -1018,11 +1047,19 @@ class InferenceWorker:
         now = time.monotonic()
         budget = job.deadline - now
         with self._cond:
-            queued = sorted((e for e in self._heap if e.job is not None and not e.job.cancelled), key=lambda e: e.deadline)
+            queued = [e for e in self._heap if e.job is not None and not e.job.cancelled]
+            turns = [(e.deadline, self._turn_cost(e)) for e in queued]
+            # A stream between two units has its next on the way from the event loop: a
+            # long run begun in that moment was paced as if it were not there, and its next
+            # unit started too late to make its first audio in time (the underruns at the
+            # second sentence of streams let in together, docs/benchmarks.md).
+            there = {(e.job.utterance, e.job.sink) for e in queued if e.job is not None} | {(job.utterance, job.sink)}
+            turns += [(e.job.deadline, e.turn_s) for key, e in self._ended.items()
+                      if key not in there and now - e.at < self._gap_s and not e.job.cancelled]
         ahead = 0.0
-        for e in queued:
-            ahead += self._turn_cost(e)
-            budget = min(budget, e.deadline - now - ahead)
+        for deadline, turn in sorted(turns):
+            ahead += turn
+            budget = min(budget, deadline - now - ahead)
         return budget - RUN_GUARD_S
 
     def _learn(self, job: Job, entry: _Entry) -> None:

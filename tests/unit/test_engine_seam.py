@@ -294,3 +294,96 @@ def test_a_load_no_one_asked_for_waits_while_a_stream_is_between_units(tmp_path:
         worker.stop()
         if registry.host is not None:
             registry.host.stop()
+
+
+def test_a_job_waits_a_moment_for_the_next_unit_of_a_stream_due_sooner(tmp_path: Path) -> None:
+    """Issue 32: a run, once begun, holds the thread to its end. A stream whose unit has just
+    ended has its next on the way from the event loop (4-7 ms); a job due later than that
+    stream's audio runs out waits that moment for it, so the sooner one goes first. A job
+    due sooner does not wait, and a next unit that does not come is waited for no longer."""
+    (tmp_path / "a.toy").write_text("")
+    registry = VoiceRegistry.discover(tmp_path, tmp_path, 1, default_voice="toy/a", kinds=(*KINDS, ToyKind()))
+    wait = 1.0  # the module's is 30 ms: the order must hold on a loaded box
+    worker = InferenceWorker(registry, lambda callback: callback(), host=registry.host, next_unit_wait_s=wait)
+    voice = registry.get("toy/a")
+    order: list[str] = []
+    done = {name: threading.Event() for name in ("a", "a2", "b", "c", "d")}
+
+    def job(name: str, in_hand_s: float) -> Job:
+        j = Job(name.rstrip("2"), "hello", voice, "en", 1.0, time.monotonic() + in_hand_s)
+        j.sink = lambda job, event: (order.append(name), done[name].set()) if type(event).__name__ == "JobDone" else None
+        return j
+
+    worker.start()
+    try:
+        worker.submit(job("a", 1.0))  # its listener holds 1 s of audio
+        assert done["a"].wait(10)
+        worker.submit(job("b", 5.0))  # due later than a's audio runs out: it waits for a's next
+        time.sleep(0.2)
+        assert not done["b"].is_set(), "b began while a's next unit was on its way"
+        worker.submit(job("a2", 1.0))
+        assert done["a2"].wait(10) and done["b"].wait(10)
+        assert order == ["a", "a2", "b"]
+        # a's next unit does not come (its text ended, or its client went): c waits no longer.
+        time.sleep(wait)
+        worker.submit(job("a", 1.0))
+        assert done["a"].wait(10)
+        started = time.monotonic()
+        worker.submit(job("c", 5.0))
+        assert done["c"].wait(10) and time.monotonic() - started < wait + 0.5
+        # A job due before a's audio runs out goes at once.
+        time.sleep(wait)
+        done["a"].clear()
+        worker.submit(job("a", 1.0))
+        assert done["a"].wait(10)
+        started = time.monotonic()
+        worker.submit(job("d", 0.0))
+        assert done["d"].wait(10) and time.monotonic() - started < wait / 2
+    finally:
+        worker.stop()
+        if registry.host is not None:
+            registry.host.stop()
+
+
+class PacedToy(ToyEngine):
+    """A toy whose runs are paced (as Kokoro's are): it keeps the budgets it is given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.budgets: list[float | None] = []
+
+    def limit_run_compute(self, seconds: float | None) -> None:
+        self.budgets.append(seconds)
+
+
+def test_a_run_leaves_time_for_the_next_unit_of_a_stream_between_units(tmp_path: Path) -> None:
+    """Issue 32: a run begun while another stream is between two units (its next on the
+    way from the event loop) is paced as if that stream were there: it may take no more
+    than leaves that stream's next first run in time. Paced as if it were not, a run of
+    0.9 s began with 1.1 s of the other's audio in hand, and that stream's second sentence
+    came 0.27 s after its listener ran out (four Mandarin listeners at once)."""
+    (tmp_path / "a.toy").write_text("")
+    registry = VoiceRegistry.discover(tmp_path, tmp_path, 1, default_voice="toy/a", kinds=(*KINDS, ToyKind()))
+    engine = PacedToy()
+    registry.engines["toy"] = engine
+    worker = InferenceWorker(registry, lambda callback: callback(), host=registry.host, next_unit_wait_s=0.0)
+    voice = registry.get("toy/a")
+    done = {name: threading.Event() for name in ("a", "b")}
+
+    def job(name: str, in_hand_s: float) -> Job:
+        j = Job(name, "hello", voice, "en", 1.0, time.monotonic() + in_hand_s)
+        j.sink = lambda job, event: done[name].set() if type(event).__name__ == "JobDone" else None
+        return j
+
+    worker.start()
+    try:
+        worker.submit(job("a", 1.0))  # a's listener holds 1.1 s once its unit is made
+        assert done["a"].wait(10)
+        engine.budgets.clear()
+        worker.submit(job("b", 5.0))  # b holds 5 s: alone, its run could take nearly that
+        assert done["b"].wait(10)
+        assert engine.budgets and engine.budgets[0] is not None and engine.budgets[0] < 1.1, engine.budgets
+    finally:
+        worker.stop()
+        if registry.host is not None:
+            registry.host.stop()
