@@ -277,14 +277,19 @@ def test_the_box_says_what_it_can_carry(server: ServerThread, client: Client):
     metric = {m.group(1): float(m.group(2))
               for m in re.finditer(r'^(rtts_(?:engine_rtf|capacity_streams)\{engine="piper"\}) (\S+)$', text, re.M)}
     rtf, streams = metric['rtts_engine_rtf{engine="piper"}'], metric['rtts_capacity_streams{engine="piper"}']
-    worker, max_load = server.service.worker, server.config.admission_max_load
+    # The bound admission uses now: the configured one, or lower for a while where a stream
+    # on this shared server underran beside others (admission_bound.py; it did once in a
+    # full suite, and the gauge said 2 streams where the configured bound gives 4).
+    worker, max_load = server.service.worker, server.service.admission.now()
+    assert max_load <= server.config.admission_max_load
     assert 0 < rtf < 1 and rtf == pytest.approx(worker.rtf["piper"], rel=0.05)  # measured: joe-medium is ~0.05-0.2
     # Its costliest language's RTF decides (a Piper voice's English may cost more than the
     # engine's figure, on a server whose first units were few: this test run alone).
     assert streams == worker.streams("piper", max_load) <= max(1, math.floor(max_load / rtf))
     status, _, body = fetch(server.http + "/readyz")
     capacity = json.loads(body)["capacity"]
-    assert status == 200 and capacity["max_load"] == max_load
+    assert status == 200 and capacity["configured_max_load"] == server.config.admission_max_load
+    assert capacity["max_load"] == pytest.approx(max_load, abs=0.01)  # recovering at 0.06 a minute
     assert capacity["engines"]["piper"]["streams"] == worker.streams("piper", max_load)
     assert set(capacity["engines"]) == set(worker.rtf) >= {"piper", "kokoro"}
     assert capacity["load"] == 0 and capacity["waiting"] == 0  # nothing is being made now
