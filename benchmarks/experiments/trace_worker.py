@@ -24,26 +24,26 @@ from pathlib import Path
 STREAM = "id(getattr(job.sink, '__self__', job.sink)) % 1000"  # one connection, one number
 WORKER = [
     ("                t0 = time.perf_counter()  # the load is not part of this job's RTF\n",
-     '                log.warning("TRACE start %s/%s seq=%d chars=%d slack=%.3f budget=%s heap=%d opens=%s", '
-     "job.utterance, STREAM, job.seq, len(job.text), job.deadline - time.monotonic(), self._run_budget(entry), "
-     "len(self._heap), job.opens)\n"),
+     ('                log.warning("TRACE start %s/%s seq=%d chars=%d slack=%.3f budget=%s heap=%d opens=%s", '
+      "job.utterance, STREAM, job.seq, len(job.text), job.deadline - time.monotonic(), self._run_budget(entry), "
+      "len(self._heap), job.opens)\n")),
     ("                now_pc = time.perf_counter()\n                if entry.samples == 0 and job.text:",
-     '                log.warning("TRACE chunk %s/%s seq=%d audio=%.3f took=%.3f slack=%.3f first=%s opens=%s", '
-     "job.utterance, STREAM, job.seq, len(chunk) / job.voice.native_rate, now_pc - chunk_t0, "
-     "job.deadline - time.monotonic(), entry.samples == 0, job.opens)\n"),
+     ('                log.warning("TRACE chunk %s/%s seq=%d audio=%.3f took=%.3f slack=%.3f first=%s opens=%s", '
+      "job.utterance, STREAM, job.seq, len(chunk) / job.voice.native_rate, now_pc - chunk_t0, "
+      "job.deadline - time.monotonic(), entry.samples == 0, job.opens)\n")),
     ("            elif pace is not None:\n                pace(self._run_budget(entry))",
-     '                log.warning("TRACE resume %s/%s seq=%d slack=%.3f budget=%s", job.utterance, STREAM, job.seq, '
-     "job.deadline - time.monotonic(), self._run_budget(entry))\n"),
+     ('                log.warning("TRACE resume %s/%s seq=%d slack=%.3f budget=%s", job.utterance, STREAM, job.seq, '
+      "job.deadline - time.monotonic(), self._run_budget(entry))\n")),
     ("    def submit(self, job: Job) -> None:\n",
-     '        log.warning("TRACE submit %s/%s seq=%d chars=%d slack=%.3f room=%s", job.utterance, STREAM, '
-     "job.seq, len(job.text), job.deadline - time.monotonic(), job.room)\n"),
+     ('        log.warning("TRACE submit %s/%s seq=%d chars=%d slack=%.3f room=%s", job.utterance, STREAM, '
+      "job.seq, len(job.text), job.deadline - time.monotonic(), job.room)\n")),
     ("            entry.compute_s += used_s\n",
      '            log.warning("TRACE yield %s/%s seq=%d", job.utterance, STREAM, job.seq)\n'),
 ]
 SESSION = [
     ("        dry = now - self._play_until\n",
-     "        if dry > LATE_TOLERANCE_S:\n"
-     '            log.warning("TRACE late %s/%s dry=%.3f", self.id, utt.id, dry)\n'),
+     ("        if dry > LATE_TOLERANCE_S:\n"
+      '            log.warning("TRACE late %s/%s dry=%.3f", self.id, utt.id, dry)\n')),
 ]
 
 
