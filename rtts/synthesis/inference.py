@@ -186,6 +186,10 @@ class InferenceWorker:
         self.lang_rtf: dict[str, float] = {}
         self.load_s = {k.name: k.costs.load_s for k in kinds}
         self.first_s_per_char = {k.name: k.costs.first_s_per_char for k in kinds}
+        # Compute a new stream of an engine that streams inside a unit (Piper's windows)
+        # holds the thread for before it may yield: not its first window alone but the
+        # windows that buy it the audio to let others go (``_turn_cost``), by engine.
+        self.opening_turn_s: dict[str, float] = {}
         # Measured per engine and language ("kokoro:zh"): a Chinese character is a syllable,
         # an English one a fraction of one, so one figure per engine misjudges both.
         self.audio_s_per_char: dict[str, float] = {}
@@ -966,6 +970,7 @@ class InferenceWorker:
             if job.cancelled:
                 self._abandon(entry)
                 return
+            self._note_opening_turn(entry, time.perf_counter() - t0)
             entry.compute_s += time.perf_counter() - t0
             t0 = time.perf_counter()
             self.jobs_done += 1
@@ -1003,6 +1008,7 @@ class InferenceWorker:
             if not can_yield(job.deadline - time.monotonic(), ahead, self._turn_cost(entry)):
                 self.held_on += 1
                 return False
+            self._note_opening_turn(entry, used_s)
             entry.compute_s += used_s
             entry.deadline = job.deadline
             heapq.heappush(self._heap, entry)
@@ -1010,16 +1016,35 @@ class InferenceWorker:
             self._cond.notify()
         return True
 
+    def _note_opening_turn(self, entry: _Entry, used_s: float) -> None:
+        """A stream's first job of an engine that streams inside a unit ends its first turn
+        (it yields, or ends having never yielded): what it held the thread for."""
+        job = entry.job
+        assert job is not None
+        if job.opens and entry.compute_s == 0.0 and self._streams.get(job.voice.engine, False):
+            fold(self.opening_turn_s, job.voice.engine, used_s)
+
     def _turn_cost(self, entry: _Entry) -> float:
         """Estimated compute of an entry's next turn: its first chunk if it has not
         started (cost grows with its text), else a few times its latest chunk (Piper's
         windows grow fourfold; the estimate may overshoot the end of a unit), or, for an
-        engine whose runs are paced (Kokoro's: ``_run_budget``), a little over it."""
+        engine whose runs are paced (Kokoro's: ``_run_budget``), a little over it.
+
+        A new stream of an engine that streams inside a unit holds the thread until it has
+        the audio to yield, as measured (``opening_turn_s``): with seven Piper listeners
+        let in at once, the first yielded with 1.14 s in hand to six newcomers counted at
+        their first windows (0.06 s each) that took 0.2 s each, and ran out 0.08 s before
+        its turn came back (docs/benchmarks.md, "A stream between two units, seen in a
+        trace")."""
         job = entry.job
         assert job is not None
+        streams = self._streams.get(job.voice.engine, False)
         if entry.chunks is None:
-            return self._first_s_per_char(job) * len(job.text) / job.speed
-        return entry.last_chunk_s * (4 if self._streams.get(job.voice.engine, False) else 1.5)
+            first = self._first_s_per_char(job) * len(job.text) / job.speed
+            if streams and job.opens:
+                return max(first, self.opening_turn_s.get(job.voice.engine, 0.0))
+            return first
+        return entry.last_chunk_s * (4 if streams else 1.5)
 
     @staticmethod
     def _lead(job: Job) -> float:

@@ -387,3 +387,46 @@ def test_a_run_leaves_time_for_the_next_unit_of_a_stream_between_units(tmp_path:
         worker.stop()
         if registry.host is not None:
             registry.host.stop()
+
+
+class SlowToy(ToyEngine):
+    """A toy whose unit takes a while: three windows of 40 ms each."""
+
+    def synthesize(self, text: str, voice: VoiceInfo, lang: str, speed: float, lead_s: float = 0.0) -> Iterator[np.ndarray]:
+        for _ in range(3):
+            time.sleep(0.04)
+            yield np.zeros(1600, dtype=np.float32)
+
+
+def test_a_new_stream_is_counted_at_the_turn_it_holds_the_thread_for(tmp_path: Path) -> None:
+    """Issue 32: a new stream of an engine that streams inside a unit (Piper's windows)
+    holds the thread until it has the audio to let others go, not for its first window
+    alone; a stream deciding whether it may yield to newcomers counts each at that turn,
+    as measured. Counted at their first windows, seven Piper newcomers took 3.5 times
+    what the stream that let them go had reckoned, and it ran out before its turn."""
+    from rtts.synthesis.inference import _Entry
+
+    (tmp_path / "a.toy").write_text("")
+    registry = VoiceRegistry.discover(tmp_path, tmp_path, 1, default_voice="toy/a", kinds=(*KINDS, ToyKind()))
+    registry.engines["toy"] = SlowToy()
+    worker = InferenceWorker(registry, lambda callback: callback(), host=registry.host)
+    voice = registry.get("toy/a")
+    done = threading.Event()
+    opening = Job("a", "hello", voice, "en", 1.0, time.monotonic(), opens=True)
+    opening.sink = lambda job, event: done.set() if type(event).__name__ == "JobDone" else None
+    newcomer = _Entry(0.0, 0, Job("b", "hello", voice, "en", 1.0, 0.0, opens=True))
+    next_unit = _Entry(0.0, 0, Job("b", "hello", voice, "en", 1.0, 0.0))
+    first_window = worker._turn_cost(newcomer)  # the kind's prior for its first window
+    assert first_window < 0.01
+    worker.start()
+    try:
+        worker.submit(opening)  # alone: it holds the thread for its whole unit, 0.12 s
+        assert done.wait(10)
+    finally:
+        worker.stop()
+        if registry.host is not None:
+            registry.host.stop()
+    assert worker.opening_turn_s["toy"] >= 0.1
+    assert worker._turn_cost(newcomer) == worker.opening_turn_s["toy"]
+    # A stream's later unit: its first window (learned from the one that ran: a third of it).
+    assert worker._turn_cost(next_unit) < worker._turn_cost(newcomer)
