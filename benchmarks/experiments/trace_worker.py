@@ -11,7 +11,7 @@ started, resumed and yielded, every chunk (with the audio its listener still hel
 came: below 0, late) and every frame the session counts late. ``margins`` sums those up: a
 sentence's first chunk (not an utterance's first, which is awaited now) and the later ones.
 Used for docs/benchmarks.md, "A stream between two units, seen in a trace"; the strings it
-patches are those of 1e82a24.
+patches are those of 1e82a24 and after.
 """
 
 from __future__ import annotations

@@ -355,7 +355,7 @@ class InferenceWorker:
         for j in gap:
             # Its next unit is on its way back from the session; it holds what its last made.
             holds = max(0.0, j.deadline - now) + self._cost(j) / max(self._stream_rtf(j), 1e-3)
-            left[(j.utterance, j.sink)] = Stream(self._stream_rtf(j), self._rest_s(j), self._turn_s(j), holds)
+            left[_stream(j)] = Stream(self._stream_rtf(j), self._rest_s(j), self._turn_s(j), holds)
         for entry in [*([current] if current is not None else []), *entries]:
             assert entry.job is not None
             j = entry.job
@@ -365,7 +365,7 @@ class InferenceWorker:
                 turn = min(self._first_s(j), this)  # its first run: the quick start's
             else:
                 turn = min(this, PIECE_S) if self._in_pieces(j.voice) else this
-            left[(j.utterance, j.sink)] = Stream(
+            left[_stream(j)] = Stream(
                 self._stream_rtf(j), this + self._rest_s(j), self._turn_s(j), entry.deadline - now, turn, running
             )
         own = Waiting(self._stream_rtf(job), self._cost(job) + self._rest_s(job), room, self._turn_s(job))
@@ -431,7 +431,7 @@ class InferenceWorker:
         """``load`` with ``job``'s stream (whose last unit may have just left the thread),
         and how many other streams make it."""
         busy = self._busy(*self._live())
-        busy[(job.utterance, job.sink)] = job
+        busy[_stream(job)] = job
         return self._load_of(busy), len(busy) - 1
 
     def _load_of(self, busy: dict[tuple[str, object], Job]) -> float:
@@ -449,14 +449,13 @@ class InferenceWorker:
     def _busy(self, entries: list[_Entry], current: _Entry | None) -> dict[tuple[str, object], Job]:
         """The streams on the thread, and their voices: those with a job queued or running,
         and those whose job ended less than STREAM_GAP_S ago (their next unit is on its
-        way). By utterance and the session it is for (its sink): ids are the clients' own
-        and two may both send "u1"."""
+        way), by ``_stream``."""
         now = time.monotonic()
         with self._cond:
             busy = {key: e.job for key, e in self._ended.items() if now - e.at < self._gap_s}
         for entry in [*entries, *([current] if current is not None else [])]:
             assert entry.job is not None
-            busy[(entry.job.utterance, entry.job.sink)] = entry.job
+            busy[_stream(entry.job)] = entry.job
         return busy
 
     def _stream_rtf(self, job: Job) -> float:
@@ -669,11 +668,21 @@ class InferenceWorker:
             return max(due) - now if due else None
         if top.job is None:
             return None
-        there = {(e.job.utterance, e.job.sink) for e in self._heap if e.job is not None}
-        due = [e.at + self._next_unit_s for key, e in self._ended.items()
-               if key not in there and not e.job.cancelled and e.job.deadline < top.deadline]
-        wait = max(due, default=now) - now
-        return wait if wait > 0 else None
+        due = [e.at + self._next_unit_s for e in self._between_units(now, self._next_unit_s)
+               if e.job.deadline < top.deadline]
+        return max(due) - now if due else None
+
+    def _between_units(self, now: float, within_s: float, besides: Job | None = None) -> list[_Ended]:
+        """The streams between two of their units: their latest job ended less than
+        ``within_s`` ago and was not cancelled, and their next is not on the heap yet (nor
+        ``besides``, the job running). Called with the lock held."""
+        recent = [(key, e) for key, e in self._ended.items() if now - e.at < within_s and not e.job.cancelled]
+        if not recent:  # the common case, checked on every turn of the thread
+            return []
+        there = {_stream(e.job) for e in self._heap if e.job is not None}
+        if besides is not None:
+            there.add(_stream(besides))
+        return [e for key, e in recent if key not in there]
 
     def _run(self) -> None:
         while (entry := self._next()) is not None:
@@ -698,7 +707,7 @@ class InferenceWorker:
         now = time.monotonic()
         with self._cond:
             self._ended = {k: v for k, v in self._ended.items() if now - v.at < self._gap_s}
-            key = (job.utterance, job.sink)
+            key = _stream(job)
             if job.last or job.cancelled:
                 self._ended.pop(key, None)
             else:
@@ -970,8 +979,9 @@ class InferenceWorker:
             if job.cancelled:
                 self._abandon(entry)
                 return
-            self._note_opening_turn(entry, time.perf_counter() - t0)
-            entry.compute_s += time.perf_counter() - t0
+            used_s = time.perf_counter() - t0
+            self._note_opening_turn(entry, used_s)
+            entry.compute_s += used_s
             t0 = time.perf_counter()
             self.jobs_done += 1
             self._learn(job, entry)
@@ -1072,15 +1082,12 @@ class InferenceWorker:
         now = time.monotonic()
         budget = job.deadline - now
         with self._cond:
-            queued = [e for e in self._heap if e.job is not None and not e.job.cancelled]
-            turns = [(e.deadline, self._turn_cost(e)) for e in queued]
+            turns = [(e.deadline, self._turn_cost(e)) for e in self._heap if e.job is not None and not e.job.cancelled]
             # A stream between two units has its next on the way from the event loop: a
             # long run begun in that moment was paced as if it were not there, and its next
             # unit started too late to make its first audio in time (the underruns at the
             # second sentence of streams let in together, docs/benchmarks.md).
-            there = {(e.job.utterance, e.job.sink) for e in queued if e.job is not None} | {(job.utterance, job.sink)}
-            turns += [(e.job.deadline, e.turn_s) for key, e in self._ended.items()
-                      if key not in there and now - e.at < self._gap_s and not e.job.cancelled]
+            turns += [(e.job.deadline, e.turn_s) for e in self._between_units(now, self._gap_s, besides=job)]
         ahead = 0.0
         for deadline, turn in sorted(turns):
             ahead += turn
@@ -1112,6 +1119,12 @@ class InferenceWorker:
         sink = job.sink
         if sink is not None:
             self._post(lambda: sink(job, event))
+
+
+def _stream(job: Job) -> tuple[str, object]:
+    """The stream a job is of: its utterance and the session it is for (its sink); ids are
+    the clients' own, and two may both send "u1"."""
+    return (job.utterance, job.sink)
 
 
 def _generator(job: Job) -> str | None:
