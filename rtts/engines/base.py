@@ -103,7 +103,10 @@ class Engine(Protocol):
     # Optional: ``limit_run_compute(seconds)``, called before each chunk is asked for, is
     # what the next run may take with every client on the thread still holding audio
     # (``engines/run_pacing.py``). An engine that makes a unit in long runs (Kokoro) sizes
-    # its runs by it; one without it is not asked.
+    # its runs by it; one without it is not asked. With it, ``run_overhead_s(lang,
+    # generator)``: the compute of a run's fixed part, which streams sharing the thread in
+    # short runs pay often; admission lets a stream in beside others once they hold audio
+    # for it (``synthesis/room.crowd_hold_s``). One without it is taken to have none.
     #
     # Optional: ``memory``, a ``Memory`` the budget plans this engine by in place of its
     # kind's ``costs.memory``, for an engine whose memory depends on how it was made

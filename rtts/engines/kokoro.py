@@ -664,6 +664,14 @@ class KokoroEngine:
         compute where a cut between words allows (None: no bound); see ``run_pacing``."""
         self._run_s = seconds
 
+    def run_overhead_s(self, lang: str, generator: str | None = None) -> float:
+        """Compute seconds of a run's fixed part in ``lang``, spoken by the generator a
+        request named (None: the server's), as learned on this box (``RunCost.line``):
+        what each run costs whatever its length, so streams that share the thread in short
+        runs pay it often (``room.crowd_hold_s``)."""
+        student = self._speaker(lang, generator) == "student"
+        return self._run_cost.line(f"{lang}:student" if student else lang)[0]
+
     def run_tokens(self, lang: str, speed: float, student: bool | None = None) -> int:
         """The longest run, in phonemes, that keeps within the bound (MAX_TOKENS without
         one), spoken by the student (None: as the server's choice)."""

@@ -582,10 +582,12 @@ class Session:
             if late and self._config.admission != "queue" and utt.announcement is None:
                 return self._refuse(utt, wait, load)
             # No room on the thread: this stream waits for one to end rather than start at
-            # the cost of every stream there (issue 32). An announcement is never held: its
-            # kiosks play it at one time.
+            # the cost of every stream there (issue 32). One that fits may still wait a
+            # moment, for the streams there to hold the audio a crowd with it needs
+            # (``room.crowd_hold_s``). An announcement is never held: its kiosks play it at
+            # one time.
             queued = holds and load > bound
-            if queued:
+            if holds:
                 job.room = bound
             utt.started = True
             utt.first_job = now

@@ -62,7 +62,7 @@ from rtts.protocol import ErrorCode
 from rtts.sound import audio
 from rtts.synthesis.jobs import Estimate, Job, JobAudio, JobDone, JobEvent, JobFailed, JobWords
 from rtts.synthesis.phrase_cache import Key, PhraseCache
-from rtts.synthesis.room import Heard, Stream, Waiting, when_heard
+from rtts.synthesis.room import Heard, Stream, Waiting, crowd_hold_s, when_heard
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,10 @@ _SPEECH_S_PER_CJK_CHAR = {"zh": 0.2, "ja": 0.2}
 # What a paced run leaves every client beyond the estimates (``_run_budget``): their error,
 # sending and playback jitter.
 RUN_GUARD_S = 0.1
+# How much more than it lacks a run may make where a stream waits for it to hold a
+# crowd's turn (``_run_budget``): the engine cuts its runs below the budget by its margin,
+# and a run that fell short costs another run's fixed part.
+HOLD_OVERSHOOT = 1.5
 # What an announcement's jobs after its first tell the engine their listeners hold, in
 # place of what the clock says (``_lead``); their runs are not paced either
 # (``_run_budget``). Each instance makes an announcement's audio itself, and its kiosks
@@ -274,16 +278,52 @@ class InferenceWorker:
 
     def _admit(self) -> None:
         """Streams waiting for room go to the thread, first come first, while there is
-        room for the next one: the load of the streams there with its own at most its
-        ``room``, or none there. Called with the lock held."""
+        room for the next one: none there, or the load of the streams there with its own
+        at most its ``room`` and the audio each holds enough for the crowd it makes
+        (``room.crowd_hold_s``). Called with the lock held."""
         self._waiting = [j for j in self._waiting if not j.cancelled]
         while self._waiting:
             job = self._waiting[0]
-            busy = self._busy(*self._live())  # the lock is reentrant (Condition's RLock)
-            if busy and self._load_of(busy) + self._stream_rtf(job) > (job.room or 0.0):
+            entries, current = self._live()  # the lock is reentrant (Condition's RLock)
+            busy = self._busy(entries, current)
+            if busy and not self._fits(job, busy, entries, current):
                 return
             self._waiting.pop(0)
             heapq.heappush(self._heap, _Entry(job.deadline, job.seq, job))
+
+    def _fits(
+        self, job: Job, busy: dict[tuple[str, object], Job], entries: list[_Entry], current: _Entry | None
+    ) -> bool:
+        """Whether ``job``'s stream may go to the thread beside the streams there (``busy``):
+        by load, and by the audio held by those with a unit queued or running. One between
+        two units is not waited for: an ``append`` stream's next text may be seconds away,
+        its listener's audio run out meanwhile, and newcomers held back for it in vain
+        (2.3 s p50 later than told, where a crowd of four counted it)."""
+        hold = self._crowd_hold_s(job, busy)
+        if hold is None or hold <= 0:
+            return hold is not None
+        now = time.monotonic()
+        queued = [e.job for e in [*entries, *([current] if current is not None else [])] if e.job is not None]
+        return not queued or min(j.deadline - now for j in queued) >= hold
+
+    def _crowd_hold_s(self, job: Job, busy: dict[tuple[str, object], Job]) -> float | None:
+        """The audio each stream there with a unit must hold before ``job``'s goes in
+        beside them (``room.crowd_hold_s``); None where it does not fit by load."""
+        there = list(busy.values())
+        rtfs = [self._stream_rtf(j) for j in (*there, job)]
+        if sum(rtfs) > (job.room or 0.0):
+            return None
+        return crowd_hold_s(rtfs, [self._overhead_s(j) for j in (*there, job)], self._first_s(job))
+
+    def _overhead_s(self, job: Job) -> float:
+        """Compute seconds of the fixed part of one of ``job``'s stream's runs, where its
+        engine makes units in runs that have one (``run_overhead_s``, Kokoro's): at its
+        costliest voice."""
+        costs = []
+        for voice, lang in [(job.voice, job.lang), *((v, v.langs[0]) for v in job.voices)]:
+            overhead = getattr(self._registry.engines.get(voice.model), "run_overhead_s", None)
+            costs.append(overhead(lang, _generator(job)) if overhead is not None else 0.0)
+        return max(costs)
 
     def _replay(self, job: Job, chunks: tuple[np.ndarray | Timing, ...]) -> None:
         """Answer a job from the phrase cache, on the event loop, without queueing."""
@@ -327,7 +367,7 @@ class InferenceWorker:
         entries, current = self._live()
         busy = self._busy(entries, current)
         load = self._stream_rtf(job) + self._load_of(busy)
-        bound = room if room is not None and busy and load > room else math.inf  # it waits for room, or goes now
+        bound = room if room is not None and busy else math.inf  # it may wait for room, or goes now
         heard = self._when_heard(job, bound, entries, current, now)
         if not busy:
             # Alone on the thread it delays nobody, and refusing it would keep a cost
@@ -350,12 +390,14 @@ class InferenceWorker:
         left: dict[tuple[str, object], Stream] = {}
         with self._cond:
             gap = [e.job for e in self._ended.values() if now - e.at < self._gap_s]
-            ahead = [Waiting(self._stream_rtf(j), self._cost(j) + self._rest_s(j), j.room or 0.0, self._turn_s(j))
-                     for j in self._waiting if not j.cancelled]
+            ahead = [self._as_waiting(j, j.room or 0.0) for j in self._waiting if not j.cancelled]
         for j in gap:
             # Its next unit is on its way back from the session; it holds what its last made.
             holds = max(0.0, j.deadline - now) + self._cost(j) / max(self._stream_rtf(j), 1e-3)
-            left[_stream(j)] = Stream(self._stream_rtf(j), self._rest_s(j), self._turn_s(j), holds)
+            left[_stream(j)] = Stream(
+                self._stream_rtf(j), self._rest_s(j), self._turn_s(j), holds, overhead_s=self._overhead_s(j),
+                between=True,
+            )
         for entry in [*([current] if current is not None else []), *entries]:
             assert entry.job is not None
             j = entry.job
@@ -366,10 +408,17 @@ class InferenceWorker:
             else:
                 turn = min(this, PIECE_S) if self._in_pieces(j.voice) else this
             left[_stream(j)] = Stream(
-                self._stream_rtf(j), this + self._rest_s(j), self._turn_s(j), entry.deadline - now, turn, running
+                self._stream_rtf(j), this + self._rest_s(j), self._turn_s(j), entry.deadline - now, turn, running,
+                self._overhead_s(j),
             )
-        own = Waiting(self._stream_rtf(job), self._cost(job) + self._rest_s(job), room, self._turn_s(job))
-        return when_heard(list(left.values()), ahead, own, self._first_s(job))
+        return when_heard(list(left.values()), ahead, self._as_waiting(job, room), self._first_s(job))
+
+    def _as_waiting(self, job: Job, room: float) -> Waiting:
+        """``job``'s stream as one waiting for ``room`` (``room.when_heard``)."""
+        return Waiting(
+            self._stream_rtf(job), self._cost(job) + self._rest_s(job), room, self._turn_s(job),
+            self._overhead_s(job), self._first_s(job),
+        )
 
     def _turn_s(self, job: Job) -> float:
         """Compute seconds ``job``'s stream holds the thread for at a time: a piece of a
@@ -1088,11 +1137,29 @@ class InferenceWorker:
             # unit started too late to make its first audio in time (the underruns at the
             # second sentence of streams let in together, docs/benchmarks.md).
             turns += [(e.job.deadline, e.turn_s) for e in self._between_units(now, self._gap_s, besides=job)]
+            hold = self._waiting_hold_s()
         ahead = 0.0
         for deadline, turn in sorted(turns):
             ahead += turn
             budget = min(budget, deadline - now - ahead)
+        short = hold - (job.deadline - now) if hold is not None else 0.0
+        if short > 0:
+            # A stream that fits by load waits for this one to hold ``hold``: a run that
+            # makes about that much lets it in when it may go. Paced by the others alone,
+            # a Mandarin stream alone made the rest of its sentence in one run while a
+            # second listener, told it would start at once, waited (up to 3.7 s).
+            budget = min(budget, short * self._stream_rtf(job) * HOLD_OVERSHOOT + RUN_GUARD_S)
         return budget - RUN_GUARD_S
+
+    def _waiting_hold_s(self) -> float | None:
+        """The audio the first stream waiting needs each stream with a unit on the thread
+        to hold before it goes in, where it fits by load and waits for the crowd's audio
+        alone; else None. Called with the lock held."""
+        waiting = next((j for j in self._waiting if not j.cancelled), None)
+        if waiting is None:
+            return None
+        hold = self._crowd_hold_s(waiting, self._busy(*self._live()))
+        return hold if hold else None
 
     def _learn(self, job: Job, entry: _Entry) -> None:
         """Fold a finished job's measured RTF into the estimate for its engine."""

@@ -19,6 +19,17 @@ held-back stream is told").
 A stream fed by ``append`` (an LLM) counts the text it has sent and what the session
 guesses is still to come (``speech.append_lengths``: what the last such streams came to);
 the worker cannot know the rest of its answer.
+
+Room by load is not all: streams let in together each make short runs beside the others,
+and a run of Kokoro's costs a fixed part (~0.1 s) whatever its length. Four Mandarin
+streams whose RTFs summed to 0.8 made runs of 0.5-1.3 s of audio at 0.23-0.29 s of
+compute a second of it (0.17 alone): the thread had about 1.04 to do, and one ran out.
+So a stream goes in only once the streams there hold the audio the crowd it makes will
+need (``crowd_hold_s``): they take turns of about that much audio each, and its fixed
+parts must fit in what their RTFs leave of the thread (a stream between two units is not
+waited for: an ``append`` stream's next text may be seconds away). Streams let in together
+start one after another, each when the ones before it have made a little audio ahead; a
+stream there that lacks it makes a run of about what it lacks (``InferenceWorker._run_budget``).
 """
 
 from __future__ import annotations
@@ -28,12 +39,38 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Heard", "Stream", "Waiting", "when_heard"]
+__all__ = ["Heard", "Stream", "Waiting", "crowd_hold_s", "crowd_ready", "when_heard"]
 
 # At most about this many pieces are played forward (on the event loop: ~2 ms): where the
 # streams there have more to say than that many pieces, the pieces grow to fit, a wait of
 # minutes being told in coarser steps rather than cut short.
 MAX_UNITS = 2_000
+# The share of the thread a crowd of streams may plan to use, and the least it leaves for
+# the fixed parts of their runs: the RTFs are learned from whole units, whose own fixed
+# parts they already hold, so these err on the side of the streams there.
+USABLE = 1.0
+LEAST_SPARE = 0.05
+
+
+def crowd_hold_s(rtfs: Sequence[float], overheads: Sequence[float], first_s: float) -> float:
+    """The audio each stream there must hold before a newcomer goes in beside them:
+    ``rtfs`` and ``overheads`` (compute seconds of a run's fixed part) are theirs and its
+    own. The newcomer's first run (``first_s``, made first: it has no audio) and one turn
+    of the crowd's: the audio a turn must make so that every stream's fixed part fits in
+    what the RTFs leave of the thread. 0 where runs have no fixed part (Piper's windows,
+    Hibari): earliest deadline first and their small pieces keep them."""
+    fixed = sum(overheads)
+    if fixed <= 0:
+        return 0.0
+    return first_s + fixed / max(USABLE - sum(rtfs), LEAST_SPARE)
+
+
+def crowd_ready(
+    held_s: Sequence[float], rtfs: Sequence[float], overheads: Sequence[float], first_s: float
+) -> bool:
+    """Whether a newcomer may go in beside streams that hold ``held_s`` seconds of audio
+    each (``crowd_hold_s``)."""
+    return not held_s or min(held_s) >= crowd_hold_s(rtfs, overheads, first_s)
 
 
 @dataclass(frozen=True)
@@ -46,6 +83,8 @@ class Stream:
     runs_out_s: float = 0.0  # seconds from now until the audio it holds runs out
     next_s: float | None = None  # compute of the unit it has queued or running now (None: unit_s)
     running: bool = False  # that unit is running: it holds the thread until it ends
+    overhead_s: float = 0.0  # compute seconds of one of its runs' fixed part (``crowd_hold_s``)
+    between: bool = False  # between two units: its next on its way, not waited for until it runs
 
 
 @dataclass(frozen=True)
@@ -56,6 +95,8 @@ class Waiting:
     compute_s: float  # compute seconds of the whole of it
     room: float  # the load it goes in under (``Job.room``)
     unit_s: float
+    overhead_s: float = 0.0  # see Stream
+    first_s: float | None = None  # compute of its first run (None: unit_s)
 
 
 @dataclass(frozen=True)
@@ -66,13 +107,22 @@ class Heard:
 
 
 class _Live:
-    __slots__ = ("left", "next", "order", "rtf", "runs_out", "started", "unit")
+    __slots__ = ("between", "left", "next", "order", "overhead", "rtf", "runs_out", "started", "unit")
 
     def __init__(
-        self, rtf: float, left: float, unit: float, runs_out: float, nxt: float | None, order: int
+        self,
+        rtf: float,
+        left: float,
+        unit: float,
+        runs_out: float,
+        nxt: float | None,
+        order: int,
+        overhead: float = 0.0,
+        between: bool = False,
     ) -> None:
         self.rtf, self.left, self.unit, self.runs_out = max(rtf, 1e-6), left, max(unit, 1e-3), runs_out
-        self.next, self.started, self.order = nxt, runs_out > 0, order
+        self.next, self.started, self.order, self.overhead = nxt, runs_out > 0, order, overhead
+        self.between = between
 
 
 def when_heard(on_thread: Sequence[Stream], ahead: Sequence[Waiting], own: Waiting, first_s: float) -> Heard:
@@ -86,7 +136,9 @@ def when_heard(on_thread: Sequence[Stream], ahead: Sequence[Waiting], own: Waiti
     running: _Live | None = None  # the thread is its until its unit ends
     for s in on_thread:
         if s.left_s > 0:
-            live.append(_Live(s.rtf, s.left_s, s.unit_s, s.runs_out_s, s.next_s, next(order)))
+            live.append(
+                _Live(s.rtf, s.left_s, s.unit_s, s.runs_out_s, s.next_s, next(order), s.overhead_s, s.between)
+            )
             running = live[-1] if s.running else running
     queue = [*ahead, own]
     # The least piece: what everything there and waiting has to say, in MAX_UNITS / 2 pieces.
@@ -94,16 +146,23 @@ def when_heard(on_thread: Sequence[Stream], ahead: Sequence[Waiting], own: Waiti
     admitted: _Live | None = None
     room_s, waited = 0.0, False
     for _ in range(MAX_UNITS):
-        while queue and (not live or sum(s.rtf for s in live) + queue[0].rtf <= queue[0].room):
+        while queue and (not live or _fits(live, queue[0], now)):
             w = queue.pop(0)
             # A stream let in after waiting has no audio and its deadline is its request,
             # before every other's (first come, first served); one that goes at once asked
             # now, after those there without audio yet.
             asked_now = w is own and not waited
-            entry = _Live(w.rtf, w.compute_s, w.unit_s, 0.0 if asked_now else -math.inf, None, next(order))
+            # Its first turn is its first run (a whole unit for the student, whose audio
+            # then lets the next one in), not a piece the size of its later ones: with
+            # those, the student's held-back streams were told 8.6 s more than they waited
+            # (p50, twenty-four Mandarin listeners at bound 0.8).
+            first = first_s if not queue else (w.first_s or 0.0)
+            nxt = min(first, max(w.compute_s, 0.0)) if first > 0 else None
+            entry = _Live(
+                w.rtf, w.compute_s, w.unit_s, 0.0 if asked_now else -math.inf, nxt, next(order), w.overhead_s
+            )
             if not queue:
                 admitted, room_s = entry, now
-                entry.next = min(first_s, max(w.compute_s, 0.0)) if first_s > 0 else None
             live.append(entry)
         if not live:
             break
@@ -119,11 +178,24 @@ def when_heard(on_thread: Sequence[Stream], ahead: Sequence[Waiting], own: Waiti
     return Heard(room_s if admitted is not None else now, now, now)
 
 
+def _fits(live: list[_Live], w: Waiting, now: float) -> bool:
+    """Whether ``w`` goes in beside the streams ``live`` at ``now``: by load, and (where it
+    waits for room at all) by the audio they hold."""
+    rtfs = [s.rtf for s in live]
+    if sum(rtfs) + w.rtf > w.room:
+        return False
+    if math.isinf(w.room):
+        return True
+    first = w.first_s if w.first_s is not None else w.unit_s
+    held = [max(0.0, s.runs_out - now) if s.started else 0.0 for s in live if not s.between]
+    return crowd_ready(held, [*rtfs, w.rtf], [*(s.overhead for s in live), w.overhead_s], first)
+
+
 def _run(stream: _Live, now: float, want: float) -> float:
     """Play one unit of ``stream`` (``want`` compute seconds, at most what it has left)
     starting at ``now``: the compute it took."""
     run = min(want, stream.left)
-    stream.next = None
+    stream.next, stream.between = None, False
     stream.left -= run
     done = now + run
     stream.runs_out = (max(stream.runs_out, done) if stream.started else done) + run / stream.rtf

@@ -259,6 +259,43 @@ def test_a_stream_without_room_waits_until_one_ends(tmp_path: Path) -> None:
             registry.host.stop()
 
 
+def test_a_stream_that_fits_waits_for_the_streams_there_to_hold_audio_for_a_crowd(tmp_path: Path) -> None:
+    """Issue 32: where runs have a fixed part (``run_overhead_s``), a stream that fits by
+    load goes in once each stream there holds its first run and a turn of the crowd's
+    audio (``room.crowd_ready``): not beside one that has no audio yet."""
+    (tmp_path / "a.toy").write_text("")
+    registry = VoiceRegistry.discover(tmp_path, tmp_path, 1, default_voice="toy/a", kinds=(*KINDS, ToyKind()))
+    worker = InferenceWorker(registry, lambda callback: callback(), host=registry.host)
+    voice = registry.get("toy/a")
+    worker.rtf["toy"] = 0.2
+    engine = registry.engines["toy"]
+    done = {name: threading.Event() for name in ("a", "b")}
+
+    def job(name: str, room: float | None = None) -> Job:
+        j = Job(name, "hello", voice, "en", 1.0, time.monotonic(), room=room, last=True)
+        j.sink = lambda job, event: done[name].set() if type(event).__name__ == "JobDone" else None
+        return j
+
+    try:
+        worker.submit(job("a"))  # on the heap, no audio yet
+        worker.submit(job("b", room=1.0))  # 0.2 + 0.2 fits; no fixed part: it goes at once
+        assert worker.waiting == 0 and worker.queue_depth == 2
+        engine.run_overhead_s = lambda lang, generator: 0.1  # type: ignore[attr-defined]
+        worker.submit(job("b", room=1.0))  # now it waits for a's audio: 0.2 / (1 - 0.6) s at least
+        assert worker.waiting == 1
+        # a's listener comes to hold 5 s (as its chunks would make it): the crowd is ready.
+        with worker._cond:
+            for entry in worker._heap:
+                assert entry.job is not None
+                entry.job.deadline = time.monotonic() + 5.0
+        worker.start()
+        assert done["a"].wait(10) and done["b"].wait(10) and worker.waiting == 0
+    finally:
+        worker.stop()
+        if registry.host is not None:
+            registry.host.stop()
+
+
 def test_a_load_no_one_asked_for_waits_while_a_stream_is_between_units(tmp_path: Path) -> None:
     """Issue 32: ``preload(urgent=False)`` (the default voice, on a connection) runs only
     once no stream is between two of its units. Between units the queue is empty for the

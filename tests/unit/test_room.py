@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rtts.synthesis.room import Heard, Stream, Waiting, when_heard
+from rtts.synthesis.room import Heard, Stream, Waiting, crowd_ready, when_heard
 
 
 def own(rtf: float, compute_s: float = 1.0, room: float = 1.0, unit_s: float = 0.5) -> Waiting:
@@ -98,3 +98,34 @@ def test_a_long_wait_is_told_whole_in_coarser_pieces() -> None:
     # played forward piece by piece the estimate stopped at its cap (500 s) and told that.
     heard = when_heard([Stream(0.9, 1000.0, 0.1, runs_out_s=5.0)], [], own(0.5), 0.1)
     assert heard.room_s == pytest.approx(1000.0, rel=0.01) and heard.audio_s > heard.room_s
+
+
+def test_a_crowd_takes_a_newcomer_once_its_streams_hold_a_turn_of_the_crowds_audio() -> None:
+    # Three Mandarin teacher streams of RTF 0.2 and a newcomer: 0.2 left of the thread for
+    # four runs' fixed parts of 0.1 s, so a turn must make 2 s of audio, and each stream
+    # there must hold that and the newcomer's first run (0.3 s) besides.
+    rtfs, fixed = [0.2] * 4, [0.1] * 4
+    assert not crowd_ready([3.0, 2.2, 5.0], rtfs, fixed, 0.3)
+    assert crowd_ready([3.0, 2.4, 5.0], rtfs, fixed, 0.3)
+    # A stream there with no audio yet (let in a moment ago) holds every newcomer back:
+    # streams let in together start one after another.
+    assert not crowd_ready([0.0, 9.0], [0.2] * 3, [0.1] * 3, 0.3)
+    # Runs with no fixed part (Piper's windows, Hibari) never wait for it, nor does a
+    # newcomer alone.
+    assert crowd_ready([0.0, 0.0], [0.3] * 3, [0.0] * 3, 0.3)
+    assert crowd_ready([], [0.2], [0.1], 0.3)
+
+
+def test_a_newcomer_that_fits_by_load_is_told_the_wait_for_the_crowds_audio() -> None:
+    # One stream on the thread, RTF 0.25, holding 0.2 s of audio, made in pieces of 0.1 s
+    # with a fixed part of 0.1 s a run; the newcomer (RTF 0.25, fixed part 0.1, first run
+    # 0.2 s) fits by load (0.5 of 0.8), but it needs the stream there to hold
+    # 0.2 + 0.2 / 0.5 = 0.6 s: each 0.1 s piece adds 0.4 s of audio, so after two pieces
+    # (0.8 s in hand at 0.2 s) it goes, and its first run ends 0.2 s later.
+    there = Stream(0.25, 5.0, 0.1, runs_out_s=0.2, overhead_s=0.1)
+    newcomer = Waiting(0.25, 2.0, 0.8, 0.1, overhead_s=0.1, first_s=0.2)
+    heard = when_heard([there], [], newcomer, 0.2)
+    assert heard == Heard(pytest.approx(0.2), pytest.approx(0.2), pytest.approx(0.4))
+    # Without fixed parts it goes at once, ahead of the stream with audio in hand.
+    plain = Waiting(0.25, 2.0, 0.8, 0.1, first_s=0.2)
+    assert when_heard([Stream(0.25, 5.0, 0.1, runs_out_s=0.2)], [], plain, 0.2) == Heard(0.0, 0.0, pytest.approx(0.2))

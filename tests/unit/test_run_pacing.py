@@ -120,6 +120,27 @@ def test_a_run_may_take_the_tightest_slack_on_the_thread(worker: InferenceWorker
     assert worker._run_budget(running) < 0
 
 
+def test_a_run_makes_about_what_a_stream_waiting_for_the_crowd_needs(worker: InferenceWorker) -> None:
+    # A stream that fits by load waits until each stream there holds a crowd's turn of
+    # audio (room.crowd_hold_s): the running stream's run ends about when it holds that,
+    # so the one waiting goes in then rather than after the running stream's whole unit.
+    voice = worker._registry.get("toy/a")
+    worker._registry.engines["toy"].run_overhead_s = lambda lang, generator: 0.5  # type: ignore[attr-defined]
+    worker.rtf["toy"] = 0.2
+    now = time.monotonic()
+    running = _Entry(now + 1.0, 0, Job("a", "x" * 40, voice, "en", 1.0, now + 1.0))
+    worker._current_entry = running
+    assert worker._run_budget(running) == pytest.approx(1.0 - RUN_GUARD_S, abs=0.01)  # none waits
+    worker._waiting.append(Job("b", "hello", voice, "en", 1.0, now, room=1.0))
+    # b needs a to hold its first run (5 characters at the toy's 1 ms) and 1.0 / 0.6 s:
+    # a lacks 0.67 s of audio, 0.13 s of compute at 0.2, half as much again for the margin.
+    lacks = worker._first_s(worker._waiting[0]) + 1.0 / 0.6 - 1.0
+    assert worker._run_budget(running) == pytest.approx(lacks * 0.2 * 1.5, abs=0.01)
+    # Holding that already, its run is paced by the others alone.
+    running.job.deadline = now + 3.0  # type: ignore[union-attr]
+    assert worker._run_budget(running) == pytest.approx(3.0 - RUN_GUARD_S, abs=0.01)
+
+
 def test_an_announcements_jobs_are_made_the_same_way_whatever_the_load(worker: InferenceWorker) -> None:
     # Each instance makes an announcement's audio itself: neither the engine's lead nor its
     # runs may follow this box's clock, or two instances cut its units two ways.
