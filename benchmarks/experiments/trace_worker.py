@@ -11,7 +11,8 @@ started, resumed and yielded, every chunk (with the audio its listener still hel
 came: below 0, late) and every frame the session counts late. ``margins`` sums those up: a
 sentence's first chunk (not an utterance's first, which is awaited now) and the later ones.
 Used for docs/benchmarks.md, "A stream between two units, seen in a trace"; the strings it
-patches are those of 1e82a24 and after.
+patches are those of the crowd rule's commit ("Streams let in one after another") and after:
+a line per stream let in from waiting for room, with the audio each stream there held.
 """
 
 from __future__ import annotations
@@ -37,8 +38,11 @@ WORKER = [
     ("    def submit(self, job: Job) -> None:\n",
      ('        log.warning("TRACE submit %s/%s seq=%d chars=%d slack=%.3f room=%s", job.utterance, STREAM, '
       "job.seq, len(job.text), job.deadline - time.monotonic(), job.room)\n")),
-    ("            entry.compute_s += used_s\n",
+    ("            entry.compute_s += used_s\n            entry.deadline = job.deadline\n",
      '            log.warning("TRACE yield %s/%s seq=%d", job.utterance, STREAM, job.seq)\n'),
+    ("            self._waiting.pop(0)\n",
+     ('            log.warning("TRACE admit %s/%s seq=%d load=%.3f held=%s", job.utterance, STREAM, job.seq, '
+      "self._load_of(busy), [round(e.job.deadline - time.monotonic(), 2) for e in entries if e.job is not None])\n")),
 ]
 SESSION = [
     ("        dry = now - self._play_until\n",
@@ -57,7 +61,7 @@ def _insert(path: Path, edits: list[tuple[str, str]]) -> None:
     text = path.read_text()
     for anchor, line in edits:
         if text.count(anchor) != 1:
-            raise SystemExit(f"{path}: the code to trace is not there as at 1e82a24: {anchor!r}")
+            raise SystemExit(f"{path}: the code to trace is not there as it was when this was written: {anchor!r}")
         line = _stamped(line.replace("STREAM", STREAM))
         if anchor.startswith(("            elif", "    def")):  # inside the branch or function it opens
             head, _, rest = anchor.partition("\n")
