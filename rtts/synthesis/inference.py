@@ -366,7 +366,12 @@ class InferenceWorker:
         loading = self.load_s.get(voice.engine, 2.0) if engine is not None and not engine.loaded else 0.0
         entries, current = self._live()
         busy = self._busy(entries, current)
-        load = self._stream_rtf(job) + self._load_of(busy)
+        # The streams waiting ahead go in before it, first come first: one that fits by
+        # load may be waiting for the audio the crowd needs (``_fits``), and left out, the
+        # next stream was not told it waits for room (``start.queued``) though it did.
+        with self._cond:
+            ahead = sum(self._stream_rtf(j) for j in self._waiting if not j.cancelled)
+        load = self._stream_rtf(job) + self._load_of(busy) + ahead
         bound = room if room is not None and busy else math.inf  # it may wait for room, or goes now
         heard = self._when_heard(job, bound, entries, current, now)
         if not busy:

@@ -283,6 +283,8 @@ def test_a_stream_that_fits_waits_for_the_streams_there_to_hold_audio_for_a_crow
         engine.run_overhead_s = lambda lang, generator: 0.1  # type: ignore[attr-defined]
         worker.submit(job("b", room=1.0))  # now it waits for a's audio: 0.2 / (1 - 0.6) s at least
         assert worker.waiting == 1
+        # The next is told the load with the one waiting ahead of it, which goes in first.
+        assert worker.estimate(job("c"), room=1.0).load == pytest.approx(0.8)
         # a's listener comes to hold 5 s (as its chunks would make it): the crowd is ready.
         with worker._cond:
             for entry in worker._heap:
