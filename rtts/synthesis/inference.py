@@ -1151,8 +1151,8 @@ class InferenceWorker:
         if short > 0:
             # A stream that fits by load waits for this one to hold ``hold``: a run that
             # makes about that much lets it in when it may go. Paced by the others alone,
-            # a Mandarin stream alone made the rest of its sentence in one run while a
-            # second listener, told it would start at once, waited (up to 3.7 s).
+            # a stream alone on the thread may make the rest of its sentence in one run
+            # while the one waiting, told it would start at once, cannot go in.
             budget = min(budget, short * self._stream_rtf(job) * HOLD_OVERSHOOT + RUN_GUARD_S)
         return budget - RUN_GUARD_S
 
