@@ -62,7 +62,7 @@ from rtts.protocol import ErrorCode
 from rtts.sound import audio
 from rtts.synthesis.jobs import Estimate, Job, JobAudio, JobDone, JobEvent, JobFailed, JobWords
 from rtts.synthesis.phrase_cache import Key, PhraseCache
-from rtts.synthesis.room import Heard, Stream, Waiting, crowd_hold_s, when_heard
+from rtts.synthesis.room import Heard, Stream, Waiting, crowd_hold_s, crowd_ready, when_heard
 
 log = logging.getLogger(__name__)
 
@@ -280,7 +280,7 @@ class InferenceWorker:
         """Streams waiting for room go to the thread, first come first, while there is
         room for the next one: none there, or the load of the streams there with its own
         at most its ``room`` and the audio each holds enough for the crowd it makes
-        (``room.crowd_hold_s``). Called with the lock held."""
+        (``room.crowd_ready``). Called with the lock held."""
         self._waiting = [j for j in self._waiting if not j.cancelled]
         while self._waiting:
             job = self._waiting[0]
@@ -300,11 +300,11 @@ class InferenceWorker:
         its listener's audio run out meanwhile, and newcomers held back for it in vain
         (2.3 s p50 later than told, where a crowd of four counted it)."""
         hold = self._crowd_hold_s(job, busy)
-        if hold is None or hold <= 0:
-            return hold is not None
+        if hold is None:
+            return False
         now = time.monotonic()
         queued = [e.job for e in [*entries, *([current] if current is not None else [])] if e.job is not None]
-        return not queued or min(j.deadline - now for j in queued) >= hold
+        return crowd_ready([j.deadline - now for j in queued], hold)
 
     def _crowd_hold_s(self, job: Job, busy: dict[tuple[str, object], Job]) -> float | None:
         """The audio each stream there with a unit must hold before ``job``'s goes in

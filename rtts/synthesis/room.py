@@ -65,12 +65,10 @@ def crowd_hold_s(rtfs: Sequence[float], overheads: Sequence[float], first_s: flo
     return first_s + fixed / max(USABLE - sum(rtfs), LEAST_SPARE)
 
 
-def crowd_ready(
-    held_s: Sequence[float], rtfs: Sequence[float], overheads: Sequence[float], first_s: float
-) -> bool:
-    """Whether a newcomer may go in beside streams that hold ``held_s`` seconds of audio
-    each (``crowd_hold_s``)."""
-    return not held_s or min(held_s) >= crowd_hold_s(rtfs, overheads, first_s)
+def crowd_ready(held_s: Sequence[float], hold_s: float) -> bool:
+    """Whether streams that hold ``held_s`` seconds of audio each (those with a unit queued
+    or running) hold what a newcomer needs of them (``crowd_hold_s``)."""
+    return hold_s <= 0 or min(held_s, default=math.inf) >= hold_s
 
 
 @dataclass(frozen=True)
@@ -153,9 +151,7 @@ def when_heard(on_thread: Sequence[Stream], ahead: Sequence[Waiting], own: Waiti
             # now, after those there without audio yet.
             asked_now = w is own and not waited
             # Its first turn is its first run (a whole unit for the student, whose audio
-            # then lets the next one in), not a piece the size of its later ones: with
-            # those, the student's held-back streams were told 8.6 s more than they waited
-            # (p50, twenty-four Mandarin listeners at bound 0.8).
+            # then lets the next one in), not a piece the size of its later ones.
             first = first_s if not queue else (w.first_s or 0.0)
             nxt = min(first, max(w.compute_s, 0.0)) if first > 0 else None
             entry = _Live(
@@ -188,7 +184,7 @@ def _fits(live: list[_Live], w: Waiting, now: float) -> bool:
         return True
     first = w.first_s if w.first_s is not None else w.unit_s
     held = [max(0.0, s.runs_out - now) if s.started else 0.0 for s in live if not s.between]
-    return crowd_ready(held, [*rtfs, w.rtf], [*(s.overhead for s in live), w.overhead_s], first)
+    return crowd_ready(held, crowd_hold_s([*rtfs, w.rtf], [*(s.overhead for s in live), w.overhead_s], first))
 
 
 def _run(stream: _Live, now: float, want: float) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rtts.synthesis.room import Heard, Stream, Waiting, crowd_ready, when_heard
+from rtts.synthesis.room import Heard, Stream, Waiting, crowd_hold_s, crowd_ready, when_heard
 
 
 def own(rtf: float, compute_s: float = 1.0, room: float = 1.0, unit_s: float = 0.5) -> Waiting:
@@ -104,16 +104,18 @@ def test_a_crowd_takes_a_newcomer_once_its_streams_hold_a_turn_of_the_crowds_aud
     # Three Mandarin teacher streams of RTF 0.2 and a newcomer: 0.2 left of the thread for
     # four runs' fixed parts of 0.1 s, so a turn must make 2 s of audio, and each stream
     # there must hold that and the newcomer's first run (0.3 s) besides.
-    rtfs, fixed = [0.2] * 4, [0.1] * 4
-    assert not crowd_ready([3.0, 2.2, 5.0], rtfs, fixed, 0.3)
-    assert crowd_ready([3.0, 2.4, 5.0], rtfs, fixed, 0.3)
+    hold = crowd_hold_s([0.2] * 4, [0.1] * 4, 0.3)
+    assert hold == pytest.approx(2.3)
+    assert not crowd_ready([3.0, 2.2, 5.0], hold)
+    assert crowd_ready([3.0, 2.4, 5.0], hold)
     # A stream there with no audio yet (let in a moment ago) holds every newcomer back:
     # streams let in together start one after another.
-    assert not crowd_ready([0.0, 9.0], [0.2] * 3, [0.1] * 3, 0.3)
+    assert not crowd_ready([0.0, 9.0], crowd_hold_s([0.2] * 3, [0.1] * 3, 0.3))
     # Runs with no fixed part (Piper's windows, Hibari) never wait for it, nor does a
-    # newcomer alone.
-    assert crowd_ready([0.0, 0.0], [0.3] * 3, [0.0] * 3, 0.3)
-    assert crowd_ready([], [0.2], [0.1], 0.3)
+    # newcomer beside streams that are all between units.
+    assert crowd_hold_s([0.3] * 3, [0.0] * 3, 0.3) == 0.0
+    assert crowd_ready([0.0, 0.0], 0.0)
+    assert crowd_ready([], hold)
 
 
 def test_a_newcomer_that_fits_by_load_is_told_the_wait_for_the_crowds_audio() -> None:
@@ -128,4 +130,6 @@ def test_a_newcomer_that_fits_by_load_is_told_the_wait_for_the_crowds_audio() ->
     assert heard == Heard(pytest.approx(0.2), pytest.approx(0.2), pytest.approx(0.4))
     # Without fixed parts it goes at once, ahead of the stream with audio in hand.
     plain = Waiting(0.25, 2.0, 0.8, 0.1, first_s=0.2)
-    assert when_heard([Stream(0.25, 5.0, 0.1, runs_out_s=0.2)], [], plain, 0.2) == Heard(0.0, 0.0, pytest.approx(0.2))
+    assert when_heard([Stream(0.25, 5.0, 0.1, runs_out_s=0.2)], [], plain, 0.2) == Heard(
+        0.0, 0.0, pytest.approx(0.2)
+    )
