@@ -1060,6 +1060,12 @@ class InferenceWorker:
         job = entry.job
         assert job is not None
         with self._cond:
+            if self._waiting:
+                # A stream waiting for the crowd's audio may go in now that this chunk is
+                # held: looked at only between jobs, it waited for the rest of a sentence
+                # made in runs, and streams told they would start at once were heard up to
+                # 2.5-3 s later (docs/benchmarks.md, "Let in between two runs").
+                self._admit()
             # A cancelled job on top costs nothing: it is skipped as soon as it is popped.
             top = self._heap[0] if self._heap else None
             if top is None or top.deadline >= job.deadline:

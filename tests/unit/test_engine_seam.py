@@ -298,6 +298,49 @@ def test_a_stream_that_fits_waits_for_the_streams_there_to_hold_audio_for_a_crow
             registry.host.stop()
 
 
+def test_a_stream_waiting_for_the_crowd_goes_in_between_the_runs_of_a_unit(tmp_path: Path) -> None:
+    """Issue 32: a stream that fits by load and waits for the audio of the streams there
+    goes in as soon as they hold it, between two chunks of a unit made in runs, not when
+    that unit ends: looked at only between jobs, streams told they would start at once
+    waited for a whole sentence."""
+    (tmp_path / "a.toy").write_text("")
+    registry = VoiceRegistry.discover(tmp_path, tmp_path, 1, default_voice="toy/a", kinds=(*KINDS, ToyKind()))
+    worker = InferenceWorker(registry, lambda callback: callback(), host=registry.host)
+    voice = registry.get("toy/a")
+    worker.rtf["toy"] = 0.2
+    engine = registry.engines["toy"]
+    engine.run_overhead_s = lambda lang, generator: 0.1  # type: ignore[attr-defined]
+    runs = 40  # 0.1 s of audio each: a holds what b needs (~0.34 s) after a few of them
+    made: list[str] = []
+    done = {name: threading.Event() for name in ("a", "b")}
+
+    def synthesize(text: str, voice: VoiceInfo, lang: str, speed: float, lead_s: float = 0.0) -> Iterator[np.ndarray]:
+        for _ in range(runs if text == "long" else 1):
+            time.sleep(0.002)
+            made.append(text)
+            yield np.zeros(1600, dtype=np.float32)
+
+    engine.synthesize = synthesize  # type: ignore[method-assign]
+
+    def job(name: str, text: str, room: float | None = None) -> Job:
+        j = Job(name, text, voice, "en", 1.0, time.monotonic(), room=room, last=True)
+        j.sink = lambda job, event: done[name].set() if type(event).__name__ == "JobDone" else None
+        return j
+
+    try:
+        worker.submit(job("a", "long"))
+        worker.submit(job("b", "hello", room=1.0))  # fits by load, but a holds no audio yet
+        assert worker.waiting == 1
+        worker.start()
+        assert done["a"].wait(10) and done["b"].wait(10) and worker.waiting == 0
+        # b's one run came while a's unit was still being made.
+        assert 0 < made.index("hello") < runs
+    finally:
+        worker.stop()
+        if registry.host is not None:
+            registry.host.stop()
+
+
 def test_a_load_no_one_asked_for_waits_while_a_stream_is_between_units(tmp_path: Path) -> None:
     """Issue 32: ``preload(urgent=False)`` (the default voice, on a connection) runs only
     once no stream is between two of its units. Between units the queue is empty for the
