@@ -666,11 +666,11 @@ class KokoroEngine:
 
     def run_overhead_s(self, lang: str, generator: str | None = None) -> float:
         """Compute seconds of a run's fixed part in ``lang``, spoken by the generator a
-        request named (None: the server's), as learned on this box (``RunCost.line``):
+        request named (None: the server's), as learned on this box (``RunCost.fixed_s``):
         what each run costs whatever its length, so streams that share the thread in short
         runs pay it often (``room.crowd_hold_s``)."""
         student = self._speaker(lang, generator) == "student"
-        return self._run_cost.line(f"{lang}:student" if student else lang)[0]
+        return self._run_cost.fixed_s(f"{lang}:student" if student else lang)
 
     def run_tokens(self, lang: str, speed: float, student: bool | None = None) -> int:
         """The longest run, in phonemes, that keeps within the bound (MAX_TOKENS without

@@ -60,6 +60,24 @@ class RunCost:
             fixed, slope = 0.0, wy / wx
         return fixed, slope
 
+    def fixed_s(self, lang: str) -> float:
+        """A run's fixed part in ``lang``, for planning how often streams that share the
+        thread pay it (``room.crowd_hold_s``): the line's, and no less than the priors'
+        share of the runs' mean cost (the line through the mean with the priors' ratio
+        of fixed to per phoneme). Where this box is faster than the priors, the line
+        through their points and its first runs tips below zero and is drawn through
+        the origin: on the 2-core Xeon an English run of 16 phonemes took 0.19 s and
+        one of 51 0.49 s (0.08 s + 8 ms a phoneme), the line read 0 s fixed for the
+        next 20 runs, and a fresh server let four streams in together that the crowd
+        rule would have let in one after another."""
+        fixed, _ = self.line(lang)
+        sums = self._sums.get(lang)
+        if sums is None:
+            return fixed
+        w, wx, wy = sums[:3]
+        ratio = self.overhead_s / self.per_token_s  # phonemes' worth of the priors' fixed part
+        return max(fixed, ratio * wy / (ratio * w + wx))
+
     def margin(self, lang: str) -> float:
         """How far over the line a run may cost: one plus twice the runs' recent spread
         around it (relative), at most ``most_margin``. On a 2-core EPYC a Mandarin run's

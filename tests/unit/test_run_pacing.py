@@ -89,6 +89,22 @@ def test_one_length_alone_keeps_the_priors_shape() -> None:
     assert fixed + slope * 50 == pytest.approx(0.6, rel=0.1)
 
 
+def test_a_runs_fixed_part_is_never_none_while_the_line_is_learned() -> None:
+    """A box twice as fast as the priors: the line through their points and its first
+    runs tips below zero and reads no fixed part; the crowd rule still gets one near the
+    box's, and the line's own once it is learned."""
+    cost = RunCost(overhead_s=0.1, per_token_s=0.018, shortest=24)
+    assert cost.fixed_s("en") == 0.1  # nothing learned: the priors
+    for tokens, seconds in ((16, 0.188), (21, 0.253), (30, 0.291), (51, 0.487)):  # 2-core Xeon, en
+        cost.learn("en", tokens, 1.0, seconds)
+    assert cost.line("en")[0] == 0.0
+    assert 0.05 < cost.fixed_s("en") < 0.1
+    for _ in range(20):
+        for tokens in (8, 12, 27, 51):
+            cost.learn("en", tokens, 1.0, 0.08 + 0.008 * tokens)
+    assert cost.fixed_s("en") == pytest.approx(cost.line("en")[0]) == pytest.approx(0.08, abs=0.01)
+
+
 @pytest.fixture
 def worker(tmp_path: Path) -> InferenceWorker:
     (tmp_path / "a.toy").write_text("")
