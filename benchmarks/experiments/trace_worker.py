@@ -8,8 +8,10 @@
 
 ``patch`` adds a WARNING line (so the default log level keeps it) for every job submitted,
 started, resumed and yielded, every chunk (with the audio its listener still held when it
-came: below 0, late) and every frame the session counts late. ``margins`` sums those up: a
-sentence's first chunk (not an utterance's first, which is awaited now) and the later ones.
+came: below 0, late), every first audio a ``start`` is told and every frame the session
+counts late. ``margins`` sums those up: a sentence's first chunk (not an utterance's first,
+which is awaited now) and the later ones. ``told`` lists each stream's first job: what it
+was told, when it was let in and when its first audio was made.
 Used for docs/benchmarks.md, "A stream between two units, seen in a trace"; the strings it
 patches are those of the crowd rule's commit ("Streams let in one after another") and after:
 a line per stream let in from waiting for room, with the audio each stream there held.
@@ -40,6 +42,9 @@ WORKER = [
       "job.seq, len(job.text), job.deadline - time.monotonic(), job.room)\n")),
     ("            entry.compute_s += used_s\n            entry.deadline = job.deadline\n",
      '            log.warning("TRACE yield %s/%s seq=%d", job.utterance, STREAM, job.seq)\n'),
+    ("        heard = self._when_heard(job, bound, entries, current, now)\n",
+     ('        log.warning("TRACE told seq=%d start=%.3f audio=%.3f room_s=%.3f load=%.3f", job.seq, '
+      "loading + heard.start_s, loading + heard.audio_s, heard.room_s, load)\n")),
     ("            self._waiting.pop(0)\n",
      ('            log.warning("TRACE admit %s/%s seq=%d load=%.3f held=%s", job.utterance, STREAM, job.seq, '
       "self._load_of(busy), [round(e.job.deadline - time.monotonic(), 2) for e in entries if e.job is not None])\n")),
@@ -101,7 +106,32 @@ def margins(log: Path) -> None:
     print(f"frames late: {len(late)}")
 
 
+def told(log: Path) -> None:
+    """Each stream's first job as its ``start`` was told (``estimate``: when its first audio
+    would be made) against when the worker made it, from the moment it was told."""
+    said: dict[int, tuple[float, float, float]] = {}  # seq -> (when, told audio s, load)
+    admitted: dict[int, float] = {}
+    first: dict[int, float] = {}
+    for line in log.read_text(errors="replace").splitlines():
+        m = re.search(r"([\d.]+) TRACE (told|admit|chunk) (?:\S+ )?seq=(\d+)(.*)", line)
+        if m is None:
+            continue
+        at, kind, seq, rest = float(m[1]), m[2], int(m[3]), m[4]
+        if kind == "told":
+            said[seq] = (at, float(re.search(r"audio=([\d.]+)", rest)[1]), float(re.search(r"load=([\d.]+)", rest)[1]))
+        elif kind == "admit":
+            admitted[seq] = at
+        elif "first=True" in rest:
+            first.setdefault(seq, at)
+    for seq, (at, audio, load) in sorted(said.items(), key=lambda item: item[1][0]):
+        made = first.get(seq)
+        went = admitted.get(seq, at) - at
+        heard = f"made {made - at:.2f} s, made − told {made - at - audio:+.2f} s" if made else "never made"
+        print(f"{at:.3f} seq={seq} load={load:.2f} told {audio:.2f} s, let in after {went:.2f} s, {heard}")
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in ("patch", "margins"):
-        raise SystemExit("usage: trace_worker.py patch DIR | margins LOG")
-    (patch if sys.argv[1] == "patch" else margins)(Path(sys.argv[2]))
+    commands = {"patch": patch, "margins": margins, "told": told}
+    if len(sys.argv) != 3 or sys.argv[1] not in commands:
+        raise SystemExit("usage: trace_worker.py patch DIR | margins LOG | told LOG")
+    commands[sys.argv[1]](Path(sys.argv[2]))
