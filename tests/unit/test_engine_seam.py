@@ -259,16 +259,20 @@ def test_a_stream_without_room_waits_until_one_ends(tmp_path: Path) -> None:
             registry.host.stop()
 
 
+def _crowd(tmp_path: Path) -> tuple[VoiceRegistry, InferenceWorker, VoiceInfo, Engine]:
+    """A worker (not started) over the toy kind, its streams at an RTF of 0.2 each."""
+    (tmp_path / "a.toy").write_text("")
+    registry = VoiceRegistry.discover(tmp_path, tmp_path, 1, default_voice="toy/a", kinds=(*KINDS, ToyKind()))
+    worker = InferenceWorker(registry, lambda callback: callback(), host=registry.host)
+    worker.rtf["toy"] = 0.2
+    return registry, worker, registry.get("toy/a"), registry.engines["toy"]
+
+
 def test_a_stream_that_fits_waits_for_the_streams_there_to_hold_audio_for_a_crowd(tmp_path: Path) -> None:
     """Issue 32: where runs have a fixed part (``run_overhead_s``), a stream that fits by
     load goes in once each stream there holds its first run and a turn of the crowd's
     audio (``room.crowd_ready``): not beside one that has no audio yet."""
-    (tmp_path / "a.toy").write_text("")
-    registry = VoiceRegistry.discover(tmp_path, tmp_path, 1, default_voice="toy/a", kinds=(*KINDS, ToyKind()))
-    worker = InferenceWorker(registry, lambda callback: callback(), host=registry.host)
-    voice = registry.get("toy/a")
-    worker.rtf["toy"] = 0.2
-    engine = registry.engines["toy"]
+    registry, worker, voice, engine = _crowd(tmp_path)
     done = {name: threading.Event() for name in ("a", "b")}
 
     def job(name: str, room: float | None = None) -> Job:
@@ -303,12 +307,7 @@ def test_a_stream_waiting_for_the_crowd_goes_in_between_the_runs_of_a_unit(tmp_p
     goes in as soon as they hold it, between two chunks of a unit made in runs, not when
     that unit ends: looked at only between jobs, streams told they would start at once
     waited for a whole sentence."""
-    (tmp_path / "a.toy").write_text("")
-    registry = VoiceRegistry.discover(tmp_path, tmp_path, 1, default_voice="toy/a", kinds=(*KINDS, ToyKind()))
-    worker = InferenceWorker(registry, lambda callback: callback(), host=registry.host)
-    voice = registry.get("toy/a")
-    worker.rtf["toy"] = 0.2
-    engine = registry.engines["toy"]
+    registry, worker, voice, engine = _crowd(tmp_path)
     engine.run_overhead_s = lambda lang, generator: 0.1  # type: ignore[attr-defined]
     runs = 40  # 0.1 s of audio each: a holds what b needs (~0.34 s) after a few of them
     made: list[str] = []
