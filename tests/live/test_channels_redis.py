@@ -19,6 +19,7 @@ import pytest
 
 from rtts import protocol
 from rtts.broadcast.bus import MAX_CONNECTIONS, BusDown
+from rtts.broadcast.clock import OffsetFilter
 from tests.conftest import Client, RedisServer, RttsProcess, ServerThread, make_config
 
 redis = pytest.importorskip("redis")
@@ -476,9 +477,15 @@ def test_a_publisher_says_when_an_announcement_is_heard_over_http(server: Server
         status, answer = post(f"{server.http}/v1/announce",
                               json.dumps({"channel": "at", "text": "Boarding now.", "play_at": at}).encode())
         assert status == 202, answer
-        starts = [k.utterance(answer["id"])[0] for k in kiosks]
-        assert [s.play_at for s in starts] == [at, at]  # type: ignore[union-attr]
-        assert time.time() < at  # handed out before it is due to be heard
+        # Each start as it comes, and when: handed out before it is due to be heard (the
+        # whole utterance may take longer than the 4 s on a loaded box: once read after it
+        # had all come, the time was past play_at in the full suite).
+        starts = []
+        for k in kiosks:
+            start = k.until(protocol.Start)[-1]
+            starts.append((start, time.time()))
+        assert [(s.id, s.play_at) for s, _ in starts] == [(answer["id"], at)] * 2  # type: ignore[union-attr]
+        assert all(came < at for _, came in starts), (starts, at)
         status, answer = post(f"{server.http}/v1/announce",
                               json.dumps({"channel": "at", "text": "Never.", "play_at": at * 1000}).encode())
         assert status == 400 and answer["error"] == "bad_message" and "play_at" in answer["message"]
@@ -501,20 +508,24 @@ def test_a_wrong_host_clock_is_what_kiosks_follow_unless_the_bus_keeps_time(
             ready = c.recv()
             assert isinstance(ready, protocol.Ready) and ready.clock == {"source": source, "max_lead_ms": 2000}
             time.sleep(1.0)  # the bus clock's first burst
-            # The lowest round trip of a few, as a kiosk's filter would take it (the box is shared).
-            samples = []
-            for _ in range(5):
+            # Read as a kiosk reads it, through the filter the pages share (an intersection of
+            # what each exchange allows): the lowest round trip of five once read 8.7 ms for
+            # 30 under the full suite, all five slow on one side. Exchanges go on until the
+            # bound is tight; the truth is within it whatever the box's load.
+            ahead = OffsetFilter()
+            for _ in range(200):
                 sent = time.time()
                 c.send(type="ping", t=1)
                 pong = c.until(protocol.Pong)[-1]
-                recv = time.time()
-                samples.append((recv - sent, pong.server_time - (sent + recv) / 2))  # type: ignore[operator]
-            ahead = min(samples)[1]
+                ahead.add(sent, pong.server_time, time.time())  # type: ignore[arg-type]
+                if ahead.samples >= 5 and ahead.error <= 0.004:
+                    break
+            assert ahead.error <= 0.004, f"no exchange of 200 was fast both ways: bound {ahead.error * 1000:.1f} ms"
+            want = 0.030 if source == "host" else 0.0
+            assert abs(ahead.estimate(time.time()) - want) <= ahead.error + 0.001
             if source == "host":
-                assert ahead == pytest.approx(0.030, abs=0.008)
                 assert metric(srv, "rtts_clock_offset_seconds") == 0.0
             else:
-                assert ahead == pytest.approx(0.0, abs=0.008)
                 assert metric(srv, "rtts_clock_offset_seconds") == pytest.approx(-0.030, abs=0.005)
         finally:
             c.close()
