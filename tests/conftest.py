@@ -29,6 +29,7 @@ from rtts import protocol
 from rtts.config import Config
 from rtts.serve.server import RttsServer
 from rtts.service import Service
+from tests.box_turns import BoxTurns
 
 _TIERS = ("unit", "live", "system")
 
@@ -36,8 +37,8 @@ _TIERS = ("unit", "live", "system")
 # ``python -m pytest`` runs on two workers (pyproject.toml: ``-n 2 --dist loadgroup
 # --no-loadscope-reorder``, by pytest-xdist), each test module on one of them, in the order
 # set here. The modules that keep devices in step to the ms (kiosks, sync.js, the headless
-# players) failed beside another worker's load, so they are one group and come last: the
-# other worker has at most a couple of short unit modules left when it starts, then none.
+# players) failed beside another worker's load, so they are one group and come last, and
+# have the box alone (tests/box_turns.py): the other worker's tests wait meanwhile.
 # (Giving them a higher CPU priority did not help: beside a busy core, at nice -10, a page's
 # output timestamps still wandered by tens of ms.) They are kept short: the kiosk pages
 # and the headless players share one Redis and two instances for their minutes of Mandarin
@@ -78,6 +79,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                  else item.path.relative_to(_ROOT).as_posix())
         item.add_marker(pytest.mark.xdist_group(group))
     items.sort(key=_rank)  # stable: each module's own order is kept
+
+
+# The in-step modules have the box alone (tests/box_turns.py): each worker's side of the lock.
+_TURNS = pytest.StashKey[BoxTurns]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """A test of an in-step module runs with the other worker's held back; any other
+    beside the other worker's, unless that one is in step (its module's fixtures are set
+    up and torn down within its tests' turns)."""
+    turns = item.config.stash.get(_TURNS, None)
+    if turns is None:  # one process (-n 0): nothing runs beside it
+        yield
+    elif item.path.name in _IN_STEP:
+        turns.take_alone()
+        yield
+    else:
+        with turns.shared():
+            yield
 
 
 # Hypothesis' per-example deadline is a timing assertion: on a busy 2-core machine it fails
@@ -151,6 +172,7 @@ def pytest_configure(config: pytest.Config) -> None:
     import errors far from the cause. Asked from outside the checkout, so the working
     directory does not stand in for the install."""
     if _is_worker(config):
+        config.stash[_TURNS] = BoxTurns(config.workerinput["testrunuid"])  # type: ignore[attr-defined]
         return
     found = subprocess.run([sys.executable, "-c", "import rtts; print(rtts.__file__)"], cwd="/",
                            capture_output=True, text=True, timeout=60)
@@ -167,6 +189,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    turns = session.config.stash.get(_TURNS, None)
+    if turns is not None:
+        turns.close()
     before = session.config.stash.get(_TREE_BEFORE, None)
     after = _tree_state()
     if before is None or after is None:
