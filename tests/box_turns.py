@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,10 +31,10 @@ class BoxTurns:
     so that two suites on one machine keep their own."""
 
     def __init__(self, run_id: str) -> None:
-        folder = Path(tempfile.gettempdir()) / f"rtts-suite-{run_id}"
-        folder.mkdir(exist_ok=True)
-        self._box = os.open(folder / "box", os.O_RDWR | os.O_CREAT, 0o600)
-        self._door = os.open(folder / "door", os.O_RDWR | os.O_CREAT, 0o600)
+        self.folder = Path(tempfile.gettempdir()) / f"rtts-suite-{run_id}"
+        self.folder.mkdir(exist_ok=True)
+        self._box = os.open(self.folder / "box", os.O_RDWR | os.O_CREAT, 0o600)
+        self._door = os.open(self.folder / "door", os.O_RDWR | os.O_CREAT, 0o600)
         self.alone = False
 
     def take_alone(self) -> None:
@@ -66,6 +67,9 @@ class BoxTurns:
             fcntl.flock(self._box, fcntl.LOCK_UN)
 
     def close(self) -> None:
+        """Ends this worker's side; the folder goes with the first to end (the other's
+        descriptors keep the same two files, and each opened them at its start)."""
         self.give_back()
         os.close(self._box)
         os.close(self._door)
+        shutil.rmtree(self.folder, ignore_errors=True)
