@@ -433,6 +433,9 @@ class _CatalogView:
     def first_audio_s(self, voice: VoiceInfo, lang: str, text: str) -> tuple[float, float]:
         return self._service.worker.first_audio_s(voice, lang, text)
 
+    def next_run_s(self, voice: VoiceInfo, lang: str, text: str) -> float:
+        return self._service.worker.next_run_s(voice, lang, text)
+
     def capacity(self) -> dict[str, int]:
         worker, max_load = self._service.worker, self._service.admission.now()
         return {engine: worker.streams(engine, max_load) for engine in sorted(worker.rtf)}

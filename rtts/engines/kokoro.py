@@ -672,6 +672,16 @@ class KokoroEngine:
         student = self._speaker(lang, generator) == "student"
         return self._run_cost.fixed_s(f"{lang}:student" if student else lang)
 
+    def least_run_s(self, lang: str, generator: str | None = None) -> float:
+        """Compute seconds of the shortest run a paced unit in ``lang`` may begin with
+        (``_least_run``; MIN_RUN_TOKENS in the languages without one), by the learned line
+        and its margin: what a stream whose next part is Kokoro's needs of the thread when
+        its audio runs out (``InferenceWorker.next_run_s``)."""
+        cost = f"{lang}:student" if self._speaker(lang, generator) == "student" else lang
+        tokens = self._least_run(lang, 1.0, cost) or MIN_RUN_TOKENS
+        fixed, slope = self._run_cost.line(cost)
+        return (max(fixed, self._run_cost.fixed_s(cost)) + slope * tokens) * self._run_cost.margin(cost)
+
     def run_tokens(self, lang: str, speed: float, student: bool | None = None) -> int:
         """The longest run, in phonemes, that keeps within the bound (MAX_TOKENS without
         one), spoken by the student (None: as the server's choice)."""

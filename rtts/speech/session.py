@@ -70,6 +70,11 @@ class Catalog(TypingProtocol):
         ``InferenceWorker.first_audio_s``."""
         ...
 
+    def next_run_s(self, voice: VoiceInfo, lang: str, text: str) -> float:
+        """Compute seconds of ``voice``'s first run of ``text`` after another voice's part,
+        paced beside other streams; ``InferenceWorker.next_run_s``."""
+        ...
+
     def capacity(self) -> dict[str, int]:
         """Streams of each engine the inference thread carries at once within the admission
         bound, by this box's measurements; ``InferenceWorker.streams``."""
@@ -571,6 +576,10 @@ class Session:
                 utt.shared_jobs += 1
         to_come = self._lengths.still_to_come(utt.chars) if utt.buffer is not None else 0
         job.rest_chars, job.rest_cjk, job.voices = _what_follows(utt, job.voice, to_come)
+        if part is not None and job.voices:
+            after = self._after_opening(utt, part)
+            if after is not None and after[0].id != voice.id:
+                job.next_first_s = self._catalog.next_run_s(after[0], after[1], after[2])
         if not utt.started:
             # A stream that would wait for room is told when it gets some, by what the
             # streams ahead of it still have to say.
@@ -624,10 +633,10 @@ class Session:
         return compute + HANDOVER_GUARD_S > audio_s / utt.speed + pause_s
 
     def _after_opening(self, utt: Utterance, head: Part) -> tuple[VoiceInfo, str, str, float] | None:
-        """Who speaks after an utterance's opening part, in which language, what, and the
-        pause between: the next part of its unit, or the next unit's first ("Hi. 欢迎光临。"
-        is two units, the pause of a sentence end between them). None where a <break> or
-        nothing follows."""
+        """Who speaks after an utterance's part ``head`` (its opening, or the part being
+        submitted), in which language, what, and the pause between: the next part of its
+        unit, or the next unit's first ("Hi. 欢迎光临。" is two units, the pause of a sentence
+        end between them). None where a <break> or nothing follows."""
         if len(utt.parts) > 1:
             after = utt.parts[1]
             return (after.voice, after.lang, after.speak, 0.0) if isinstance(after, Part) else None

@@ -551,6 +551,15 @@ class InferenceWorker:
         compute = loading + self._first_s_per_char_of(voice, lang) * len(text)
         return compute, self._speech_s_per_char(voice.engine, lang) * len(text)
 
+    def next_run_s(self, voice: VoiceInfo, lang: str, text: str) -> float:
+        """Compute seconds of ``voice``'s first run of ``text`` where it follows another
+        voice's part (a mixed utterance's change of voice; ``Job.next_first_s``): its
+        engine's shortest paced run where it paces runs (Kokoro's ``least_run_s``), for the
+        thread paces that run too, and never more than its first audio on a free thread."""
+        compute, _ = self.first_audio_s(voice, lang, text)
+        least = getattr(self._registry.engines.get(voice.model), "least_run_s", None)
+        return min(compute, least(lang)) if least is not None else compute
+
     @staticmethod
     def _cache_key(job: Job) -> Key:
         return PhraseCache.key(
@@ -749,7 +758,7 @@ class InferenceWorker:
             except Exception:  # the thread must survive anything a model does
                 log.exception("inference thread: unexpected failure")
             if entry.job is not None:
-                self._ended_job(entry.job, self._turn_cost(entry))
+                self._ended_job(entry.job, max(self._turn_cost(entry), entry.job.next_first_s))
             self.parts = self._resident_mb()
             self.last_progress = time.monotonic()
 
@@ -1142,7 +1151,11 @@ class InferenceWorker:
         now = time.monotonic()
         budget = job.deadline - now
         with self._cond:
-            turns = [(e.deadline, self._turn_cost(e)) for e in self._heap if e.job is not None and not e.job.cancelled]
+            turns = [
+                (e.deadline, self._turn_cost(e) + self._handover_s(e, now))
+                for e in self._heap
+                if e.job is not None and not e.job.cancelled
+            ]
             # A stream between two units has its next on the way from the event loop: a
             # long run begun in that moment was paced as if it were not there, and its next
             # unit started too late to make its first audio in time (the underruns at the
@@ -1161,6 +1174,19 @@ class InferenceWorker:
             # while the one waiting, told it would start at once, cannot go in.
             budget = min(budget, short * self._stream_rtf(job) * HOLD_OVERSHOOT + RUN_GUARD_S)
         return budget - RUN_GUARD_S
+
+    def _handover_s(self, entry: _Entry, now: float) -> float:
+        """The next voice's first audio of a stream whose job ends with its next turn
+        (``Job.next_first_s``): due with that job's deadline, when its audio runs out. Four
+        mixed streams let in together each held 0.9 s of English by Hibari, a job done but
+        for its end; a Mandarin run of 0.53 s beside them was paced as if nothing more were
+        due from them, and the third stream's Mandarin came 0.01 s after its English ran
+        out (docs/benchmarks.md, "The change of voice in a crowd")."""
+        job = entry.job
+        assert job is not None
+        if not job.next_first_s or self._left_s(entry, now) > self._turn_cost(entry):
+            return 0.0
+        return job.next_first_s
 
     def _waiting_hold_s(self) -> float | None:
         """The audio the first stream waiting needs each stream with a unit on the thread

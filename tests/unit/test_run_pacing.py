@@ -339,3 +339,22 @@ def test_a_run_keeps_a_margin_as_wide_as_its_cost_wanders() -> None:
     late = sum((0.45 + 0.017 * most) * rng.uniform(0.85, 1.15) > 1.0 for _ in range(1000))
     assert late == 0, (most, late)
     assert wandering.margin("ja") == 1.0  # each language its own
+
+
+def test_a_stream_whose_next_part_is_another_voices_is_left_that_voices_first_run(worker: InferenceWorker) -> None:
+    """A mixed stream at the end of its English part (its audio made) needs the thread for
+    its Mandarin's first run (``Job.next_first_s``) when that audio runs out: a run beside
+    it leaves room for both, where its English job's own last turn said little."""
+    voice = worker._registry.get("toy/a")
+    now = time.monotonic()
+    running = _Entry(now + 3.0, 0, Job("a", "x" * 40, voice, "en", 1.0, now + 3.0))
+    english = Job("b", "y" * 400, voice, "en", 1.0, now + 1.0)
+    entry = _queue(worker, english, started_s=0.2 / 4)
+    entry.compute_s = 100.0  # its audio made: what is left is its end
+    assert worker._run_budget(running) == pytest.approx(0.8 - RUN_GUARD_S, abs=0.01)
+    english.next_first_s = 0.5
+    assert worker._run_budget(running) == pytest.approx(0.3 - RUN_GUARD_S, abs=0.01)
+    # Mid-way through its part, the next is not due by this deadline: its turn alone counts.
+    entry.compute_s = 0.0
+    assert worker._left_s(entry, time.monotonic()) > worker._turn_cost(entry)
+    assert worker._run_budget(running) == pytest.approx(0.8 - RUN_GUARD_S, abs=0.01)

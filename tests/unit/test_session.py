@@ -417,6 +417,21 @@ def test_an_opening_part_that_outlasts_the_next_voices_start_goes_out_at_once():
         assert sent(effects, protocol.Audio) and sent(effects, protocol.Mark), text
 
 
+def test_a_part_before_another_voices_tells_the_thread_what_that_voices_first_run_costs():
+    # The English job carries Kokoro's first run of "上海虹桥站。" (0.1 s a character here,
+    # the catalog's estimate): the thread leaves room for it beside other streams when the
+    # English audio runs out (InferenceWorker._run_budget). One voice throughout: nothing.
+    session = make_mixed(lang_voices=(("zh", "kokoro/z"),), first_audio=SLOW_KOKORO)
+    (job1,) = submits(send(session, type="speak", id="m", text="The next stop is 上海虹桥站。"))
+    assert job1.voice.id == "piper/a" and job1.next_first_s == pytest.approx(0.1 * len("上海虹桥站。"))
+    effects = session.job_event(job1, JobAudio(tone(1.0, 22050)))
+    (job2,) = submits(session.job_event(job1, JobDone(0.01)) + effects)
+    assert job2.voice.id == "kokoro/z" and job2.next_first_s == 0.0  # nothing after it
+    session = make_mixed(lang_voices=(("zh", "kokoro/z"),), first_audio=SLOW_KOKORO)
+    (job,) = submits(send(session, type="speak", id="e", text="The next stop is Boston. Mind the gap."))
+    assert job.next_first_s == 0.0
+
+
 def test_what_was_kept_back_is_sent_before_a_failure_and_dropped_with_a_cancel():
     session = make_mixed(lang_voices=(("zh", "kokoro/z"),), first_audio=SLOW_KOKORO)
     (job1,) = submits(send(session, type="speak", id="m", text="Hello，欢迎来到杭州！"))
