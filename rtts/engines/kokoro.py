@@ -679,8 +679,8 @@ class KokoroEngine:
         its audio runs out (``InferenceWorker.next_run_s``)."""
         cost = f"{lang}:student" if self._speaker(lang, generator) == "student" else lang
         tokens = self._least_run(lang, 1.0, cost) or MIN_RUN_TOKENS
-        fixed, slope = self._run_cost.line(cost)
-        return (max(fixed, self._run_cost.fixed_s(cost)) + slope * tokens) * self._run_cost.margin(cost)
+        _, slope = self._run_cost.line(cost)
+        return (self._run_cost.fixed_s(cost) + slope * tokens) * self._run_cost.margin(cost)
 
     def run_tokens(self, lang: str, speed: float, student: bool | None = None) -> int:
         """The longest run, in phonemes, that keeps within the bound (MAX_TOKENS without

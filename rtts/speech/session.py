@@ -576,10 +576,9 @@ class Session:
                 utt.shared_jobs += 1
         to_come = self._lengths.still_to_come(utt.chars) if utt.buffer is not None else 0
         job.rest_chars, job.rest_cjk, job.voices = _what_follows(utt, job.voice, to_come)
-        if part is not None and job.voices:
-            after = self._after_opening(utt, part)
-            if after is not None and after[0].id != voice.id:
-                job.next_first_s = self._catalog.next_run_s(after[0], after[1], after[2])
+        after = self._next_part(utt, part) if part is not None else None
+        if after is not None and after[0].id != voice.id:  # a change of voice: the thread plans for it
+            job.next_first_s = self._catalog.next_run_s(after[0], after[1], after[2])
         if not utt.started:
             # A stream that would wait for room is told when it gets some, by what the
             # streams ahead of it still have to say.
@@ -600,7 +599,7 @@ class Session:
                 job.room = bound
             utt.started = True
             utt.first_job = now
-            if part is not None and self._outruns(utt, part):
+            if part is not None and self._outruns(utt, part, after):
                 utt.held, utt.held_job = [], job
             utt.track = Track(utt.out.sample_rate, utt.out.frame_ms, utt.out.format)
             start = self._start(utt, voice.id, round(wait * 1000), round(first_audio * 1000), queued=queued or None)
@@ -614,15 +613,14 @@ class Session:
         effects.append(Submit(utt.job))
         return effects
 
-    def _outruns(self, utt: Utterance, head: Part) -> bool:
+    def _outruns(self, utt: Utterance, head: Part, after: tuple[VoiceInfo, str, str, float] | None) -> bool:
         """Whether the voice after an utterance's opening part would have its first audio
         only after that part's audio ran out: Mandarin by Kokoro after a short English
         greeting by Hibari, which makes its audio at once (issue 32: "Hello，欢迎来到杭州！"
         underran at the change of voice). Such an opening part's audio is kept back and
         goes out with the next voice's first (``_kept``): the listener waits before the
         first word rather than in the middle of the sentence. An announcement plays at its
-        time, with a lead that covers this."""
-        after = self._after_opening(utt, head)
+        time, with a lead that covers this. ``after``: who speaks next (``_next_part``)."""
         if utt.announcement is not None or after is None:
             return False
         voice, lang, text, pause_s = after
@@ -632,7 +630,7 @@ class Session:
         _, audio_s = self._catalog.first_audio_s(head.voice, head.lang, head.speak)
         return compute + HANDOVER_GUARD_S > audio_s / utt.speed + pause_s
 
-    def _after_opening(self, utt: Utterance, head: Part) -> tuple[VoiceInfo, str, str, float] | None:
+    def _next_part(self, utt: Utterance, head: Part) -> tuple[VoiceInfo, str, str, float] | None:
         """Who speaks after an utterance's part ``head`` (its opening, or the part being
         submitted), in which language, what, and the pause between: the next part of its
         unit, or the next unit's first ("Hi. 欢迎光临。" is two units, the pause of a sentence

@@ -1176,7 +1176,7 @@ class InferenceWorker:
         return budget - RUN_GUARD_S
 
     def _handover_s(self, entry: _Entry, now: float) -> float:
-        """The next voice's first audio of a stream whose job ends with its next turn
+        """The next voice's first run for a stream whose job ends with its next turn
         (``Job.next_first_s``): due with that job's deadline, when its audio runs out. Four
         mixed streams let in together each held 0.9 s of English by Hibari, a job done but
         for its end; a Mandarin run of 0.53 s beside them was paced as if nothing more were

@@ -99,11 +99,11 @@ class Job:
     # parts of a mixed-language unit, and those before): the stream's load on the thread is
     # its costliest voice's, not the voice of the part that happens to come first.
     voices: tuple[VoiceInfo, ...] = ()
-    # Compute seconds of the first audio of its utterance's next part where another voice
+    # Compute seconds of the first run of its utterance's next part where another voice
     # says it (a mixed utterance's change of voice: Mandarin by Kokoro after English by
-    # Hibari), by the session's estimate on a free thread. It is due when this job's audio
-    # runs out, and this job's own turn says nothing of it: the thread counts it when it
-    # paces the runs of the streams beside this one (``InferenceWorker._run_budget``).
+    # Hibari; ``InferenceWorker.next_run_s``). It is due when this job's audio runs out,
+    # and this job's own turn says nothing of it: the thread counts it when it paces the
+    # runs of the streams beside this one (``InferenceWorker._run_budget``).
     next_first_s: float = 0.0
     # Written by the event loop, read by the inference thread between chunks; a plain
     # bool is enough because it only ever goes False → True.

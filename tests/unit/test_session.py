@@ -427,6 +427,10 @@ def test_a_part_before_another_voices_tells_the_thread_what_that_voices_first_ru
     effects = session.job_event(job1, JobAudio(tone(1.0, 22050)))
     (job2,) = submits(session.job_event(job1, JobDone(0.01)) + effects)
     assert job2.voice.id == "kokoro/z" and job2.next_first_s == 0.0  # nothing after it
+    # Across a sentence end too: "Hi." is a unit of its own before the Mandarin one.
+    session = make_mixed(lang_voices=(("zh", "kokoro/z"),), first_audio=SLOW_KOKORO)
+    (job,) = submits(send(session, type="speak", id="h", text="Hi. 欢迎光临，请出示您的车票。"))
+    assert job.voice.id == "piper/a" and job.next_first_s == pytest.approx(0.1 * len("欢迎光临，请出示您的车票。"))
     session = make_mixed(lang_voices=(("zh", "kokoro/z"),), first_audio=SLOW_KOKORO)
     (job,) = submits(send(session, type="speak", id="e", text="The next stop is Boston. Mind the gap."))
     assert job.next_first_s == 0.0
