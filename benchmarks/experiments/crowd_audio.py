@@ -3,9 +3,9 @@ send mixed sentences (an English opening, then Mandarin; no voice named) at once
 of rounds, to a checkout's server (phrase cache off), and each stream is written to a WAV.
 
     python3 benchmarks/experiments/crowd_audio.py --tree DIR --out OUT [--n 4] [--rounds 3]
-    WHISPER_DIR=... python ../shared/tools/asr_score.py OUT/items.json
+    WHISPER_DIR=... python ../shared/tools/asr_score.py OUT/items.json > OUT/scores.txt
     python ../shared/tools/dnsmos_score.py OUT/items.json
-    python3 benchmarks/mixed_errors.py ...   (or the per-language split below, --split OUT)
+    python3 benchmarks/mixed_errors.py OUT [OUT2 ...]   # the Mandarin characters' CER apart
 
 Used for docs/benchmarks.md, "The change of voice in a crowd": where a change moves the cuts
 between Kokoro's runs of streams in a crowd, their audio is scored before and after. The
