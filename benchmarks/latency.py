@@ -85,6 +85,8 @@ CJK_TEXT = "你好，欢迎来到杭州。今日は東京です。"  # spoken on
 LEVELS = (1, 2, 4, 8, 16)
 RATE = 24000
 UNDERRUN_TOLERANCE_S = 0.005
+# Frames closer together than this came in one burst (one chunk of the server's).
+BURST_S = 0.010
 
 
 # ---------------------------------------------------------------- the server under test
@@ -195,7 +197,11 @@ class Stream:
     gaps: list[tuple[float, float]] = field(default_factory=list)  # (audio heard before it, its length), seconds
     stats: dict = field(default_factory=dict)
     reason: str = ""
+    # The least audio it still held when a burst of frames began to come (a chunk of the
+    # server's; its first burst aside): how near a gap it went. Infinite for one burst.
+    least_s: float = float("inf")
     _runs_out: float = 0.0  # when the audio received so far will have been played
+    _last: float = 0.0  # when the frame before came
 
     @property
     def ttfa(self) -> float:
@@ -205,7 +211,10 @@ class Stream:
         if self.first is None:
             self.first = now
             self._runs_out = now
-        elif now > self._runs_out + UNDERRUN_TOLERANCE_S:
+        elif now - self._last > BURST_S:
+            self.least_s = min(self.least_s, self._runs_out - now)
+        self._last = now
+        if now > self._runs_out + UNDERRUN_TOLERANCE_S:
             self.underruns += 1
             self.gap_s += now - self._runs_out
             self.gaps.append((self.audio_s, now - self._runs_out))

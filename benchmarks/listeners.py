@@ -13,8 +13,9 @@ arrives more than 5 ms after the audio before it ran out). A stream the server r
 queues says so in ``start.expected_wait_ms``. Per (path, N), over ``--repeats`` rounds:
 streams that underran / admitted, total gap, first audio p50/p95, refused, queued
 (``start.queued``: held back for room, or an expected wait above 0.3 s), the RTF of the admitted streams (``end.stats.rtf``) summed —
-what share of the box's compute the load took — and the largest N with no gap in any
-round.
+what share of the box's compute the load took — the least audio a listener still held
+when a burst of frames began to come (the lowest of every stream's least, and their p5:
+how near a gap the gapless went) and the largest N with no gap in any round.
 
 ``--before DIR`` measures a second checkout (e.g. ``git archive HEAD~3 | tar -x -C DIR``)
 in alternation, round by round, so both builds see the same host minutes;
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import http.client
+import math
 import multiprocessing
 import statistics
 import sys
@@ -260,6 +262,8 @@ def summary(rounds: list[list[Listener]], seen: list[float | None] | None = None
         "load": statistics.median(
             sum(x.stream.stats.get("rtf", 0.0) for x in r if not x.refused) for r in rounds
         ) if rounds else 0.0,
+        # The least audio each stream held when a frame came: how near a gap the gapless went.
+        "least": [x.stream.least_s for x in admitted if math.isfinite(x.stream.least_s)],
         "gapless": all(x.stream.underruns == 0 for x in admitted),
         "failed": [x.stream.reason for x in admitted if x.stream.reason != "done"],
     }
@@ -288,11 +292,20 @@ def measure(servers: dict[str, latency.ServerProcess], paths: list[str], ns: lis
                       f" ({s['underruns']} underruns; the server counted {s['server']}), gap {s['gap_s']:.2f} s, "
                       f"first audio p50 {latency.ms(latency.pct(s['ttfa'], 50))} p95 {latency.ms(latency.pct(s['ttfa'], 95))}, "
                       f"refused {s['refused']}, queued {s['queued']}, load {s['load']:.2f}"
+                      + least(s)
                       + told(s) + told_now(s) + (f", failed {s['failed'][:2]}" if s["failed"] else ""), flush=True)
                 gaps = [f"{at:.1f}+{gap:.2f}" for r in rounds[name] for x in r for at, gap in x.stream.gaps]
                 if gaps:  # where each gap fell: audio heard before it + its length, seconds
                     print(f"  {'':10} gaps at {', '.join(gaps)}", flush=True)
     return results
+
+
+def least(s: dict) -> str:
+    """The least audio the streams held when a frame came: the lowest of them and their p5
+    (below 0: a gap)."""
+    if not s["least"]:
+        return ""
+    return f", least in hand {min(s['least']) * 1000:.0f} ms (p5 {latency.pct(s['least'], 5) * 1000:.0f} ms)"
 
 
 def told(s: dict) -> str:
