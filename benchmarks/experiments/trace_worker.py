@@ -11,7 +11,8 @@ started, resumed and yielded, every chunk (with the audio its listener still hel
 came: below 0, late), every first audio a ``start`` is told and every frame the session
 counts late. ``margins`` sums those up: a sentence's first chunk (not an utterance's first,
 which is awaited now) and the later ones. ``told`` lists each stream's first job: what it
-was told, when it was let in and when its first audio was made.
+was told, when it was let in and when its first audio was made; ``units`` what each unit
+cost a second of its audio, opening units apart.
 Used for docs/benchmarks.md, "A stream between two units, seen in a trace"; the strings it
 patches are those of the crowd rule's commit ("Streams let in one after another") and after:
 a line per stream let in from waiting for room, with the audio each stream there held.
@@ -130,8 +131,31 @@ def told(log: Path) -> None:
         print(f"{at:.3f} seq={seq} load={load:.2f} told {audio:.2f} s, let in after {went:.2f} s, {heard}")
 
 
+def units(log: Path) -> None:
+    """What each unit cost a second of its audio (its chunks' compute over their audio), an
+    utterance's opening units apart from the later ones: the opening ones are made in the
+    quick start's short runs and cut to share the thread, and cost more."""
+    made: dict[int, list[float]] = {}  # seq -> [audio s, compute s, chunks]
+    opening: dict[int, bool] = {}
+    for line in log.read_text(errors="replace").splitlines():
+        m = re.search(r"TRACE chunk \S+ seq=(\d+) audio=([\d.]+) took=([\d.]+) .*opens=(\w+)", line)
+        if m is None:
+            continue
+        unit = made.setdefault(int(m[1]), [0.0, 0.0, 0])
+        unit[0] += float(m[2])
+        unit[1] += float(m[3])
+        unit[2] += 1
+        opening[int(m[1])] = m[4] == "True"
+    for name, opens in (("opening units", True), ("later units", False)):
+        rtfs = sorted(c / a for seq, (a, c, _) in made.items() if opening[seq] == opens and a >= 0.2)
+        runs = [n for seq, (a, _, n) in made.items() if opening[seq] == opens and a >= 0.2]
+        if rtfs:
+            print(f"{name}: {len(rtfs)}, compute a second of audio p10 {rtfs[len(rtfs) // 10]:.3f}, median "
+                  f"{statistics.median(rtfs):.3f}, p90 {rtfs[len(rtfs) * 9 // 10]:.3f}; chunks median {statistics.median(runs):g}")
+
+
 if __name__ == "__main__":
-    commands = {"patch": patch, "margins": margins, "told": told}
+    commands = {"patch": patch, "margins": margins, "told": told, "units": units}
     if len(sys.argv) != 3 or sys.argv[1] not in commands:
-        raise SystemExit("usage: trace_worker.py patch DIR | margins LOG | told LOG")
+        raise SystemExit("usage: trace_worker.py patch DIR | margins LOG | told LOG | units LOG")
     commands[sys.argv[1]](Path(sys.argv[2]))

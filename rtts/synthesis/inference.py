@@ -188,6 +188,14 @@ class InferenceWorker:
         # costs more a second of audio than its English (0.37-0.52 against 0.28-0.43 here),
         # and two Mandarin streams let in at the engine's mean underran.
         self.lang_rtf: dict[str, float] = {}
+        # The same from an utterance's opening units alone: made in short runs (the quick
+        # start, then runs cut to share the thread with the streams let in beside it), they
+        # cost more a second of audio than the later ones (Mandarin by Kokoro's own generator,
+        # six listeners: 0.19-0.23 against 0.15-0.17), and the streams held back for room,
+        # told by the two together, were let in about 1 s later than told, the streams ahead
+        # of them still on their opening units (docs/benchmarks.md, "What a held-back stream
+        # is told"). What a held-back stream is told counts the opening units at it.
+        self.opening_rtf: dict[str, float] = {}
         self.load_s = {k.name: k.costs.load_s for k in kinds}
         self.first_s_per_char = {k.name: k.costs.first_s_per_char for k in kinds}
         # Compute a new stream of an engine that streams inside a unit (Piper's windows)
@@ -406,7 +414,7 @@ class InferenceWorker:
         for entry in [*([current] if current is not None else []), *entries]:
             assert entry.job is not None
             j = entry.job
-            this = self._left_s(entry, now)
+            this = self._left_s(entry, now, self._told_cost(j))
             running = entry is current
             if entry.chunks is None and not running:
                 turn = min(self._first_s(j), this)  # its first run: the quick start's
@@ -421,9 +429,17 @@ class InferenceWorker:
     def _as_waiting(self, job: Job, room: float) -> Waiting:
         """``job``'s stream as one waiting for ``room`` (``room.when_heard``)."""
         return Waiting(
-            self._stream_rtf(job), self._cost(job) + self._rest_s(job), room, self._turn_s(job),
+            self._stream_rtf(job), self._told_cost(job) + self._rest_s(job), room, self._turn_s(job),
             self._overhead_s(job), self._first_s(job),
         )
+
+    def _told_cost(self, job: Job) -> float:
+        """``job``'s compute seconds as a stream waiting for room is told them: an opening
+        unit at what opening units cost here (``opening_rtf``), never less than its RTF says."""
+        key = _cost_key(job.voice, job.lang, job.generator)
+        if not job.opens or key not in self.opening_rtf:
+            return self._cost(job)
+        return self._cost(job) * max(1.0, self.opening_rtf[key] / self._rtf(job.voice, job.lang, job.generator))
 
     def _turn_s(self, job: Job) -> float:
         """Compute seconds ``job``'s stream holds the thread for at a time: a piece of a
@@ -438,11 +454,12 @@ class InferenceWorker:
         engine = self._registry.engines.get(voice.model)
         return self._streams.get(voice.engine, False) or hasattr(engine, "limit_run_compute")
 
-    def _left_s(self, entry: _Entry, now: float) -> float:
-        """Compute seconds a queued or running entry's job still needs, by estimate."""
+    def _left_s(self, entry: _Entry, now: float, cost: float | None = None) -> float:
+        """Compute seconds a queued or running entry's job still needs, by estimate (of the
+        whole, ``cost``: by default ``_cost``)."""
         assert entry.job is not None
         running = now - self._current_since if entry is self._current_entry else 0.0
-        return max(0.0, self._cost(entry.job) - entry.compute_s - running)
+        return max(0.0, (self._cost(entry.job) if cost is None else cost) - entry.compute_s - running)
 
     def _rest_s(self, job: Job) -> float:
         """Compute seconds of what ``job``'s utterance says after it (as far as it is known):
@@ -1205,6 +1222,8 @@ class InferenceWorker:
             return  # too short to say anything about the rate
         fold(self.rtf, job.voice.engine, entry.compute_s / audio_s)
         fold(self.lang_rtf, _cost_key(job.voice, job.lang, job.generator), entry.compute_s / audio_s)
+        if job.opens:
+            fold(self.opening_rtf, _cost_key(job.voice, job.lang, job.generator), entry.compute_s / audio_s)
         if job.text:
             fold(self.audio_s_per_char, f"{job.voice.engine}:{job.lang}", audio_s * job.speed / len(job.text))
 

@@ -511,3 +511,49 @@ def test_a_new_stream_is_counted_at_the_turn_it_holds_the_thread_for(tmp_path: P
     assert worker._turn_cost(newcomer) == worker.opening_turn_s["toy"]
     # A stream's later unit: its first window (learned from the one that ran: a third of it).
     assert worker._turn_cost(next_unit) < worker._turn_cost(newcomer)
+
+
+class LongToy(ToyEngine):
+    """A toy whose unit makes 0.5 s of audio in about 20 ms."""
+
+    def synthesize(self, text: str, voice: VoiceInfo, lang: str, speed: float, lead_s: float = 0.0) -> Iterator[np.ndarray]:
+        time.sleep(0.02)
+        yield np.zeros(8000, dtype=np.float32)
+
+
+def test_opening_units_teach_their_own_cost_and_a_held_back_stream_is_told_by_it(tmp_path: Path) -> None:
+    """Issue 32: an utterance's opening unit is made in short runs (the quick start, then
+    runs cut to share the thread with the streams let in beside it), dearer a second of
+    audio than the later ones. The worker learns it from opening units alone
+    (``opening_rtf``) and tells a stream waiting for room the opening units ahead of it, and
+    its own, at it: never below what the RTF says; a later unit at the RTF."""
+    (tmp_path / "a.toy").write_text("")
+    registry = VoiceRegistry.discover(tmp_path, tmp_path, 1, default_voice="toy/a", kinds=(*KINDS, ToyKind()))
+    registry.engines["toy"] = LongToy()
+    voice = registry.get("toy/a")
+    worker = InferenceWorker(registry, lambda callback: callback(), host=registry.host)
+    done = threading.Event()
+    later = Job("a", "hello", voice, "en", 1.0, 0.0)
+    later.sink = lambda job, event: done.set() if type(event).__name__ == "JobDone" else None
+    opening = Job("b", "hello", voice, "en", 1.0, 0.0, opens=True)
+    worker.start()
+    try:
+        worker.submit(later)
+        assert done.wait(10)
+        assert "toy:en" in worker.lang_rtf and worker.opening_rtf == {}  # a later unit teaches the RTF alone
+        assert worker._told_cost(opening) == worker._cost(opening)  # nothing learned of openings yet
+        done.clear()
+        opening.sink = later.sink
+        worker.submit(opening)
+        assert done.wait(10)
+        assert set(worker.opening_rtf) == {"toy:en"}
+    finally:
+        worker.stop()
+        if registry.host is not None:
+            registry.host.stop()
+    worker.opening_rtf["toy:en"] = 2 * worker.lang_rtf["toy:en"]
+    assert worker._told_cost(opening) == pytest.approx(2 * worker._cost(opening))
+    assert worker._told_cost(later) == worker._cost(later)
+    assert worker._as_waiting(opening, 1.0).compute_s == pytest.approx(worker._told_cost(opening) + worker._rest_s(opening))
+    worker.opening_rtf["toy:en"] = worker.lang_rtf["toy:en"] / 2
+    assert worker._told_cost(opening) == worker._cost(opening)
