@@ -190,11 +190,11 @@ class InferenceWorker:
         self.lang_rtf: dict[str, float] = {}
         # The same from an utterance's opening units alone: made in short runs (the quick
         # start, then runs cut to share the thread with the streams let in beside it), they
-        # cost more a second of audio than the later ones (Mandarin by Kokoro's own generator,
-        # six listeners: 0.19-0.23 against 0.15-0.17), and the streams held back for room,
-        # told by the two together, were let in about 1 s later than told, the streams ahead
-        # of them still on their opening units (docs/benchmarks.md, "What a held-back stream
-        # is told"). What a held-back stream is told counts the opening units at it.
+        # cost more a second of audio than the later ones (Mandarin by Kokoro's own
+        # generator, six and eight listeners: 0.19-0.23 against 0.15-0.19), and the streams
+        # held back for room, told by the two together, were let in about 1 s later than
+        # told, the streams ahead of them still on their opening units (docs/benchmarks.md,
+        # "What a held-back stream is told"). A held-back stream is told them at this.
         self.opening_rtf: dict[str, float] = {}
         self.load_s = {k.name: k.costs.load_s for k in kinds}
         self.first_s_per_char = {k.name: k.costs.first_s_per_char for k in kinds}
