@@ -340,9 +340,11 @@ def report(results: dict, builds: list[str], paths: list[str], ns: list[int], co
         "p50 / p95 over every admitted stream of every round, refused and queued streams, and the load (the admitted "
         "streams' RTFs summed, median of the rounds: 1.0 is the whole of the one inference thread); for the streams "
         "held back for room, the first audio their `start` told them (`expected_audio_ms`; before it, "
-        "`expected_wait_ms`) and their first audio (p50), and each one's first audio less what it was told.",
+        "`expected_wait_ms`) and their first audio (p50), and each one's first audio less what it was told; "
+        "last, the least audio a listener held when a burst of frames began to come (the lowest of the streams').",
         "",
-        "| path | N | " + " | ".join(f"{b}: underran, gap, first audio p50 / p95, refused, queued, load" for b in builds) + " |",
+        "| path | N | " + " | ".join(f"{b}: underran, gap, first audio p50 / p95, refused, queued, load, least held"
+                                     for b in builds) + " |",
         "|---|---|" + "---|" * len(builds),
     ]
     for key in paths:
@@ -352,7 +354,8 @@ def report(results: dict, builds: list[str], paths: list[str], ns: list[int], co
                 s = results[(key, n, b)]
                 server = "" if s["server"] is None else f" (server {s['server']})"
                 cells.append(f"{s['underran']}/{s['admitted']}{server}, {s['gap_s']:.2f} s, {ms(pct(s['ttfa'], 50))} / "
-                             f"{ms(pct(s['ttfa'], 95))}, {s['refused']}, {s['queued']}, {s['load']:.2f}{told(s)}")
+                             f"{ms(pct(s['ttfa'], 95))}, {s['refused']}, {s['queued']}, {s['load']:.2f}{told(s)}"
+                             + (f", {min(s['least']) * 1000:.0f} ms held" if s["least"] else ""))
             lines.append(f"| {PATHS[key][0]} | {n} | " + " | ".join(cells) + " |")
     lines += ["", ("Largest N with no gap in any round, at it and at every N tried below it (a larger N "
                    "that played gapless past a gap is named beside it: there admission held more streams back):"), ""]
