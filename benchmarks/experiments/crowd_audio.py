@@ -17,18 +17,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 import wave
 from pathlib import Path
 
 import msgpack
-import websockets
 
-RATE = 24000
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import latency  # noqa: E402  (ServerProcess, connect, RATE)
+
 SENTENCES = [
     "Good morning，欢迎来到上海图书馆，今天的开放时间是九点到五点。",
     "Attention please，前往广州的航班现在开始登机，请到十二号门。",
@@ -37,17 +34,9 @@ SENTENCES = [
 ]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def stream(url: str, utt: str, text: str) -> bytes:
-    async with websockets.connect(url, compression=None, max_size=None, open_timeout=60) as ws:
-        assert msgpack.unpackb(await ws.recv())["type"] == "ready"
-        await ws.send(msgpack.packb({"type": "hello", "format": "pcm16", "sample_rate": RATE, "frame_ms": 20}))
-        assert msgpack.unpackb(await ws.recv())["type"] == "ready"
+    ws = await latency.connect(url)  # pcm16 at latency.RATE, 20 ms frames
+    try:
         await ws.send(msgpack.packb({"type": "speak", "id": utt, "text": text}))
         pcm = bytearray()
         while True:
@@ -58,49 +47,38 @@ async def stream(url: str, utt: str, text: str) -> bytes:
                 pcm += msg["data"]
             elif msg["type"] in ("end", "error"):
                 return bytes(pcm)
+    finally:
+        await ws.close()
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--tree", type=Path, default=Path(__file__).resolve().parents[2])
+    p.add_argument("--tree", type=Path, default=latency.ROOT)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--n", type=int, default=4)
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    log = (args.out / "server.log").open("wb")
-    server = subprocess.Popen([sys.executable, "-m", "rtts", "serve", "--port", str(port), "--phrase-cache-mb", "0"],
-                              cwd=args.tree, stdout=log, stderr=subprocess.STDOUT)
+    latency.ROOT = args.tree.resolve()  # the checkout whose server is measured
+    server = latency.ServerProcess(600, args.out / "server.log")
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2).read()
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the server did not start") from None
-                time.sleep(0.2)
-        url = f"ws://127.0.0.1:{port}/ws"
-        asyncio.run(stream(url, "warm", "Hello，你好。"))  # models loaded before the first round
+        asyncio.run(stream(server.url, "warm", "Hello，你好。"))  # models loaded before the first round
         items = []
         for r in range(args.rounds):
             texts = [SENTENCES[(r + i) % len(SENTENCES)] for i in range(args.n)]
-            got = asyncio.run(_round(url, texts))
+            got = asyncio.run(_round(server.url, texts))
             for i, (text, pcm) in enumerate(zip(texts, got)):
                 path = args.out / f"mixed_r{r}s{i}.wav"
                 with wave.open(str(path), "wb") as w:
                     w.setnchannels(1)
                     w.setsampwidth(2)
-                    w.setframerate(RATE)
+                    w.setframerate(latency.RATE)
                     w.writeframes(pcm)
                 items.append({"lang": "zh", "text": text, "wav": str(path.resolve())})
         (args.out / "items.json").write_text(json.dumps(items, ensure_ascii=False, indent=1))
         print(f"{len(items)} streams in {args.out}")
     finally:
-        server.terminate()
-        server.wait(30)
+        server.stop()
     return 0
 
 
