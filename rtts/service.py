@@ -433,8 +433,8 @@ class _CatalogView:
     def first_audio_s(self, voice: VoiceInfo, lang: str, text: str) -> tuple[float, float]:
         return self._service.worker.first_audio_s(voice, lang, text)
 
-    def next_run_s(self, voice: VoiceInfo, lang: str, text: str) -> float:
-        return self._service.worker.next_run_s(voice, lang, text)
+    def next_run_s(self, voice: VoiceInfo, lang: str, text: str, generator: str | None = None) -> float:
+        return self._service.worker.next_run_s(voice, lang, text, generator)
 
     def capacity(self) -> dict[str, int]:
         worker, max_load = self._service.worker, self._service.admission.now()

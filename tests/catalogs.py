@@ -47,7 +47,7 @@ class FixedCatalog:
         compute, audio = self._first_audio.get(voice.engine, (0.0, 1.0))
         return compute * len(text), audio * len(text)
 
-    def next_run_s(self, voice: VoiceInfo, lang: str, text: str) -> float:
+    def next_run_s(self, voice: VoiceInfo, lang: str, text: str, generator: str | None = None) -> float:
         return self.first_audio_s(voice, lang, text)[0]
 
     def capacity(self) -> dict[str, int]:

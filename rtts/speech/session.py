@@ -70,9 +70,10 @@ class Catalog(TypingProtocol):
         ``InferenceWorker.first_audio_s``."""
         ...
 
-    def next_run_s(self, voice: VoiceInfo, lang: str, text: str) -> float:
+    def next_run_s(self, voice: VoiceInfo, lang: str, text: str, generator: str | None = None) -> float:
         """Compute seconds of ``voice``'s first run of ``text`` after another voice's part,
-        paced beside other streams; ``InferenceWorker.next_run_s``."""
+        paced beside other streams, by ``generator`` where the client named one;
+        ``InferenceWorker.next_run_s``."""
         ...
 
     def capacity(self) -> dict[str, int]:
@@ -578,7 +579,7 @@ class Session:
         job.rest_chars, job.rest_cjk, job.voices = _what_follows(utt, job.voice, to_come)
         after = self._next_part(utt, part) if part is not None else None
         if after is not None and after[0].id != voice.id:  # a change of voice: the thread plans for it
-            job.next_first_s = self._catalog.next_run_s(after[0], after[1], after[2])
+            job.next_first_s = self._catalog.next_run_s(after[0], after[1], after[2], utt.generator)
         if not utt.started:
             # A stream that would wait for room is told when it gets some, by what the
             # streams ahead of it still have to say.

@@ -568,14 +568,16 @@ class InferenceWorker:
         compute = loading + self._first_s_per_char_of(voice, lang) * len(text)
         return compute, self._speech_s_per_char(voice.engine, lang) * len(text)
 
-    def next_run_s(self, voice: VoiceInfo, lang: str, text: str) -> float:
+    def next_run_s(self, voice: VoiceInfo, lang: str, text: str, generator: str | None = None) -> float:
         """Compute seconds of ``voice``'s first run of ``text`` where it follows another
         voice's part (a mixed utterance's change of voice; ``Job.next_first_s``): its
-        engine's shortest paced run where it paces runs (Kokoro's ``least_run_s``), for the
-        thread paces that run too, and never more than its first audio on a free thread."""
+        engine's shortest paced run where it paces runs (Kokoro's ``least_run_s``, by the
+        ``generator`` the client named: the student's run costs a fifth of the teacher's),
+        for the thread paces that run too, and never more than its first audio on a free
+        thread."""
         compute, _ = self.first_audio_s(voice, lang, text)
         least = getattr(self._registry.engines.get(voice.model), "least_run_s", None)
-        return min(compute, least(lang)) if least is not None else compute
+        return min(compute, least(lang, generator)) if least is not None else compute
 
     @staticmethod
     def _cache_key(job: Job) -> Key:

@@ -358,3 +358,25 @@ def test_a_stream_whose_next_part_is_another_voices_is_left_that_voices_first_ru
     entry.compute_s = 0.0
     assert worker._left_s(entry, time.monotonic()) > worker._turn_cost(entry)
     assert worker._run_budget(running) == pytest.approx(0.8 - RUN_GUARD_S, abs=0.01)
+
+
+class _PacedRuns:
+    """An engine that paces its runs: its shortest run costs 0.3 s with Kokoro's own
+    generator and a fifth of it with the student (what ``KokoroEngine.least_run_s`` says)."""
+
+    loaded = True
+
+    def least_run_s(self, lang: str, generator: str | None = None) -> float:
+        return 0.06 if generator == "student" else 0.3
+
+
+def test_the_next_voices_first_run_is_costed_by_the_generator_the_client_named(worker: InferenceWorker) -> None:
+    voice = worker._registry.get("toy/a")
+    worker._registry.engines[voice.model] = _PacedRuns()
+    worker.first_s_per_char["toy"] = 0.1  # 1.0 s for ten characters on a free thread: the runs are less
+    text = "x" * 10
+    assert worker.next_run_s(voice, "en", text) == pytest.approx(0.3)
+    assert worker.next_run_s(voice, "en", text, "teacher") == pytest.approx(0.3)
+    assert worker.next_run_s(voice, "en", text, "student") == pytest.approx(0.06)
+    worker.first_s_per_char["toy"] = 0.001  # never more than its first audio on a free thread
+    assert worker.next_run_s(voice, "en", text, "teacher") == pytest.approx(0.01)
