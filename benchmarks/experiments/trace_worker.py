@@ -109,8 +109,9 @@ def margins(log: Path) -> None:
 
 def told(log: Path) -> None:
     """Each stream's first job as its ``start`` was told (``estimate``: when its first audio
-    would be made) against when the worker made it, from the moment it was told."""
-    said: dict[int, tuple[float, float, float]] = {}  # seq -> (when, told audio s, load)
+    would be made, and when it would be let in) against when the worker let it in and made
+    it, from the moment it was told."""
+    said: dict[int, tuple[float, float, float, float]] = {}  # seq -> (when, told audio s, told room s, load)
     admitted: dict[int, float] = {}
     first: dict[int, float] = {}
     for line in log.read_text(errors="replace").splitlines():
@@ -119,16 +120,18 @@ def told(log: Path) -> None:
             continue
         at, kind, seq, rest = float(m[1]), m[2], int(m[3]), m[4]
         if kind == "told":
-            said[seq] = (at, float(re.search(r"audio=([\d.]+)", rest)[1]), float(re.search(r"load=([\d.]+)", rest)[1]))
+            said[seq] = (at, float(re.search(r"audio=([\d.]+)", rest)[1]), float(re.search(r"room_s=([\d.]+)", rest)[1]),
+                         float(re.search(r"load=([\d.]+)", rest)[1]))
         elif kind == "admit":
             admitted[seq] = at
         elif "first=True" in rest:
             first.setdefault(seq, at)
-    for seq, (at, audio, load) in sorted(said.items(), key=lambda item: item[1][0]):
+    for seq, (at, audio, room, load) in sorted(said.items(), key=lambda item: item[1][0]):
         made = first.get(seq)
         went = admitted.get(seq, at) - at
         heard = f"made {made - at:.2f} s, made − told {made - at - audio:+.2f} s" if made else "never made"
-        print(f"{at:.3f} seq={seq} load={load:.2f} told {audio:.2f} s, let in after {went:.2f} s, {heard}")
+        print(f"{at:.3f} seq={seq} load={load:.2f} told {audio:.2f} s (let in after {room:.2f} s), "
+              f"let in after {went:.2f} s, {heard}")
 
 
 def units(log: Path) -> None:
