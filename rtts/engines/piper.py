@@ -81,8 +81,9 @@ _SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
 DECODE_MARGIN = 12
 # Window sizes in latent frames (256 samples, 11.6 ms at 22.05 kHz). Each window is
 # as long as half of the audio the listener holds can pay for (its compute, measured
-# as it runs, margins and any flow it needs included): FIRST_WINDOW (~13 ms of compute
-# on 2 cores) when the listener is waiting, far more for a later sentence of a
+# as it runs, margins and any flow it needs included): at least FIRST_WINDOW (~13 ms of
+# compute on 2 cores; ``first_window`` makes it longer where the second window would
+# come late) when the listener is waiting, far more for a later sentence of a
 # paragraph, which starts while the one before it plays. Fewer windows mean fewer
 # margins decoded twice (``benchmarks/engine_cost.py piper`` compares with windows that
 # only doubled up to 128 frames). Growth is capped so one window never holds up other
@@ -101,6 +102,16 @@ _SPEND = 0.5
 _HELD_BACK_S = 0.04
 # Each ONNX run costs this on top of its frames (the call to the inference process).
 _RUN_S = 0.003
+# What of a unit's first window does not reach the listener with it, at most: the leading
+# silence the trim takes (up to ~30 ms past the pad it keeps) and what the session's
+# resampler holds (from 22.05 kHz to 48 kHz it gives out blocks of 40 ms: of 116 ms
+# it gave 60, of 128 ms 100). Only ``first_window`` reads it: a later window's budget
+# is half of far more audio.
+_FIRST_HELD_BACK_S = 0.09
+# Share of the first window's audio (past what is held back) that the second window may
+# take: a third, not ``_SPEND``'s half, since the margin at a unit's start is the least a
+# Piper listener ever holds, and a frame more of it costs the first audio ~1 ms.
+_FIRST_SPEND = 1 / 3
 # Compute per latent frame before any was measured (2-core box, quiet; s/frame).
 _PRIOR_COST = {"decoder": 0.0006, "flow": 0.00025}
 
@@ -216,19 +227,34 @@ def window_bounds(frames: int, first: int = FIRST_WINDOW, largest: int = MAX_WIN
     return bounds
 
 
-def next_window(start: int, frames: int, previous: int, budget_s: float, s_per_frame: float) -> int:
+def first_window(s_per_frame: float, hop_s: float) -> int:
+    """Latent frames of a unit's first window while its listener waits: FIRST_WINDOW, or
+    more where the second window (LATER_WINDOW and its margins at ``s_per_frame`` of
+    decoder compute a frame, and its call) would take more than a third of what the
+    first leaves the listener past what the resampler and framer hold back. It grows
+    with the box's measured cost. On the 2-core Xeon ten frames (116 ms) gave the
+    listener 60 ms and the second window came 37 ms later: 23 ms held, a margin a box
+    slower by a half would break (docs/benchmarks.md, "Piper's first window")."""
+    second_s = (LATER_WINDOW + 2 * DECODE_MARGIN) * s_per_frame + 2 * _RUN_S
+    need_s = _FIRST_HELD_BACK_S + second_s / _FIRST_SPEND
+    return max(FIRST_WINDOW, math.ceil(need_s / hop_s))
+
+
+def next_window(
+    start: int, frames: int, previous: int, budget_s: float, s_per_frame: float, first: int = FIRST_WINDOW
+) -> int:
     """Where the window from ``start`` ends, for ``budget_s`` of compute at ``s_per_frame``.
 
     As many frames as the budget pays for, margins included, at most WINDOW_GROWTH
-    times the ``previous`` window (0: none) and MAX_WINDOW; at least FIRST_WINDOW for
-    a unit's first window and LATER_WINDOW after it. A remainder under half a window
-    is folded in.
+    times the ``previous`` window (0: none) and MAX_WINDOW; at least ``first``
+    (``first_window``) for a unit's first window and LATER_WINDOW after it. A remainder
+    under half a window is folded in.
     """
     affordable = 0
     if budget_s > 0 and s_per_frame > 0:
         affordable = int(budget_s / s_per_frame) - 2 * DECODE_MARGIN
     cap = min(MAX_WINDOW, previous * WINDOW_GROWTH) if previous else MAX_WINDOW
-    size = max(LATER_WINDOW if previous else FIRST_WINDOW, min(cap, affordable))
+    size = max(LATER_WINDOW if previous else first, min(cap, affordable))
     stop = min(frames, start + size)
     if frames - stop < size // 2:
         stop = frames
@@ -478,7 +504,8 @@ class PiperEngine:
             if ready < frames:  # this window's frames must go through the flow first
                 per_frame += self._cost["flow"]
                 budget -= 2 * self._cost["flow"] * self._flow_margin + _RUN_S
-            stop = next_window(start, frames, previous, budget, per_frame)
+            opening = first_window(self._cost["decoder"], self.hop / self.sample_rate)
+            stop = next_window(start, frames, previous, budget, per_frame, opening)
             need = min(frames, stop + DECODE_MARGIN)
             if ready < need:
                 # A listener is waiting: the flow over the first two windows' frames

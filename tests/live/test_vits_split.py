@@ -15,6 +15,7 @@ from rtts.engines.piper import (
     MAX_WINDOW,
     WINDOW_GROWTH,
     PiperEngine,
+    first_window,
     next_window,
     window_bounds,
 )
@@ -117,6 +118,22 @@ def test_a_window_is_as_long_as_the_audio_in_hand_can_pay_for() -> None:
     # A remainder under half a window is folded in: a later sentence in one window.
     assert next_window(0, 300, 0, 10.0, cost) == 300
     assert next_window(290, 300, 200, 0.0, cost) == 300
+
+
+def test_a_first_window_leaves_the_listener_enough_for_the_second() -> None:
+    hop_s = 256 / 22050
+    # A fast box: the second window is cheap, and FIRST_WINDOW is enough.
+    assert first_window(0.00005, hop_s) == FIRST_WINDOW
+    # Slower boxes open with more audio: what the first window leaves the listener, past
+    # what the trim and the resampler hold back, pays for the second window three times.
+    sizes = [first_window(cost, hop_s) for cost in (0.0004, 0.0008, 0.0016)]
+    assert sizes == sorted(sizes) and sizes[0] > FIRST_WINDOW and sizes[-1] > 2 * FIRST_WINDOW
+    for cost, size in zip((0.0004, 0.0008, 0.0016), sizes):
+        second_s = (LATER_WINDOW + 2 * DECODE_MARGIN) * cost
+        assert size * hop_s - 0.09 >= 3 * second_s
+    # The window the listener waits for is that long; a later one is not.
+    assert next_window(0, 300, 0, -0.01, 0.0008, sizes[1]) == sizes[1]
+    assert next_window(40, 300, 20, -0.01, 0.0008, sizes[1]) == 40 + LATER_WINDOW
 
 
 @pytest.fixture(scope="module")
