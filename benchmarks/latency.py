@@ -65,6 +65,8 @@ import websockets
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from cpu_quota import CpuQuota  # beside this file
+
 from tests.ports import free_port  # one helper for the tests' and benchmarks' servers
 
 DOC = ROOT / "docs" / "benchmarks.md"
@@ -96,7 +98,10 @@ class ServerProcess:
     """``python3 -m rtts serve`` in a subprocess, with its RSS sampled every 20 ms; with
     ``wyoming``, its Wyoming server too (on ``wyoming_port``)."""
 
-    def __init__(self, idle_unload: float, log_path: Path, *extra: str, wyoming: bool = False) -> None:
+    def __init__(
+        self, idle_unload: float, log_path: Path, *extra: str, wyoming: bool = False, cores: float | None = None
+    ) -> None:
+        """``cores``: the server's processes held to that many CPUs (``cpu_quota``: a slower box)."""
         self.port = free_port()
         self.wyoming_port = free_port() if wyoming else 0
         cmd = [sys.executable, "-m", "rtts", "serve", "--port", str(self.port),
@@ -105,7 +110,11 @@ class ServerProcess:
             cmd += ["--wyoming-port", str(self.wyoming_port)]
         self.command = " ".join(["python3", *cmd[1:]])
         self._log = log_path.open("wb")
+        # Made before the server starts, so a box without cgroups stops here, not halfway.
+        self.quota = CpuQuota(cores, f"{self.port}") if cores is not None else None
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT)
+        if self.quota is not None:
+            self.quota.add(self.proc.pid)  # before it starts its inference process, which inherits it
         self.ps = psutil.Process(self.proc.pid)
         self.peak = 0
         self._stop = threading.Event()
@@ -180,6 +189,8 @@ class ServerProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
         self._log.close()
+        if self.quota is not None:
+            self.quota.close()
 
 
 # ---------------------------------------------------------------- a client that plays in real time

@@ -1,7 +1,7 @@
 """Concurrent listeners, each playing from its first frame: how many streams a box carries without a gap.
 
     python3 benchmarks/listeners.py [--paths zh,ja,en,piper,hibari,mixed] [--n 1,2,3,4,6]
-        [--repeats 3] [--before DIR] [--generators teacher,student] [--busy-cores 1] [--no-write]
+        [--repeats 3] [--before DIR] [--generators teacher,student] [--busy-cores 1] [--cpu-quota 0.6] [--no-write]
     python3 benchmarks/listeners.py --paths zh-append,zh-tts,zh-openai,zh-wyoming --no-write
         (the Mandarin announcement by append, GET /tts, the OpenAI API and Wyoming)
 
@@ -20,8 +20,9 @@ how near a gap the gapless went) and the largest N with no gap in any round.
 ``--before DIR`` measures a second checkout (e.g. ``git archive HEAD~3 | tar -x -C DIR``)
 in alternation, round by round, so both builds see the same host minutes;
 ``--generators teacher,student`` measures this checkout once per Kokoro generator
-(issue 31). ``--busy-cores K`` runs K busy loops beside the server (a slower box). The
-host probe and CPU model are printed before and after. Phrase cache off.
+(issue 31). ``--busy-cores K`` runs K busy loops beside the server (a busier box);
+``--cpu-quota C`` holds each server's processes to C CPUs (a slower box: ``cpu_quota.py``,
+root only). The host probe and CPU model are printed before and after. Phrase cache off.
 """
 
 from __future__ import annotations
@@ -328,12 +329,13 @@ def told_now(s: dict) -> str:
 
 
 def report(results: dict, builds: list[str], paths: list[str], ns: list[int], command: str, probes: list[float],
-           repeats: int, busy: int) -> str:
+           repeats: int, busy: int, cores: float | None = None) -> str:
     ms, pct = latency.ms, latency.pct
     lines = [
         f"Command: `{command}`; run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {latency.cpu_model()}; "
         f"host probe (latency.py `probe_ms`) {', '.join(f'{p:.0f}' for p in probes)} ms (before, after); "
-        f"{busy} busy loop(s) beside the server. Each cell: {repeats} rounds of N clients sending the same text at "
+        f"{busy} busy loop(s) beside the server"
+        f"{'' if cores is None else f'; the server held to {cores:g} CPUs by a CFS quota'}. Each cell: {repeats} rounds of N clients sending the same text at "
         "once, each playing from its own first frame; streams that underran / admitted (and in brackets the "
         "underruns the server itself counted, `rtts_underruns_total`: frames sent after the audio before them "
         "ran out), the total gap, first audio "
@@ -382,7 +384,9 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--before", type=Path, help="a checkout of the previous build, measured in alternation")
     p.add_argument("--generators", default="", help="e.g. teacher,student: this checkout once per Kokoro generator")
-    p.add_argument("--busy-cores", type=int, default=0, help="busy loops beside the server (a slower box)")
+    p.add_argument("--busy-cores", type=int, default=0, help="busy loops beside the server (a busier box)")
+    p.add_argument("--cpu-quota", type=float, default=None, metavar="CPUS",
+                   help="hold each server's processes to this many CPUs (a slower box; root, cgroups)")
     p.add_argument("--server-arg", action="append", default=[], help="passed to rtts serve, e.g. --admission=refuse")
     p.add_argument("--no-write", dest="write", action="store_false")
     args = p.parse_args()
@@ -398,7 +402,7 @@ def main() -> int:
         for name, (root, extra) in builds.items():  # all up at once; only one is spoken to at a time
             latency.ROOT = root
             servers[name] = latency.ServerProcess(600, work / f"{name.replace(' ', '-')}.log", *extra,
-                                                  *args.server_arg, wyoming=True)
+                                                  *args.server_arg, wyoming=True, cores=args.cpu_quota)
         latency.ROOT = ROOT
         for proc in busy:
             proc.start()
@@ -411,7 +415,7 @@ def main() -> int:
             server.stop()
     probes.append(latency.probe_ms())
     command = "python3 benchmarks/listeners.py" + ("" if not sys.argv[1:] else " " + " ".join(sys.argv[1:]))
-    section = report(results, list(builds), paths, ns, command, probes, args.repeats, args.busy_cores)
+    section = report(results, list(builds), paths, ns, command, probes, args.repeats, args.busy_cores, args.cpu_quota)
     print("\n" + section)
     if args.write:
         latency.write_doc(section, BEGIN, END, "Listeners: streams per box without a gap (issue 32)")
