@@ -211,6 +211,7 @@ class Stream:
     # The least audio it still held when a burst of frames began to come (a chunk of the
     # server's; its first burst aside): how near a gap it went. Infinite for one burst.
     least_s: float = float("inf")
+    least_at_s: float = 0.0  # the audio it had received when it held that least
     _runs_out: float = 0.0  # when the audio received so far will have been played
     _last: float = 0.0  # when the frame before came
 
@@ -222,8 +223,8 @@ class Stream:
         if self.first is None:
             self.first = now
             self._runs_out = now
-        elif now - self._last > BURST_S:
-            self.least_s = min(self.least_s, self._runs_out - now)
+        elif now - self._last > BURST_S and self._runs_out - now < self.least_s:
+            self.least_s, self.least_at_s = self._runs_out - now, self.audio_s
         self._last = now
         if now > self._runs_out + UNDERRUN_TOLERANCE_S:
             self.underruns += 1

@@ -265,6 +265,9 @@ def summary(rounds: list[list[Listener]], seen: list[float | None] | None = None
         ) if rounds else 0.0,
         # The least audio each stream held when a frame came: how near a gap the gapless went.
         "least": [x.stream.least_s for x in admitted if math.isfinite(x.stream.least_s)],
+        # Where the lowest of them was: the audio its stream had by then, and whether it had waited for room.
+        "least_at": min(((x.stream.least_s, x.stream.least_at_s, x.queued) for x in admitted),
+                        default=(math.inf, 0.0, False))[1:],
         "gapless": all(x.stream.underruns == 0 for x in admitted),
         "failed": [x.stream.reason for x in admitted if x.stream.reason != "done"],
     }
@@ -306,7 +309,9 @@ def least(s: dict) -> str:
     (below 0: a gap)."""
     if not s["least"]:
         return ""
-    return f", least in hand {min(s['least']) * 1000:.0f} ms (p5 {latency.pct(s['least'], 5) * 1000:.0f} ms)"
+    return (f", least in hand {min(s['least']) * 1000:.0f} ms (p5 {latency.pct(s['least'], 5) * 1000:.0f} ms; "
+            f"the lowest {s['least_at'][0]:.1f} s into the audio of a stream "
+            f"{'held back' if s['least_at'][1] else 'let in at once'})")
 
 
 def told(s: dict) -> str:
