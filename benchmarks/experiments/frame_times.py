@@ -32,7 +32,7 @@ async def bursts(url: str, voice: str, lang: str, text: str) -> list[tuple[float
     """(arrival s after the request, audio s) of each burst of frames."""
     ws = await latency.connect(url)
     try:
-        request = {"type": "speak", "id": "f", "text": text, "lang": lang, **({"voice": voice} if voice else {})}
+        request = {"type": "speak", "id": "f", "text": text, **({"lang": lang} if lang else {}), **({"voice": voice} if voice else {})}
         await ws.send(msgpack.packb(request))
         t0 = time.perf_counter()
         out: list[tuple[float, float]] = []

@@ -15,7 +15,11 @@ import numpy as np
 
 from rtts.sound import audio, codecs
 
-__all__ = ["Frame", "Track"]
+__all__ = ["RESAMPLER_HOLD_S", "Frame", "Track"]
+
+# The most audio soxr's streaming resampler holds back between chunks (it works in blocks:
+# 6-42 ms, measured over Kokoro's, Piper's and the clients' rates; tests/unit/test_track.py).
+RESAMPLER_HOLD_S = 0.045
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,12 @@ class Track:
         if not self.rate:
             return self._out_base
         return self._out_base + self._native_since * self.sample_rate // self.rate
+
+    @property
+    def unsent_s(self) -> float:
+        """Seconds of audio taken in and not yet in a frame: the framer's part frame and the
+        resampler's filter delay, which go out with the audio that follows."""
+        return (self.position - self._framer.samples_out) / self.sample_rate
 
     def switch_rate(self, rate: int) -> list[Frame]:
         """Resample from ``rate`` from now on; the old resampler's tail is framed first."""

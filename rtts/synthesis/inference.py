@@ -1051,8 +1051,8 @@ class InferenceWorker:
                 if entry.kept is not None:
                     entry.kept.append(chunk)
                 self.last_progress = now = time.monotonic()
-                # The client now holds this much more audio: the job is due that much later.
-                job.deadline = max(job.deadline, now) + len(chunk) / job.voice.native_rate
+                # The client now holds the frames this chunk completes: the job is due that much later.
+                job.deadline = max(job.deadline, now) + job.framed(len(chunk) / job.voice.native_rate)
                 if self._yield_to_sooner(entry, time.perf_counter() - t0):
                     return
                 if pace is not None:

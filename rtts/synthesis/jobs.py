@@ -8,6 +8,7 @@ loop through ``sink``. Pure data: shared by the session (no threads) and the wor
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -105,7 +106,28 @@ class Job:
     # and this job's own turn says nothing of it: the thread counts it when it paces the
     # runs of the streams beside this one (``InferenceWorker._run_budget``).
     next_first_s: float = 0.0
+    # The client gets its audio in whole frames of ``frame_s`` seconds (its ``hello.frame_ms``),
+    # and ``unsent_s`` of its utterance's audio waits in the session for a frame to fill. So a
+    # chunk adds to what the client holds the frames it completes, not its own length: an HTTP
+    # route's 200 ms frames keep up to 0.2 s back, which a run paced to end 0.2 s before the
+    # audio ran out would find gone (``framed``). 0: every sample goes out as it is made.
+    frame_s: float = 0.0
+    unsent_s: float = 0.0
+    # Where the client asked for another rate than the voice's, the most the resampler may
+    # hold back besides (``track.RESAMPLER_HOLD_S``): a frame fills that much later.
+    lag_s: float = 0.0
     # Written by the event loop, read by the inference thread between chunks; a plain
     # bool is enough because it only ever goes False → True.
     cancelled: bool = False
     seq: int = field(default_factory=lambda: next(_ids))
+
+    def framed(self, seconds: float) -> float:
+        """Of ``seconds`` more audio made, how much the client gets now: whole frames only,
+        what is short of one waits for the next chunk (``Track``'s framer), and ``lag_s`` is
+        taken as held in the resampler: never more than the session sends."""
+        if self.frame_s <= 0.0:
+            return seconds
+        made = self.unsent_s + seconds
+        sent = max(0, math.floor((made - self.lag_s) / self.frame_s + 1e-6)) * self.frame_s
+        self.unsent_s = made - sent
+        return sent

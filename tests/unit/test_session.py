@@ -15,9 +15,10 @@ from rtts import protocol
 from rtts.config import Config
 from rtts.engines.base import VoiceInfo
 from rtts.sound import audio
+from rtts.sound.track import RESAMPLER_HOLD_S
 from rtts.speech.effects import Close, Drop, Send, Submit
 from rtts.speech.session import Session
-from rtts.synthesis.jobs import JobAudio, JobDone, JobFailed
+from rtts.synthesis.jobs import Job, JobAudio, JobDone, JobFailed
 from tests.catalogs import FixedCatalog
 
 VOICES = {
@@ -458,6 +459,35 @@ def test_segments_within_a_unit_are_marked_and_keep_one_voice_when_it_speaks_bot
     marks = sent(effects, protocol.Mark)
     assert [m.kind for m in marks] == ["sentence", "segment", "segment"]
     assert [m.text for m in marks] == ["请打开", "Bluetooth", "设置。"]
+
+
+@pytest.mark.parametrize("rate, frame_ms", [(22050, 200), (16000, 100), (24000, 20)])
+def test_the_thread_counts_the_audio_a_client_holds_in_the_frames_it_is_sent(rate, frame_ms):
+    # The worker moves a job's deadline by what each chunk adds to the client's audio
+    # (Job.framed). The session sends whole frames, so a chunk short of a frame adds nothing
+    # until the next completes it, and the part frame carries over to the utterance's next
+    # job: an HTTP route's 200 ms frames would otherwise be counted up to 0.2 s early.
+    session, _ = make()
+    sent(send(session, type="hello", v=1, sample_rate=rate, format="pcm16", frame_ms=frame_ms))
+    jobs = submits(send(session, type="speak", id="u", text="One sentence here. And another one after it."))
+    rng = np.random.default_rng(frame_ms)
+    done = 0
+    while jobs:
+        job = jobs.pop()
+        framed_s = sent_s = 0.0  # each job's deadline starts from the frames sent (``_play_until``)
+        assert job.frame_s == frame_ms / 1000
+        for seconds in rng.uniform(0.01, 0.35, 8):
+            chunk = tone(seconds, job.voice.native_rate)
+            framed_s += job.framed(len(chunk) / job.voice.native_rate)
+            sent_s += sum(len(m.data) / 2 / rate for m in sent(session.job_event(job, JobAudio(chunk)), protocol.Audio))
+            # Never more than was sent; short of it by at most a frame, the resampler's hold
+            # (where the rates differ) and the pause the second sentence opens with (not counted).
+            short = frame_ms / 1000 + (RESAMPLER_HOLD_S if rate != job.voice.native_rate else 0.0) + 0.25 * done
+            assert sent_s - short - 1e-6 <= framed_s <= sent_s + 1e-6
+        jobs += submits(session.job_event(job, JobDone(0.01)))
+        done += 1
+    assert done >= 2  # the part frame crossed from one job to the next
+    assert Job("u", "hi", VOICES["piper/a"], "en", 1.0, 0.0).framed(0.123) == 0.123  # frames unknown: all of it
 
 
 def test_only_an_utterances_first_job_opens_it():
