@@ -52,10 +52,6 @@ class CpuQuota:
             raise QuotaError(f"cannot set a CPU quota in {self.dir} (root?): {exc}") from exc
         self.cores = cores
 
-    def add(self, pid: int) -> None:
-        """Put process ``pid`` (and the children it forks from now on) under the quota."""
-        (self.dir / "cgroup.procs").write_text(str(pid))
-
     def close(self) -> None:
         """Remove the cgroup once its processes have ended."""
         try:

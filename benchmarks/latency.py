@@ -98,6 +98,8 @@ class ServerProcess:
     """``python3 -m rtts serve`` in a subprocess, with its RSS sampled every 20 ms; with
     ``wyoming``, its Wyoming server too (on ``wyoming_port``)."""
 
+    quota: CpuQuota | None = None  # where its processes are held to fewer CPUs
+
     def __init__(
         self, idle_unload: float, log_path: Path, *extra: str, wyoming: bool = False, cores: float | None = None
     ) -> None:
@@ -110,11 +112,13 @@ class ServerProcess:
             cmd += ["--wyoming-port", str(self.wyoming_port)]
         self.command = " ".join(["python3", *cmd[1:]])
         self._log = log_path.open("wb")
-        # Made before the server starts, so a box without cgroups stops here, not halfway.
-        self.quota = CpuQuota(cores, f"{self.port}") if cores is not None else None
+        if cores is not None:
+            # Made before the server starts, so a box without cgroups stops here, not halfway.
+            self.quota = CpuQuota(cores, f"{self.port}")
+            # The shell joins the cgroup, then becomes rtts serve (the same pid): nothing of
+            # the server, its inference process included, runs outside the quota.
+            cmd = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self.quota.dir / "cgroup.procs"), *cmd]
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT)
-        if self.quota is not None:
-            self.quota.add(self.proc.pid)  # before it starts its inference process, which inherits it
         self.ps = psutil.Process(self.proc.pid)
         self.peak = 0
         self._stop = threading.Event()
