@@ -281,10 +281,8 @@ class CappedServer(latency.ServerProcess):
         self.command = " ".join(["python3", *cmd[1:]])
         self.log_path = workdir / "server.log"
         self._log = self.log_path.open("wb")
-        # The shell joins the cgroup, then becomes rtts serve (the same pid): nothing of the
-        # server ever runs outside the cap.
-        join = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(cgroup.path / "cgroup.procs")]
-        self.proc = subprocess.Popen(join + cmd, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(latency.in_cgroup(cgroup.path, cmd), cwd=ROOT, stdout=self._log,
+                                     stderr=subprocess.STDOUT)
         self.ps = psutil.Process(self.proc.pid)
         self.peak = 0
         self._stop = threading.Event()

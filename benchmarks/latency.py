@@ -94,6 +94,12 @@ BURST_S = 0.010
 # ---------------------------------------------------------------- the server under test
 
 
+def in_cgroup(cgroup: Path, cmd: list[str]) -> list[str]:
+    """``cmd`` run inside ``cgroup``: a shell joins it, then becomes ``cmd`` (the same
+    pid), so nothing of the server, its inference process included, runs outside it."""
+    return ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(cgroup / "cgroup.procs"), *cmd]
+
+
 class ServerProcess:
     """``python3 -m rtts serve`` in a subprocess, with its RSS sampled every 20 ms; with
     ``wyoming``, its Wyoming server too (on ``wyoming_port``)."""
@@ -115,9 +121,7 @@ class ServerProcess:
         if cores is not None:
             # Made before the server starts, so a box without cgroups stops here, not halfway.
             self.quota = CpuQuota(cores, f"{self.port}")
-            # The shell joins the cgroup, then becomes rtts serve (the same pid): nothing of
-            # the server, its inference process included, runs outside the quota.
-            cmd = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self.quota.dir / "cgroup.procs"), *cmd]
+            cmd = in_cgroup(self.quota.dir, cmd)
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT)
         self.ps = psutil.Process(self.proc.pid)
         self.peak = 0

@@ -19,7 +19,6 @@ without weights, and cut with each weighting; and the decoder's time (best of 3)
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +28,10 @@ from onnx import TensorProto, helper
 from onnx import numpy_helper as nh
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import latency  # cpu_model, probe_ms
+from kokoro_split import best, snr_db
 
 from rtts.config import Config
 from rtts.engines.kokoro import _lead_dropped
@@ -79,19 +82,10 @@ def weighted(model: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
-def snr_db(x: np.ndarray, ref: np.ndarray) -> float:
+def snr(x: np.ndarray, ref: np.ndarray) -> float:
+    """``snr_db`` over the samples both have: a run decoded short may end sooner."""
     n = min(len(x), len(ref))
-    x, ref = x[:n].astype(np.float64), ref[:n].astype(np.float64)
-    return float(10 * np.log10(np.sum(ref * ref) / max(np.sum((x - ref) ** 2), 1e-30)))
-
-
-def best(fn, runs: int = 3):  # type: ignore[no-untyped-def]
-    times, out = [], None
-    for _ in range(runs):
-        t = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t)
-    return min(times), out
+    return snr_db(x[:n], ref[:n])
 
 
 def main() -> int:
@@ -109,6 +103,7 @@ def main() -> int:
     registry = VoiceRegistry.discover(config.models_dir, config.cache_dir, threads=2)
     engine = registry.engines["kokoro"]
     engine.load()
+    print(f"host: {latency.cpu_model()}; host probe (latency.py probe_ms) {latency.probe_ms():.0f} ms")
     print("text | frames / cut at | ones (floor) | cut | last 6 weighted | last 2 | deep tail 4 | 8 | ms whole / cut")
     for voice_id, lang, text in CASES:
         voice = registry.get(voice_id)
@@ -139,7 +134,7 @@ def main() -> int:
         for k in (TAIL, 2):
             w = np.ones((1, 1, stop), np.float32)
             w[..., stop - k:] = (k + left_out) / k
-            cells.append(snr_db(run(rewritten, cf, c0, ce, w)[a:b], ref[a:b]) if left_out else float("nan"))
+            cells.append(snr(run(rewritten, cf, c0, ce, w)[a:b], ref[a:b]) if left_out else float("nan"))
         for m in (4, 8):
             if left_out <= m:
                 cells.append(float("nan"))
@@ -147,8 +142,8 @@ def main() -> int:
             w = np.ones((1, 1, stop + m), np.float32)
             w[..., stop:] = left_out / m
             joined = [np.concatenate([c, x[..., (frames - m) * k:]], -1) for c, x, k in ((cf, feat, 1), (c0, f0, per), (ce, en, per))]
-            cells.append(snr_db(run(rewritten, *joined, w)[a:b], ref[a:b]))
-        print(f"{text} | {frames} / {stop} | {snr_db(ones, ref):.1f} dB | {snr_db(cut[a:b], ref[a:b]):.1f} dB | "
+            cells.append(snr(run(rewritten, *joined, w)[a:b], ref[a:b]))
+        print(f"{text} | {frames} / {stop} | {snr(ones, ref):.1f} dB | {snr(cut[a:b], ref[a:b]):.1f} dB | "
               + " | ".join(f"{c:.1f} dB" for c in cells) + f" | {t_whole * 1000:.0f} / {t_cut * 1000:.0f}", flush=True)
     return 0
 

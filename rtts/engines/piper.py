@@ -103,10 +103,10 @@ _HELD_BACK_S = 0.04
 # Each ONNX run costs this on top of its frames (the call to the inference process).
 _RUN_S = 0.003
 # What of a unit's first window does not reach the listener with it, at most: the leading
-# silence the trim takes (up to ~30 ms past the pad it keeps) and what the session's
-# resampler holds (from 22.05 kHz to 48 kHz it gives out blocks of 40 ms: of 116 ms
-# it gave 60, of 128 ms 100). Only ``first_window`` reads it: a later window's budget
-# is half of far more audio.
+# silence the trim takes past the pad it keeps, and what the session's resampler and
+# framer hold (``track.RESAMPLER_HOLD_S`` and a part frame): a first window of 116 ms
+# reached the listener as 60 ms (benchmarks/experiments/frame_times.py). Only
+# ``first_window`` reads it: a later window's budget is half of far more audio.
 _FIRST_HELD_BACK_S = 0.09
 # Share of the first window's audio (past what is held back) that the second window may
 # take: a third, not ``_SPEND``'s half, since the margin at a unit's start is the least a

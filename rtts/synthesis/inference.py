@@ -1222,10 +1222,11 @@ class InferenceWorker:
         audio_s = entry.samples / job.voice.native_rate
         if audio_s < 0.2:
             return  # too short to say anything about the rate
-        fold(self.rtf, job.voice.engine, entry.compute_s / audio_s)
-        fold(self.lang_rtf, _cost_key(job.voice, job.lang, job.generator), entry.compute_s / audio_s)
+        rtf, key = entry.compute_s / audio_s, _cost_key(job.voice, job.lang, job.generator)
+        fold(self.rtf, job.voice.engine, rtf)
+        fold(self.lang_rtf, key, rtf)
         if job.opens:
-            fold(self.opening_rtf, _cost_key(job.voice, job.lang, job.generator), entry.compute_s / audio_s)
+            fold(self.opening_rtf, key, rtf)
         if job.text:
             fold(self.audio_s_per_char, f"{job.voice.engine}:{job.lang}", audio_s * job.speed / len(job.text))
 
