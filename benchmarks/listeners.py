@@ -238,10 +238,28 @@ def server_underruns(server: latency.ServerProcess) -> float | None:
     return server.metric("rtts_underruns_total")
 
 
-def summary(rounds: list[list[Listener]], seen: list[float | None] | None = None) -> dict:
+def server_contention(server: latency.ServerProcess) -> tuple[float, float] | None:
+    """The seconds streams have waited for room on the server's inference thread so far, and
+    of them the seconds the thread had nothing to run (``rtts_contended_seconds``,
+    ``rtts_contended_idle_seconds``); None from a build without them."""
+    waited, idle = server.metric("rtts_contended_seconds"), server.metric("rtts_contended_idle_seconds")
+    return None if waited is None or idle is None else (waited, idle)
+
+
+def contended(before: tuple[float, float] | None, after: tuple[float, float] | None) -> tuple[float, float] | None:
+    return None if before is None or after is None else (after[0] - before[0], after[1] - before[1])
+
+
+def summary(rounds: list[list[Listener]], seen: list[float | None] | None = None,
+            waits: list[tuple[float, float] | None] | None = None) -> dict:
     admitted = [x for r in rounds for x in r if not x.refused]
     seen = seen or []
+    waits = waits or []
     return {
+        # While streams waited for room: how long, summed over the rounds, and the share of
+        # it the inference thread was on work (None: a build without the count).
+        "contended": None if not waits or None in waits else (
+            sum(w[0] for w in waits if w is not None), sum(w[1] for w in waits if w is not None)),
         # What the server itself counted of those underruns (None: a build without the count).
         "server": None if not seen or None in seen else round(sum(x for x in seen if x is not None)),
         "n": len(rounds[0]) if rounds else 0,
@@ -250,6 +268,11 @@ def summary(rounds: list[list[Listener]], seen: list[float | None] | None = None
         "underruns": sum(x.stream.underruns for x in admitted),
         "gap_s": sum(x.stream.gap_s for x in admitted),
         "ttfa": [x.stream.ttfa for x in admitted if x.stream.first is not None],
+        # When a round's last stream was first heard, median of the rounds: how soon the box
+        # got through all of them (a bound that holds streams back only reorders them if
+        # this does not move).
+        "last": statistics.median(max((x.stream.ttfa for x in r if not x.refused and x.stream.first is not None),
+                                      default=math.nan) for r in rounds) if rounds else math.nan,
         "refused": sum(1 for r in rounds for x in r if x.refused),
         "queued": sum(1 for x in admitted if x.queued or x.wait_s > QUEUED_S),
         # Streams held back for room: the first audio their start told them, and when it came.
@@ -282,21 +305,24 @@ def measure(servers: dict[str, latency.ServerProcess], paths: list[str], ns: lis
         for n in ns:
             rounds: dict[str, list[list[Listener]]] = {name: [] for name in servers}
             seen: dict[str, list[float | None]] = {name: [] for name in servers}
+            waits: dict[str, list[tuple[float, float] | None]] = {name: [] for name in servers}
             for _ in range(repeats):
                 for name, server in servers.items():  # the builds take turns, round by round
-                    before = server_underruns(server)
+                    before, waited = server_underruns(server), server_contention(server)
                     rounds[name].append(asyncio.run(round_of(server, key, n)))
                     after = server_underruns(server)
                     seen[name].append(None if before is None or after is None else after - before)
+                    waits[name].append(contended(waited, server_contention(server)))
                     time.sleep(0.3)
             for name in servers:
-                s = summary(rounds[name], seen[name])
+                s = summary(rounds[name], seen[name], waits[name])
                 results[(key, n, name)] = s
                 print(f"  {name:10} {key:6} N={n}: underran {s['underran']}/{s['admitted']}"
                       f" ({s['underruns']} underruns; the server counted {s['server']}), gap {s['gap_s']:.2f} s, "
-                      f"first audio p50 {latency.ms(latency.pct(s['ttfa'], 50))} p95 {latency.ms(latency.pct(s['ttfa'], 95))}, "
+                      f"first audio p50 {latency.ms(latency.pct(s['ttfa'], 50))} p95 {latency.ms(latency.pct(s['ttfa'], 95))} "
+                      f"last {latency.ms(s['last'])}, "
                       f"refused {s['refused']}, queued {s['queued']}, load {s['load']:.2f}"
-                      + least(s)
+                      + least(s) + busy_held(s)
                       + told(s) + told_now(s) + (f", failed {s['failed'][:2]}" if s["failed"] else ""), flush=True)
                 gaps = [f"{at:.1f}+{gap:.2f}" for r in rounds[name] for x in r for at, gap in x.stream.gaps]
                 if gaps:  # where each gap fell: audio heard before it + its length, seconds
@@ -312,6 +338,15 @@ def least(s: dict) -> str:
     return (f", least in hand {min(s['least']) * 1000:.0f} ms (p5 {latency.pct(s['least'], 5) * 1000:.0f} ms; "
             f"the lowest {s['least_at'][0]:.1f} s into the audio of a stream "
             f"{'held back' if s['least_at'][1] else 'let in at once'})")
+
+
+def busy_held(s: dict) -> str:
+    """While streams waited for room: the share of that time the inference thread was on
+    work (a bound that holds streams back while the thread idles wastes the box)."""
+    if s["contended"] is None or s["contended"][0] < 0.05:
+        return ""
+    waited, idle = s["contended"]
+    return f"; while streams waited for room ({waited:.1f} s) the thread was on work {1 - idle / waited:.0%} of it"
 
 
 def told(s: dict) -> str:
@@ -348,9 +383,11 @@ def report(results: dict, builds: list[str], paths: list[str], ns: list[int], co
         "streams' RTFs summed, median of the rounds: 1.0 is the whole of the one inference thread); for the streams "
         "held back for room, the first audio their `start` told them (`expected_audio_ms`; before it, "
         "`expected_wait_ms`) and their first audio (p50), and each one's first audio less what it was told; "
-        "last, the least audio a listener held when a burst of frames began to come (the lowest of the streams').",
+        "then the least audio a listener held when a burst of frames began to come (the lowest of the streams'); "
+        "last, where streams waited for room, the share of that time the inference thread was on work "
+        "(`rtts_contended_seconds`, `rtts_contended_idle_seconds`).",
         "",
-        "| path | N | " + " | ".join(f"{b}: underran, gap, first audio p50 / p95, refused, queued, load, least held"
+        "| path | N | " + " | ".join(f"{b}: underran, gap, first audio p50 / p95, refused, queued, load, least held, thread on work while held"
                                      for b in builds) + " |",
         "|---|---|" + "---|" * len(builds),
     ]
@@ -362,7 +399,9 @@ def report(results: dict, builds: list[str], paths: list[str], ns: list[int], co
                 server = "" if s["server"] is None else f" (server {s['server']})"
                 cells.append(f"{s['underran']}/{s['admitted']}{server}, {s['gap_s']:.2f} s, {ms(pct(s['ttfa'], 50))} / "
                              f"{ms(pct(s['ttfa'], 95))}, {s['refused']}, {s['queued']}, {s['load']:.2f}{told(s)}"
-                             + (f", {min(s['least']) * 1000:.0f} ms held" if s["least"] else ""))
+                             + (f", {min(s['least']) * 1000:.0f} ms held" if s["least"] else "")
+                             + (f", thread on work {1 - s['contended'][1] / s['contended'][0]:.0%} while held"
+                                if s["contended"] and s["contended"][0] >= 0.05 else ""))
             lines.append(f"| {PATHS[key][0]} | {n} | " + " | ".join(cells) + " |")
     lines += ["", ("Largest N with no gap in any round, at it and at every N tried below it (a larger N "
                    "that played gapless past a gap is named beside it: there admission held more streams back):"), ""]

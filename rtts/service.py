@@ -102,6 +102,11 @@ class Metrics:
                    registry=r).set_function(worker.load)
         prom.Gauge("rtts_streams_waiting", "streams waiting for room on the inference thread (start.queued)",
                    registry=r).set_function(lambda: worker.waiting)
+        # Whether holding streams back costs the box: the thread should be busy while they wait.
+        prom.Gauge("rtts_contended_seconds", "seconds at least one stream waited for room on the inference thread",
+                   registry=r).set_function(lambda: worker.contended()[0])
+        prom.Gauge("rtts_contended_idle_seconds", "of rtts_contended_seconds, the seconds the inference thread had "
+                   "nothing to run", registry=r).set_function(lambda: worker.contended()[1])
         prom.Gauge("rtts_models_loaded", "models loaded in memory", registry=r).set_function(
             lambda: sum(1 for e in service.registry.engines.values() if e.loaded)
         )

@@ -60,6 +60,7 @@ from rtts.host import memory
 from rtts.host.client import Host
 from rtts.protocol import ErrorCode
 from rtts.sound import audio
+from rtts.synthesis.contention import Contention
 from rtts.synthesis.jobs import Estimate, Job, JobAudio, JobDone, JobEvent, JobFailed, JobWords
 from rtts.synthesis.phrase_cache import Key, PhraseCache
 from rtts.synthesis.room import Heard, Stream, Waiting, crowd_hold_s, crowd_ready, when_heard
@@ -250,6 +251,8 @@ class InferenceWorker:
         self.unloads = 0
         self.requeues = 0
         self.held_on = 0  # chunks a job decoded on instead of yielding, to keep its client fed
+        # The time streams waited for room, and of it the thread's idle time (/metrics).
+        self.contention = Contention()
 
     # ------------------------------------------------------------ event-loop side
 
@@ -295,9 +298,10 @@ class InferenceWorker:
             entries, current = self._live()  # the lock is reentrant (Condition's RLock)
             busy = self._busy(entries, current)
             if busy and not self._fits(job, busy, entries, current):
-                return
+                break
             self._waiting.pop(0)
             heapq.heappush(self._heap, _Entry(job.deadline, job.seq, job))
+        self.contention.note(time.monotonic(), waiting=bool(self._waiting))
 
     def _fits(
         self, job: Job, busy: dict[tuple[str, object], Job], entries: list[_Entry], current: _Entry | None
@@ -696,6 +700,11 @@ class InferenceWorker:
         with self._cond:
             return sum(1 for e in self._heap if e.job is not None and not e.job.cancelled)
 
+    def contended(self) -> tuple[float, float]:
+        """Seconds at least one stream waited for room, and of those the thread was idle."""
+        with self._cond:
+            return self.contention.totals(time.monotonic())
+
     @property
     def waiting(self) -> int:
         """Streams waiting for room (``Job.room``)."""
@@ -725,8 +734,10 @@ class InferenceWorker:
                     # last job has passed (that stream may have ended).
                     wait = self._gap_s / 4 if self._waiting else 5.0
                 self.idle = True
+                self.contention.note(time.monotonic(), idle=True)
                 self._cond.wait(timeout=wait)
                 self.idle = False
+                self.contention.note(time.monotonic(), idle=False)
                 self.last_progress = time.monotonic()
                 self._admit()
             if self._stopping:

@@ -39,6 +39,13 @@ def fetch(url: str) -> tuple[int, dict[str, str], bytes]:
         return err.code, dict(err.headers), err.read()
 
 
+def gauge(metrics: str, name: str) -> float:
+    """An unlabelled sample of a /metrics text; fails where the server has none."""
+    found = re.search(rf"^{name} (\S+)$", metrics, re.MULTILINE)
+    assert found is not None, f"no {name} in /metrics"
+    return float(found.group(1))
+
+
 def check_stream(msgs: list, utt_id: str, rate: int, frame_ms: int, width: int) -> np.ndarray:
     """The invariants every utterance's messages keep; returns the decoded audio."""
     assert isinstance(msgs[0], protocol.Start) and msgs[0].sample_rate == rate
@@ -262,8 +269,7 @@ def test_metrics_count_what_happened(server: ServerThread, client: Client):
         assert name in text
     assert 'rtts_utterances_total{reason="done"}' in text
     # The models are loaded (the utterance just ran): the inference process is up.
-    rss = re.search(r"^rtts_inference_process_resident_bytes (\S+)$", text, re.M)
-    assert rss is not None and float(rss.group(1)) > 50 * 2**20
+    assert gauge(text, "rtts_inference_process_resident_bytes") > 50 * 2**20
     assert re.search(r"^rtts_inference_process_starts_total [1-9]", text, re.M)
 
 
@@ -294,6 +300,9 @@ def test_the_box_says_what_it_can_carry(server: ServerThread, client: Client):
     assert set(capacity["engines"]) == set(worker.rtf) >= {"piper", "kokoro"}
     assert capacity["load"] == 0 and capacity["waiting"] == 0  # nothing is being made now
     assert re.search(r"^rtts_inference_load 0\.0$", text, re.M)
+    # Whether streams held back for room left the thread idle (none waited on this server
+    # unless another test's streams did: the sums, whatever they are, agree).
+    assert 0 <= gauge(text, "rtts_contended_idle_seconds") <= gauge(text, "rtts_contended_seconds")
     client.send(type="hello", v=1)  # a ready as of now
     ready = client.recv()
     assert isinstance(ready, protocol.Ready) and ready.capacity == {e: worker.streams(e, max_load) for e in worker.rtf}

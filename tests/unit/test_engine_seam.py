@@ -240,6 +240,9 @@ def test_a_stream_without_room_waits_until_one_ends(tmp_path: Path) -> None:
         # Then nothing more comes from b: after the gap it has room (a alone: 0.8 <= 1.0).
         assert done["c"].wait(10 * gap)
         assert order == ["a", "b", "a2", "c"] and worker.waiting == 0
+        # c waited from its submit, the thread idle through most of the gaps (/metrics).
+        waited, idle = worker.contended()
+        assert gap < waited < 10 * gap and gap / 2 < idle < waited
         # A stream's last unit takes it off the thread as soon as it ends: no gap.
         done["d"], done["e"] = threading.Event(), threading.Event()
         time.sleep(gap)  # c's gap is over
