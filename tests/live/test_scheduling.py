@@ -17,7 +17,7 @@ from rtts.synthesis.inference import InferenceWorker
 from rtts.synthesis.jobs import Job, JobAudio, JobDone, JobEvent
 from rtts.synthesis.phrase_cache import PhraseCache
 from tests.conftest import Client, ServerThread, make_config
-from tests.live.test_server import fetch
+from tests.live.test_server import fetch, gauge
 
 PIPER = "piper/en_US-joe-medium"
 
@@ -305,6 +305,10 @@ def test_a_stream_past_the_load_waits_for_room_and_then_speaks(tmp_path: Path) -
         assert start.expected_wait_ms is not None and start.expected_wait_ms > 0.25 * ttfa
         # Its first audio comes its first run after the wait (issue 32).
         assert start.expected_audio_ms is not None and start.expected_audio_ms > start.expected_wait_ms
+        # While it waited the thread was making the long one, not idle (/metrics).
+        metrics = fetch(srv.http + "/metrics")[2].decode()
+        waited, idle = gauge(metrics, "rtts_contended_seconds"), gauge(metrics, "rtts_contended_idle_seconds")
+        assert waited > 0.5 * ttfa / 1000 and idle < 0.5 * waited, (waited, idle)
     with ServerThread(make_config(tmp_path, default_voice=PIPER)) as srv, Client(srv.url) as a, Client(srv.url) as b:
         a.recv(), b.recv()
         a.send(type="speak", id="long", text=text)

@@ -17,6 +17,7 @@ from rtts.engines.voices import VoiceRegistry
 from rtts.host.client import Host
 from rtts.synthesis.inference import InferenceWorker
 from rtts.synthesis.jobs import Job
+from rtts.synthesis.phrase_cache import PhraseCache
 
 
 class ToyEngine:
@@ -256,6 +257,52 @@ def test_a_stream_without_room_waits_until_one_ends(tmp_path: Path) -> None:
         worker.submit(gone)
         worker.drop(gone)
         assert worker.waiting == 0
+    finally:
+        worker.stop()
+        if registry.host is not None:
+            registry.host.stop()
+
+
+def test_a_stream_whose_last_unit_comes_from_the_phrase_cache_leaves_room_at_once(tmp_path: Path) -> None:
+    """A unit answered from the phrase cache never reaches the thread; where it is its
+    stream's last, the stream is off the thread at once, as after a last unit made there:
+    it counted as between two units for the gap after its unit before, and a stream waiting
+    for room waited that long with the thread idle."""
+    (tmp_path / "a.toy").write_text("")
+    registry = VoiceRegistry.discover(tmp_path, tmp_path, 1, default_voice="toy/a", kinds=(*KINDS, ToyKind()))
+    gap = 5.0  # far longer than the wait allowed below, on a loaded box too
+    worker = InferenceWorker(registry, lambda callback: callback(), cache=PhraseCache(1 << 20), host=registry.host,
+                             stream_gap_s=gap)
+    registry.engines["toy"] = SlowToy()  # RTF 0.4 or more, as measured: a and c do not fit in 0.5
+    voice = registry.get("toy/a")
+    worker.rtf["toy"] = 0.4
+    done = {name: threading.Event() for name in ("a", "a2", "c")}
+
+    names: dict[int, str] = {}
+
+    def sink(job: Job, event: object) -> None:  # one sink, as one session's: a's units are one stream
+        if type(event).__name__ == "JobDone":
+            done[names[id(job)]].set()
+
+    def job(name: str, room: float | None = None, last: bool = False) -> Job:
+        text = "doors closing" if name == "c" else "hello"
+        j = Job(name.rstrip("2"), text, voice, "en", 1.0, time.monotonic(), room=room, last=last)
+        j.sink, names[id(j)] = sink, name
+        return j
+
+    worker.start()
+    try:
+        worker.submit(job("a"))  # made on the thread, and kept by the cache
+        assert done["a"].wait(10)
+        worker.submit(job("c", room=0.5))
+        assert not done["c"].wait(0.3) and worker.waiting == 1  # a is between two units
+        asked = time.monotonic()
+        worker.submit(job("a2", last=True))  # a's last unit: the same text, from the cache
+        assert done["a2"].wait(1) and worker.cache.hits == 1
+        assert done["c"].wait(gap / 2), "c waited out the gap of a stream that had ended"
+        assert time.monotonic() - asked < gap / 2
+        waited, idle = worker.contended()
+        assert 0.3 < waited < gap / 2 and idle > 0.25  # it waited on an idle thread until a ended
     finally:
         worker.stop()
         if registry.host is not None:
