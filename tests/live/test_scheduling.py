@@ -308,6 +308,7 @@ def test_a_stream_past_the_load_waits_for_room_and_then_speaks(tmp_path: Path) -
         # While it waited the thread was making the long one, not idle (/metrics).
         metrics = fetch(srv.http + "/metrics")[2].decode()
         waited, idle = gauge(metrics, "rtts_contended_seconds"), gauge(metrics, "rtts_contended_idle_seconds")
+        print(f"it waited {waited:.2f} s for room, the thread idle {idle:.2f} s of it")
         assert waited > 0.5 * ttfa / 1000 and idle < 0.5 * waited, (waited, idle)
     with ServerThread(make_config(tmp_path, default_voice=PIPER)) as srv, Client(srv.url) as a, Client(srv.url) as b:
         a.recv(), b.recv()
