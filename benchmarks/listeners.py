@@ -340,13 +340,21 @@ def least(s: dict) -> str:
             f"{'held back' if s['least_at'][1] else 'let in at once'})")
 
 
-def busy_held(s: dict) -> str:
+def on_work(s: dict) -> float | None:
     """While streams waited for room: the share of that time the inference thread was on
-    work (a bound that holds streams back while the thread idles wastes the box)."""
+    work (a bound that holds streams back while the thread idles wastes the box); None
+    where they hardly waited or the build does not count it."""
     if s["contended"] is None or s["contended"][0] < 0.05:
-        return ""
+        return None
     waited, idle = s["contended"]
-    return f"; while streams waited for room ({waited:.1f} s) the thread was on work {1 - idle / waited:.0%} of it"
+    return 1 - idle / waited
+
+
+def busy_held(s: dict) -> str:
+    share = on_work(s)
+    if share is None:
+        return ""
+    return f"; while streams waited for room ({s['contended'][0]:.1f} s) the thread was on work {share:.0%} of it"
 
 
 def told(s: dict) -> str:
@@ -400,8 +408,7 @@ def report(results: dict, builds: list[str], paths: list[str], ns: list[int], co
                 cells.append(f"{s['underran']}/{s['admitted']}{server}, {s['gap_s']:.2f} s, {ms(pct(s['ttfa'], 50))} / "
                              f"{ms(pct(s['ttfa'], 95))}, {s['refused']}, {s['queued']}, {s['load']:.2f}{told(s)}"
                              + (f", {min(s['least']) * 1000:.0f} ms held" if s["least"] else "")
-                             + (f", thread on work {1 - s['contended'][1] / s['contended'][0]:.0%} while held"
-                                if s["contended"] and s["contended"][0] >= 0.05 else ""))
+                             + ("" if on_work(s) is None else f", thread on work {on_work(s):.0%} while held"))
             lines.append(f"| {PATHS[key][0]} | {n} | " + " | ".join(cells) + " |")
     lines += ["", ("Largest N with no gap in any round, at it and at every N tried below it (a larger N "
                    "that played gapless past a gap is named beside it: there admission held more streams back):"), ""]
