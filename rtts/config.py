@@ -116,7 +116,7 @@ class Config:
     # 5 of 1,502 streams had a short gap (the HTTP routes, the mixed path's change of voice),
     # and at 0.7 none of the HTTP routes' 100 in the same alternating command
     # (docs/benchmarks.md, "Let in between two runs, and the bound at 0.8"); and at 0.8 a
-    # stream told it starts at once waited up to 3.7 s for the crowd's audio, while at either
+    # stream told it starts at once waited up to 3.8 s for the crowd's audio, while at either
     # bound the thread is on work all the time streams wait ("While streams wait for room").
     admission_max_load: float = 0.7
     phrase_cache_mb: float = 16.0

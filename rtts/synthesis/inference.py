@@ -300,8 +300,8 @@ class InferenceWorker:
         stream waiting for room waited as long with the thread idle: 1.0 s of a 1.4 s wait in
         a live test whose long stream ended in sentences it had said before."""
         if job.last:
+            self._ended_job(job)
             with self._cond:
-                self._ended.pop(_stream(job), None)
                 self._admit()
                 self._cond.notify()
 
